@@ -1,0 +1,38 @@
+# Two commands on a fresh machine with Python 3.11 and pip:  `make demo`  and  `make test`.
+# TORCH_SPEC picks the torch build. The default is the CPU wheel this project is developed on;
+# GPU users pass e.g.  make demo TORCH_SPEC="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
+PYTHON ?= python3
+VENV ?= .venv
+TORCH_SPEC ?= torch==2.13.0
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.possym-installed
+
+.PHONY: setup demo test test-slow lint bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	# torch first, from TORCH_SPEC, so that nothing below can pull a multi-GB CUDA build.
+	$(BIN)/python -m pip install -q $(TORCH_SPEC)
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+demo: setup
+	$(BIN)/possym demo --preset quick --out runs/demo
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+test-slow: setup
+	$(BIN)/python -m pytest -q -m slow
+
+lint: setup
+	$(BIN)/ruff check src tests benchmarks
+
+bench: setup
+	$(BIN)/python benchmarks/bench_train.py
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,312 @@
+"""Frozen, validated configuration: task, model, training, and the run that binds them.
+
+Every config is a frozen dataclass that checks itself on construction and names the field and what
+is allowed when something is wrong. Overrides merge in one order only:
+defaults < preset file (``configs/NAME.yaml``) < command line (``train.lr=3e-4``).
+
+Example:
+    >>> cfg = load_config(task="number", preset=None, overrides=["train.lr=3e-4", "model.n_layers=4"])
+    >>> cfg.train.lr, cfg.model.n_layers, cfg.task.name
+    (0.0003, 4, 'number')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+TASK_NAMES = ("number", "letter")
+PRESET_DIR = Path(__file__).resolve().parents[2] / "configs"
+
+
+class ConfigError(ValueError):
+    """A configuration value is wrong; the message names the field and what is allowed."""
+
+
+def _require(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    """One multi-hop task (paper App. B): ``n_target`` targets, ``n_pretarget`` hop tokens, one query.
+
+    ``n_letters`` defaults to the paper's alphabet: 120 tokens (a..z then aa..dp) for the number
+    task, 8 letters (a..h) for the letter task. ``n_ints`` is the letter task's int range 1..n_ints;
+    the number task's ints are always the offsets 1..n_target+n_pretarget.
+    """
+
+    name: str = "number"
+    n_target: int = 8
+    n_pretarget: int = 8
+    min_hops: int = 1
+    max_hops: int = 4
+    n_letters: int | None = None
+    n_ints: int = 8
+    n_train: int = 432_000
+    n_val: int = 2_400
+    n_test: int = 45_600
+
+    def __post_init__(self) -> None:
+        _require(self.name in TASK_NAMES, f"task.name={self.name!r} is not a task; allowed: {TASK_NAMES}")
+        _require(self.n_target >= 1, f"task.n_target={self.n_target} must be >= 1")
+        _require(self.n_pretarget >= 1, f"task.n_pretarget={self.n_pretarget} must be >= 1")
+        _require(
+            1 <= self.min_hops <= self.max_hops,
+            f"task.min_hops={self.min_hops} must lie in 1..max_hops={self.max_hops}",
+        )
+        # A k-hop chain visits k-1 distinct pre-target positions before landing in the target window.
+        _require(
+            self.max_hops - 1 <= self.n_pretarget,
+            f"task.max_hops={self.max_hops} is impossible: a {self.max_hops}-hop chain needs "
+            f"{self.max_hops - 1} pre-target positions but n_pretarget={self.n_pretarget}; "
+            f"allowed: max_hops <= n_pretarget + 1",
+        )
+        for split in ("n_train", "n_val", "n_test"):
+            _require(getattr(self, split) >= 0, f"task.{split}={getattr(self, split)} must be >= 0")
+        letters = self.letters
+        if self.name == "number":
+            _require(
+                1 <= letters <= 26 + 26 * 26,
+                f"task.n_letters={letters} must lie in 1..702 (a..z then the bigrams aa..zz)",
+            )
+        else:
+            _require(1 <= letters <= 26, f"task.n_letters={letters} must lie in 1..26 (a..z)")
+            # Chain letters are unique as left letters, so a max_hops chain uses max_hops distinct
+            # letters and at least one more letter is needed for every token off the chain.
+            _require(
+                letters >= self.max_hops + 1,
+                f"task.n_letters={letters} is too few for unique chains of max_hops={self.max_hops}: "
+                f"the letter task needs n_letters >= max_hops + 1 = {self.max_hops + 1}",
+            )
+            _require(1 <= self.n_ints <= 9, f"task.n_ints={self.n_ints} must lie in 1..9 (single digits)")
+
+    @property
+    def letters(self) -> int:
+        """Alphabet size, resolving the per-task default."""
+        if self.n_letters is not None:
+            return self.n_letters
+        return 120 if self.name == "number" else 8
+
+    @property
+    def seq_len(self) -> int:
+        """Tokens per input without extra tokens: targets + pre-targets + the query."""
+        return self.n_target + self.n_pretarget + 1
+
+    @property
+    def hops(self) -> tuple[int, ...]:
+        return tuple(range(self.min_hops, self.max_hops + 1))
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """GPT-J decoder (paper App. C.2): parallel attention+MLP per block, one LayerNorm, RoPE.
+
+    ``rotary_dim=None`` rotates the whole head (the paper: 64 planes of a 128-dim head);
+    ``rotary_dim=0`` is NoPE. ``d_vocab`` is filled in from the task at build time.
+    """
+
+    n_layers: int = 12
+    d_model: int = 128
+    n_heads: int = 1
+    d_mlp: int = 512
+    rotary_dim: int | None = None
+    rope_base: float = 10_000.0
+    dropout: float = 0.1
+    ln_eps: float = 1e-5
+    init_range: float = 0.02
+    d_vocab: int = 0
+
+    def __post_init__(self) -> None:
+        _require(self.n_layers >= 1, f"model.n_layers={self.n_layers} must be >= 1")
+        _require(self.n_heads >= 1, f"model.n_heads={self.n_heads} must be >= 1")
+        _require(
+            self.d_model >= 2 and self.d_model % self.n_heads == 0,
+            f"model.d_model={self.d_model} must be divisible by model.n_heads={self.n_heads}",
+        )
+        _require(self.d_mlp >= 1, f"model.d_mlp={self.d_mlp} must be >= 1")
+        rd = self.rot_dim
+        _require(
+            0 <= rd <= self.d_head and rd % 2 == 0,
+            f"model.rotary_dim={self.rotary_dim} must be an even number in 0..d_head={self.d_head}",
+        )
+        _require(self.rope_base > 1, f"model.rope_base={self.rope_base} must be > 1")
+        _require(0.0 <= self.dropout < 1.0, f"model.dropout={self.dropout} must lie in [0, 1)")
+        _require(self.ln_eps > 0, f"model.ln_eps={self.ln_eps} must be > 0")
+        _require(self.init_range > 0, f"model.init_range={self.init_range} must be > 0")
+        _require(self.d_vocab >= 0, f"model.d_vocab={self.d_vocab} must be >= 0")
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.n_heads
+
+    @property
+    def rot_dim(self) -> int:
+        """Rotated dimensions per head (``rotary_dim`` resolved)."""
+        return self.d_head if self.rotary_dim is None else self.rotary_dim
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """AdamW with linear warm-up then linear decay (paper App. C.2), last-token loss.
+
+    ``steps=None`` means one epoch of the training split. Evaluation and checkpoints happen every
+    ``eval_every`` / ``checkpoint_every`` steps and at the last step.
+    """
+
+    lr: float = 1e-4
+    beta1: float = 0.95
+    beta2: float = 0.999
+    weight_decay: float = 1e-4
+    warmup_steps: int = 750
+    batch_size: int = 64
+    steps: int | None = None
+    eval_every: int = 50
+    eval_size: int = 1_200
+    checkpoint_every: int = 50
+    threads: int | None = None
+
+    def __post_init__(self) -> None:
+        _require(self.lr > 0 and math.isfinite(self.lr), f"train.lr={self.lr} must be a positive number")
+        for name in ("beta1", "beta2"):
+            v = getattr(self, name)
+            _require(0.0 <= v < 1.0, f"train.{name}={v} must lie in [0, 1)")
+        _require(self.weight_decay >= 0, f"train.weight_decay={self.weight_decay} must be >= 0")
+        _require(self.warmup_steps >= 0, f"train.warmup_steps={self.warmup_steps} must be >= 0")
+        _require(self.batch_size >= 1, f"train.batch_size={self.batch_size} must be >= 1")
+        _require(self.steps is None or self.steps >= 1, f"train.steps={self.steps} must be >= 1 or null")
+        for name in ("eval_every", "eval_size", "checkpoint_every"):
+            _require(getattr(self, name) >= 1, f"train.{name}={getattr(self, name)} must be >= 1")
+        _require(self.threads is None or self.threads >= 1, f"train.threads={self.threads} must be >= 1")
+
+
+@dataclass(frozen=True)
+class Seeds:
+    """Named seeds; only entry points turn them into generators (STYLE.md principle 4)."""
+
+    data: int = 0
+    init: int = 0
+    order: int = 0
+    dropout: int = 0
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything a training run needs; written resolved into the run directory."""
+
+    task: TaskConfig = field(default_factory=TaskConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    seeds: Seeds = field(default_factory=Seeds)
+    preset: str | None = None
+
+    def __post_init__(self) -> None:
+        _require(
+            self.train.eval_size <= max(self.task.n_val, 1) or self.task.n_val == 0,
+            f"train.eval_size={self.train.eval_size} must be <= task.n_val={self.task.n_val}",
+        )
+        _require(self.task.n_train >= 1, f"task.n_train={self.task.n_train} must be >= 1 to train")
+
+    @property
+    def total_steps(self) -> int:
+        if self.train.steps is not None:
+            return self.train.steps
+        return max(1, self.task.n_train // self.train.batch_size)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+_SECTIONS: dict[str, type] = {"task": TaskConfig, "model": ModelConfig, "train": TrainConfig, "seeds": Seeds}
+
+
+def _known(cls: type) -> list[str]:
+    return [f.name for f in fields(cls)]
+
+
+def _build(cls: type, values: dict[str, Any], where: str) -> Any:
+    unknown = sorted(set(values) - set(_known(cls)))
+    _require(not unknown, f"unknown key(s) {', '.join(where + '.' + k for k in unknown)}; known: {_known(cls)}")
+    return cls(**values)
+
+
+def config_from_dict(data: dict[str, Any]) -> RunConfig:
+    """Build a validated RunConfig from nested plain data (a preset file or a saved config)."""
+    _require(isinstance(data, dict), f"a config must be a mapping, got {type(data).__name__}")
+    allowed = set(_SECTIONS) | {"preset"}
+    unknown = sorted(set(data) - allowed)
+    _require(not unknown, f"unknown config section(s) {unknown}; known: {sorted(allowed)}")
+    parts = {}
+    for name, cls in _SECTIONS.items():
+        section = data.get(name) or {}
+        _require(isinstance(section, dict), f"config section {name!r} must be a mapping")
+        parts[name] = _build(cls, dict(section), name)
+    return RunConfig(**parts, preset=data.get("preset"))
+
+
+def _parse_value(text: str) -> Any:
+    # YAML scalars: 3e-4 -> float, null -> None, true -> bool, [1, 2] -> list.
+    value = yaml.safe_load(text)
+    if isinstance(value, str) and text.strip().lower() in {"none"}:
+        return None
+    return value
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply ``section.key=value`` overrides to nested plain data; unknown keys are errors."""
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
+    for item in overrides:
+        _require("=" in item, f"override {item!r} must look like section.key=value, e.g. train.lr=3e-4")
+        key, text = item.split("=", 1)
+        parts = key.strip().split(".")
+        _require(
+            len(parts) == 2 and parts[0] in _SECTIONS,
+            f"override key {key!r} must be section.key with section in {sorted(_SECTIONS)}",
+        )
+        section, name = parts
+        _require(
+            name in _known(_SECTIONS[section]),
+            f"unknown key {key!r}; known {section} keys: {_known(_SECTIONS[section])}",
+        )
+        out.setdefault(section, {})[name] = _parse_value(text)
+    return out
+
+
+def preset_names() -> list[str]:
+    return sorted(p.stem for p in PRESET_DIR.glob("*.yaml"))
+
+
+def load_preset(name: str) -> dict[str, Any]:
+    path = PRESET_DIR / f"{name}.yaml"
+    _require(path.is_file(), f"unknown preset {name!r}; available: {preset_names()}")
+    data = yaml.safe_load(path.read_text()) or {}
+    _require(isinstance(data, dict), f"preset {path} must be a mapping")
+    return data
+
+
+def load_config(task: str, preset: str | None = None, overrides: list[str] | None = None) -> RunConfig:
+    """Resolve defaults < preset < overrides into a validated RunConfig for ``task``.
+
+    A preset may hold shared sections and per-task sections under ``tasks: {number: ..., letter: ...}``.
+    """
+    _require(task in TASK_NAMES, f"--task {task!r} is not a task; allowed: {TASK_NAMES}")
+    data: dict[str, Any] = {"task": {"name": task}}
+    if preset is not None:
+        raw = load_preset(preset)
+        per_task = raw.pop("tasks", {}) or {}
+        _require(isinstance(per_task, dict), f"preset {preset!r}: 'tasks' must be a mapping")
+        for layer in (raw, per_task.get(task) or {}):
+            for section, values in layer.items():
+                _require(section in _SECTIONS, f"preset {preset!r}: unknown section {section!r}")
+                data.setdefault(section, {}).update(values or {})
+        data["task"]["name"] = task
+        data["preset"] = preset
+    data = apply_overrides(data, overrides or [])
+    _require(data["task"].get("name") == task, "task.name cannot be overridden; use --task")
+    return config_from_dict(data)
