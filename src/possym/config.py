@@ -232,7 +232,8 @@ def _known(cls: type) -> list[str]:
 
 def _build(cls: type, values: dict[str, Any], where: str) -> Any:
     unknown = sorted(set(values) - set(_known(cls)))
-    _require(not unknown, f"unknown key(s) {', '.join(where + '.' + k for k in unknown)}; known: {_known(cls)}")
+    names = ", ".join(f"{where}.{k}" for k in unknown)
+    _require(not unknown, f"unknown key(s) {names}; known: {_known(cls)}")
     return cls(**values)
 
 

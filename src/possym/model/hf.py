@@ -1,0 +1,133 @@
+"""One-to-one weight mapping between possym's GPTJ and ``transformers.GPTJForCausalLM``.
+
+possym fuses q, k and v into one ``qkv`` matrix; HF keeps ``q_proj``, ``k_proj``, ``v_proj``.
+Everything else maps by name. HF GPT-J hard-codes RoPE base 10,000 and needs a position table of
+``n_positions`` rows; possym has neither limit, so export picks a table long enough for the
+length-generalisation grid.
+
+Example:
+    >>> cfg = ModelConfig(n_layers=1, d_model=8, d_mlp=16, d_vocab=5)
+    >>> hf = to_hf(GPTJ(cfg))
+    >>> type(hf).__name__
+    'GPTJForCausalLM'
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from possym.config import ModelConfig
+from possym.model.gptj import GPTJ
+
+HF_POSITIONS = 8192  # covers the paper's +5,000-token length grid with room to spare
+
+
+def hf_config(cfg: ModelConfig, n_positions: int = HF_POSITIONS, pad_id: int = 0):  # -> GPTJConfig
+    from transformers import GPTJConfig
+
+    if cfg.rope_base != 10_000.0:
+        raise ValueError(f"model.rope_base={cfg.rope_base}: HF GPT-J hard-codes base 10000")
+    if cfg.rot_dim == 0:
+        raise ValueError("model.rotary_dim=0 (NoPE) has no HF GPT-J equivalent without patching transformers")
+    return GPTJConfig(
+        vocab_size=cfg.d_vocab,
+        n_positions=n_positions,
+        n_embd=cfg.d_model,
+        n_layer=cfg.n_layers,
+        n_head=cfg.n_heads,
+        rotary_dim=cfg.rot_dim,
+        n_inner=cfg.d_mlp,
+        activation_function="gelu_new",
+        resid_pdrop=cfg.dropout,
+        embd_pdrop=cfg.dropout,
+        attn_pdrop=cfg.dropout,
+        layer_norm_epsilon=cfg.ln_eps,
+        initializer_range=cfg.init_range,
+        tie_word_embeddings=False,
+        use_cache=False,
+        bos_token_id=pad_id,
+        eos_token_id=pad_id,
+        pad_token_id=pad_id,
+    )
+
+
+def to_hf_state_dict(model: GPTJ) -> dict[str, Tensor]:
+    sd, d = model.state_dict(), model.cfg.d_model
+    out = {"transformer.wte.weight": sd["embed.weight"]}
+    for layer in range(model.cfg.n_layers):
+        p, q = f"blocks.{layer}.", f"transformer.h.{layer}."
+        qkv = sd[p + "attn.qkv.weight"]
+        out |= {
+            q + "ln_1.weight": sd[p + "ln.weight"],
+            q + "ln_1.bias": sd[p + "ln.bias"],
+            q + "attn.q_proj.weight": qkv[:d],
+            q + "attn.k_proj.weight": qkv[d : 2 * d],
+            q + "attn.v_proj.weight": qkv[2 * d :],
+            q + "attn.out_proj.weight": sd[p + "attn.out.weight"],
+            q + "mlp.fc_in.weight": sd[p + "mlp.0.weight"],
+            q + "mlp.fc_in.bias": sd[p + "mlp.0.bias"],
+            q + "mlp.fc_out.weight": sd[p + "mlp.2.weight"],
+            q + "mlp.fc_out.bias": sd[p + "mlp.2.bias"],
+        }
+    out |= {
+        "transformer.ln_f.weight": sd["ln_final.weight"],
+        "transformer.ln_f.bias": sd["ln_final.bias"],
+        "lm_head.weight": sd["unembed.weight"],
+        "lm_head.bias": sd["unembed.bias"],
+    }
+    return {k: v.clone() for k, v in out.items()}
+
+
+def from_hf_state_dict(sd: dict[str, Tensor], cfg: ModelConfig) -> dict[str, Tensor]:
+    out = {"embed.weight": sd["transformer.wte.weight"]}
+    for layer in range(cfg.n_layers):
+        p, q = f"blocks.{layer}.", f"transformer.h.{layer}."
+        out |= {
+            p + "ln.weight": sd[q + "ln_1.weight"],
+            p + "ln.bias": sd[q + "ln_1.bias"],
+            p + "attn.qkv.weight": torch.cat([sd[q + f"attn.{n}_proj.weight"] for n in "qkv"]),
+            p + "attn.out.weight": sd[q + "attn.out_proj.weight"],
+            p + "mlp.0.weight": sd[q + "mlp.fc_in.weight"],
+            p + "mlp.0.bias": sd[q + "mlp.fc_in.bias"],
+            p + "mlp.2.weight": sd[q + "mlp.fc_out.weight"],
+            p + "mlp.2.bias": sd[q + "mlp.fc_out.bias"],
+        }
+    out |= {
+        "ln_final.weight": sd["transformer.ln_f.weight"],
+        "ln_final.bias": sd["transformer.ln_f.bias"],
+        "unembed.weight": sd["lm_head.weight"],
+        "unembed.bias": sd["lm_head.bias"],
+    }
+    return out
+
+
+def to_hf(model: GPTJ, n_positions: int = HF_POSITIONS):  # -> GPTJForCausalLM
+    """An HF GPTJForCausalLM with exactly ``model``'s weights (same dtype, eval mode)."""
+    from transformers import GPTJForCausalLM
+
+    dtype = next(model.parameters()).dtype
+    hf = GPTJForCausalLM(hf_config(model.cfg, n_positions)).to(dtype)
+    missing, unexpected = hf.load_state_dict(to_hf_state_dict(model), strict=False)
+    # The rotary table is a non-persistent buffer; nothing else may be missing.
+    if unexpected or [k for k in missing if "embed_positions" not in k]:
+        raise RuntimeError(f"HF GPT-J mapping incomplete: missing={missing} unexpected={unexpected}")
+    return hf.eval()
+
+
+def from_hf(hf) -> GPTJ:  # hf: GPTJForCausalLM
+    c = hf.config
+    cfg = ModelConfig(
+        n_layers=c.n_layer,
+        d_model=c.n_embd,
+        n_heads=c.n_head,
+        d_mlp=c.n_inner or 4 * c.n_embd,
+        rotary_dim=c.rotary_dim,
+        dropout=c.resid_pdrop,
+        ln_eps=c.layer_norm_epsilon,
+        init_range=c.initializer_range,
+        d_vocab=c.vocab_size,
+    )
+    model = GPTJ(cfg).to(next(hf.parameters()).dtype)
+    model.load_state_dict(from_hf_state_dict(hf.state_dict(), cfg))
+    return model.eval()
