@@ -1,0 +1,264 @@
+"""The run directory: the unit of reproducibility (STYLE.md principle 5).
+
+Layout (written before the first training step; every write is atomic: temp file + ``os.replace``)::
+
+    RUN/
+      config.yaml                 resolved RunConfig
+      meta.json                   seeds, package versions, git commit, command line, threads, host
+      metrics.jsonl               one JSON object per evaluation / log event (appended, fsynced)
+      checkpoints/step_000050.safetensors   weights only (fp32), config + step in the header
+      state.pt                    latest full training state (model, optimiser, RNG) for exact resume
+
+Analysis checkpoints keep only weights (~9.6 MB for the paper model), so the paper's 50-step grid
+costs ~1.3 GB per run instead of ~4 GB with optimiser state; only the newest resumable state is kept.
+
+Example:
+    >>> run = RunDir.open("runs/number")           # doctest: +SKIP
+    >>> model = run.load_model(step=run.checkpoint_steps()[-1])   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+from safetensors import SafetensorError
+from safetensors.torch import load as st_load
+from safetensors.torch import save as st_save
+
+from possym.config import RunConfig, config_from_dict
+
+CONFIG, META, METRICS, STATE, CKPT_DIR = "config.yaml", "meta.json", "metrics.jsonl", "state.pt", "checkpoints"
+
+
+class RunError(ValueError):
+    """A run directory is missing, incomplete or corrupt; the message says which file and why."""
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` so that ``path`` holds either the old or the new content, never a mix."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode())
+
+
+def csv_text(rows: list[dict[str, Any]]) -> str:
+    buf = io.StringIO()
+    if rows:
+        fields = list(dict.fromkeys(k for row in rows for k in row))
+        writer = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(rows)
+    return buf.getvalue()
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def git_commit() -> str | None:
+    try:
+        here = Path(__file__).resolve().parent
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5, check=True
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"], cwd=here, capture_output=True, text=True
+        ).stdout.strip()
+        return out.stdout.strip() + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def environment() -> dict[str, Any]:
+    """Versions and machine facts that a result depends on."""
+    versions = {}
+    for pkg in ("possym", "torch", "numpy", "transformers", "safetensors"):
+        try:
+            versions[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            versions[pkg] = None
+    return {
+        "versions": versions,
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "git_commit": git_commit(),
+        "torch_threads": torch.get_num_threads(),
+    }
+
+
+class RunDir:
+    """A training run on disk. Create it with :meth:`create`, reopen it with :meth:`open`."""
+
+    def __init__(self, path: Path, config: RunConfig) -> None:
+        self.path = Path(path)
+        self.config = config
+
+    # ---- creation and reopening -------------------------------------------------------------
+    @classmethod
+    def create(cls, path: str | Path, config: RunConfig, argv: list[str] | None = None) -> RunDir:
+        path = Path(path)
+        if (path / CONFIG).exists():
+            raise RunError(f"{path} already holds a run; resume it with `possym train --resume {path}`")
+        if path.exists() and any(path.iterdir()):
+            raise RunError(f"{path} exists and is not empty; choose a new --out directory")
+        path.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path / CONFIG, yaml.safe_dump(config.to_dict(), sort_keys=False))
+        meta = {
+            "created": datetime.now(UTC).isoformat(timespec="seconds"),
+            "seeds": config.to_dict()["seeds"],
+            "command": argv if argv is not None else sys.argv,
+            **environment(),
+        }
+        atomic_write_text(path / META, json.dumps(meta, indent=2) + "\n")
+        (path / CKPT_DIR).mkdir(exist_ok=True)
+        return cls(path, config)
+
+    @classmethod
+    def open(cls, path: str | Path) -> RunDir:
+        path = Path(path)
+        if not path.is_dir():
+            raise RunError(f"{path} is not a directory; expected a run directory made by `possym train`")
+        cfg_file = path / CONFIG
+        if not cfg_file.is_file():
+            raise RunError(f"{path} is not a run directory: it has no {CONFIG}")
+        try:
+            data = yaml.safe_load(cfg_file.read_text())
+        except yaml.YAMLError as exc:
+            raise RunError(f"{cfg_file} is not valid YAML: {exc}") from exc
+        return cls(path, config_from_dict(data))
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return json.loads((self.path / META).read_text())
+
+    # ---- metrics -------------------------------------------------------------------------------
+    def log(self, record: dict[str, Any]) -> None:
+        """Append one JSON line; a line is written whole and fsynced, so a kill never splits it."""
+        with open(self.path / METRICS, "a") as f:
+            f.write(json.dumps(record) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def metrics(self) -> list[dict[str, Any]]:
+        file = self.path / METRICS
+        if not file.exists():
+            return []
+        out = []
+        for line in file.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                continue  # a torn final line from a kill predating fsync; the step is re-logged on resume
+        return out
+
+    def truncate_metrics(self, after_step: int) -> None:
+        """Drop records past ``after_step`` (they are recomputed identically on resume)."""
+        kept = [r for r in self.metrics() if r.get("step", 0) <= after_step]
+        atomic_write_text(self.path / METRICS, "".join(json.dumps(r) + "\n" for r in kept))
+
+    # ---- checkpoints ---------------------------------------------------------------------------
+    def checkpoint_path(self, step: int) -> Path:
+        return self.path / CKPT_DIR / f"step_{step:06d}.safetensors"
+
+    def checkpoint_steps(self) -> list[int]:
+        files = (self.path / CKPT_DIR).glob("step_*.safetensors")
+        return sorted(int(f.stem.split("_")[1]) for f in files)
+
+    def save_checkpoint(self, step: int, state_dict: dict[str, torch.Tensor]) -> Path:
+        tensors = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in state_dict.items()}
+        header = {"step": str(step), "config": json.dumps(self.config.to_dict())}
+        path = self.checkpoint_path(step)
+        atomic_write_bytes(path, st_save(tensors, metadata=header))
+        return path
+
+    def load_state_dict(self, step: int) -> dict[str, torch.Tensor]:
+        path = self.checkpoint_path(step)
+        if not path.is_file():
+            raise RunError(f"no checkpoint for step {step} in {self.path}; available: {self.checkpoint_steps()}")
+        try:
+            return st_load(path.read_bytes())
+        except (SafetensorError, ValueError, RuntimeError) as exc:
+            raise RunError(f"checkpoint {path} is truncated or corrupt ({exc}); delete it and resume") from exc
+
+    def load_model(self, step: int | None = None, dtype: torch.dtype = torch.float32):  # -> GPTJ
+        """The model at ``step`` (default: the last checkpoint), in eval mode."""
+        from possym.model.gptj import GPTJ
+
+        steps = self.checkpoint_steps()
+        if not steps:
+            raise RunError(f"{self.path} has no checkpoints yet")
+        step = steps[-1] if step is None else step
+        model = GPTJ(self.model_config)
+        model.load_state_dict(self.load_state_dict(step))
+        return model.to(dtype).eval()
+
+    @property
+    def model_config(self):  # -> ModelConfig with d_vocab resolved from the task
+        import dataclasses
+
+        from possym.tasks import task_vocab
+
+        return dataclasses.replace(self.config.model, d_vocab=len(task_vocab(self.config.task)))
+
+    # ---- full training state for exact resume ------------------------------------------------
+    def save_state(self, state: dict[str, Any]) -> None:
+        buf = io.BytesIO()
+        torch.save(state, buf)
+        atomic_write_bytes(self.path / STATE, buf.getvalue())
+
+    def load_state(self) -> dict[str, Any] | None:
+        file = self.path / STATE
+        if not file.exists():
+            return None
+        try:
+            return torch.load(file, weights_only=False)
+        except Exception as exc:  # torch raises many types for a torn pickle/zip
+            raise RunError(f"{file} is truncated or corrupt ({exc}); delete it to restart from scratch") from exc
+
+    # ---- analysis outputs --------------------------------------------------------------------
+    def write_text(self, name: str, text: str) -> Path:
+        atomic_write_text(self.path / name, text)
+        return self.path / name
+
+    def write_csv(self, name: str, rows: Iterable[dict[str, Any]]) -> Path:
+        return self.write_text(name, csv_text(list(rows)))
+
+
+def save_figure(fig, stem: str | Path, formats: tuple[str, ...] = ("png", "svg")) -> list[Path]:
+    """Save a matplotlib Figure as ``stem.png`` and ``stem.svg``, each written atomically."""
+    paths = []
+    for fmt in formats:
+        buf = io.BytesIO()
+        fig.savefig(buf, format=fmt, dpi=150, bbox_inches="tight")
+        path = Path(f"{stem}.{fmt}")
+        atomic_write_bytes(path, buf.getvalue())
+        paths.append(path)
+    return paths
