@@ -1,6 +1,31 @@
-"""The two multi-hop tasks of the paper (App. B): vocabularies and an independent oracle."""
+"""The two multi-hop tasks of the paper (App. B): vocabularies, generators, splits and an oracle.
 
+>>> import numpy as np
+>>> from possym.config import TaskConfig
+>>> cfg = TaskConfig(name="number")
+>>> samples = generate(cfg, 4, np.random.default_rng(0))
+>>> record = samples.records(task_vocab(cfg))[0]
+>>> solve(record["tokens"], "number").answer == record["answer"]
+True
+"""
+
+from possym.tasks.dataset import SPLITS, TASKS, balanced_combinations, generate, make_splits, row_hashes
+from possym.tasks.samples import TaskSamples
 from possym.tasks.solve import Solution, solve
 from possym.tasks.vocab import PAD, Vocab, number_alphabet, task_vocab
 
-__all__ = ["PAD", "Solution", "Vocab", "number_alphabet", "solve", "task_vocab"]
+__all__ = [
+    "PAD",
+    "SPLITS",
+    "TASKS",
+    "Solution",
+    "TaskSamples",
+    "Vocab",
+    "balanced_combinations",
+    "generate",
+    "make_splits",
+    "number_alphabet",
+    "row_hashes",
+    "solve",
+    "task_vocab",
+]

@@ -1,0 +1,108 @@
+"""Balanced samples and disjoint train/val/test splits for either task (paper App. B; NOTES §1.1).
+
+Balance: every combination of (answer position in the target window, answer value, hop count) --
+3840 for the number task, 2048 for the letter task at defaults -- is used ⌊n / C⌋ times, a remainder
+of ``n mod C`` distinct combinations fills the rest, and the order is shuffled. The remainder is
+random but stratified: hop counts in it differ by at most one, and within each hop count so do the
+answer positions. At the paper's sizes (432,000 / 2,400 / 45,600, each a multiple of 4) every hop
+count therefore has exactly a quarter of each split, as the paper states.
+
+Example:
+    >>> cfg = TaskConfig(name="number", n_train=3840, n_val=960, n_test=960)
+    >>> splits = make_splits(cfg, seed=0)
+    >>> {name: len(s) for name, s in splits.items()}
+    {'train': 3840, 'val': 960, 'test': 960}
+    >>> np.bincount(splits["val"].n_hops).tolist()
+    [0, 240, 240, 240, 240]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from possym.config import TaskConfig
+from possym.tasks import letter, number
+from possym.tasks.samples import TaskSamples
+
+SPLITS = ("train", "val", "test")
+TASKS = {"number": number, "letter": letter}
+
+# Re-drawing a clashing val/test row is almost always enough at once; this many failed rounds
+# means the task is too small to hold three disjoint splits of the asked sizes.
+_MAX_REDRAWS = 100
+
+
+def generate(cfg: TaskConfig, n: int, rng: np.random.Generator, extra: int = 0) -> TaskSamples:
+    """``n`` balanced instances of ``cfg``'s task, with ``extra`` random tokens before each window."""
+    if n < 0 or extra < 0:
+        raise ValueError(f"n={n} and extra={extra} must be >= 0")
+    task = TASKS[cfg.name]
+    return task.sample(cfg, balanced_combinations(task.combinations(cfg), n, rng), rng, extra)
+
+
+def balanced_combinations(combos: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """``n`` rows of ``combos`` (n_combos, k), balanced as the module docstring says, shuffled: (n, k).
+
+    ``combos`` is a full grid whose first column is the answer position and last the hop count.
+    """
+    n_combos = len(combos)
+    answer_pos, hops = combos[:, 0], combos[:, -1]
+    hop_values, hop_index = np.unique(hops, return_inverse=True)
+    n_pos = int(answer_pos.max()) + 1
+    # Stratified remainder: rank each combination at random within its (hop, position) cell, then
+    # order by (rank, shuffled position, shuffled hop); any prefix of that order then deals rank 0 of
+    # every cell before rank 1 of any, position by position and hop by hop.
+    cell_size = n_combos // (len(hop_values) * n_pos)
+    by_cell = np.lexsort((rng.random(n_combos), answer_pos, hop_index))
+    rank = np.empty(n_combos, dtype=np.int64)
+    rank[by_cell] = np.arange(n_combos) % cell_size
+    pos_turn = rng.permutation(n_pos)[answer_pos]
+    hop_turn = rng.permutation(len(hop_values))[hop_index]
+    key = (rank * n_pos + pos_turn) * len(hop_values) + hop_turn
+    remainder = np.argsort(key)[: n % n_combos]
+    picked = np.concatenate([np.tile(np.arange(n_combos), n // n_combos), remainder])
+    return combos[rng.permutation(picked)]
+
+
+def make_splits(cfg: TaskConfig, seed: int) -> dict[str, TaskSamples]:
+    """Balanced ``train``/``val``/``test`` splits of sizes ``cfg.n_train/n_val/n_test``, disjoint as token rows.
+
+    Deterministic in ``seed``: each split draws from its own stream of ``SeedSequence(seed).spawn(3)``.
+    A val row equal to a train row, or a test row equal to a train or val row, is re-drawn with the
+    same balanced combination until none is; a task too small for that is a ValueError.
+    """
+    task = TASKS[cfg.name]
+    streams = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(len(SPLITS))]
+    sizes = (cfg.n_train, cfg.n_val, cfg.n_test)
+    seen = np.empty(0, dtype=np.uint64)
+    splits: dict[str, TaskSamples] = {}
+    for name, size, rng in zip(SPLITS, sizes, streams, strict=True):
+        combos = balanced_combinations(task.combinations(cfg), size, rng)
+        samples = task.sample(cfg, combos, rng)
+        clash = np.flatnonzero(np.isin(row_hashes(samples.tokens), seen))
+        for _ in range(_MAX_REDRAWS):
+            if not clash.size:
+                break
+            fresh = task.sample(cfg, combos[clash], rng)
+            # The same combinations, so answer and n_hops stay; samples is ours until returned.
+            samples.tokens[clash], samples.path[clash] = fresh.tokens, fresh.path
+            clash = clash[np.isin(row_hashes(fresh.tokens), seen)]
+        if clash.size:
+            raise ValueError(
+                f"cannot make {name} disjoint from the earlier splits: {clash.size} rows still repeat after "
+                f"{_MAX_REDRAWS} re-draws; the task {cfg} is too small for splits of sizes {sizes}"
+            )
+        seen = np.concatenate([seen, row_hashes(samples.tokens)])
+        splits[name] = samples
+    return splits
+
+
+def row_hashes(tokens: np.ndarray) -> np.ndarray:
+    """A 64-bit FNV-1a hash per row of ``tokens`` (batch, pos) -> (batch,) uint64.
+
+    Equal rows always hash equal; a rare collision only costs a needless re-draw.
+    """
+    h = np.full(len(tokens), 0xCBF29CE484222325, dtype=np.uint64)
+    for column in tokens.T.astype(np.uint64):  # one pass per position; every row at once
+        h = (h ^ column) * np.uint64(0x100000001B3)
+    return h

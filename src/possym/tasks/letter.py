@@ -1,0 +1,102 @@
+"""Letter task (symbolic multi-hop; paper App. B.2, NOTES §1.1): a letter names the next token.
+
+A window holds ``n_target`` (letter, int) tokens, ``n_pretarget`` (letter, letter) tokens and one
+(letter, letter) query, each pair one atomic token. From the query, the right letter y of the
+current pair names the unique token whose *left* letter is y; the hops stop on a (letter, int)
+target, which is the answer. What matters is *what* a token is, not where: a symbolic task.
+
+Worked example (paper Fig. 3B, defaults, ids from ``task_vocab``)::
+
+    position  0  1  2  3  4  5  6  7 |  8  9 10  11 12  13 14  15 | 16
+    token    e1 b2 e1 g6 a2 b2 e1 g6 | be db ca  ge eb  hc dg  fh | eh
+    id       33 10 33 54  2 10 33 54 | 77 90 81 117 98 123 95 112 | 104
+
+    eh -h-> hc (13) -c-> ca (10) -a-> a2 (4)     answer a2 (id 2), 3 hops, path (16, 13, 10, 4)
+
+(That figure's distractor ``fh`` has the chain letter h on its right; this generator never does
+that, but the path is the same.)
+
+Generation (the authors' recipe, NOTES §1.1): the chain letters are c_1..c_{h-1}, distinct and
+different from the answer letter s*, then s*. The query's right letter is c_1; the pre-target at the
+k-th chain position is (c_k, c_{k+1}), the last one's right letter being s*; the answer is the
+target (s*, w*). Every other letter -- the query's left letter, all other targets, both letters of
+every other pre-target, the extra tokens -- is drawn uniformly from the letters off the chain, so each
+chain letter is the left letter at exactly one position and the path is unique. Chain positions are
+those of the number task: distinct pre-targets visited right to left (a choice: the paper's formal
+definition lists the chain as a subsequence read leftwards, and both of its figures move leftwards).
+Target ints are uniform in 1..n_ints. Extra tokens are uniform (letter, int) tokens with letters off
+the chain, put before the window.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from possym.config import TaskConfig
+from possym.tasks.samples import TaskSamples, leftward_paths
+from possym.tasks.vocab import letter_int_tokens, letter_pair_tokens, task_vocab
+
+
+def combinations(cfg: TaskConfig) -> np.ndarray:
+    """Every balanced class: (n_combos, 4) int64 rows (answer position, s*, w*, n_hops).
+
+    s* is a letter index, w* an int in 1..n_ints. At defaults 8 x 8 x 8 x 4 = 2048 rows.
+    """
+    grid = np.meshgrid(
+        np.arange(cfg.n_target),
+        np.arange(cfg.letters),
+        np.arange(1, cfg.n_ints + 1),
+        np.array(cfg.hops),
+        indexing="ij",
+    )
+    return np.stack([g.ravel() for g in grid], axis=1).astype(np.int64)
+
+
+def sample(cfg: TaskConfig, combos: np.ndarray, rng: np.random.Generator, extra: int = 0) -> TaskSamples:
+    """One instance per row of ``combos`` (batch, 4), as ``combinations`` lays them out."""
+    vocab = task_vocab(cfg)
+    n_letters = cfg.letters
+    target_ids = vocab.encode(letter_int_tokens(cfg)).reshape(n_letters, cfg.n_ints)  # [letter, int - 1]
+    pair_ids = vocab.encode(letter_pair_tokens(cfg)).reshape(n_letters, n_letters)  # [left, right]
+    answer_pos, s_star, w_star, n_hops = (np.asarray(c, dtype=np.int64) for c in np.asarray(combos).T)
+    batch, rows = len(n_hops), np.arange(len(n_hops))
+
+    # A per-row letter permutation with s* first: columns 1..h-1 are c_1..c_{h-1}, columns h.. are
+    # the letters off the chain.
+    keys = rng.random((batch, n_letters))
+    keys[rows, s_star] = -1.0
+    order = keys.argsort(axis=1)
+    chain = order[:, : cfg.max_hops + 1].copy()  # chain[:, k] is c_k for 1 <= k < h ...
+    chain[rows, n_hops] = s_star  # ... and s* at k = h
+
+    def off_chain(size: int) -> np.ndarray:
+        """(batch, size) letters drawn uniformly from each row's letters off the chain."""
+        cols = rng.integers(n_hops[:, None], n_letters, size=(batch, size))
+        return np.take_along_axis(order, cols, axis=1)
+
+    target_letter = off_chain(cfg.n_target)
+    target_int = rng.integers(1, cfg.n_ints + 1, size=(batch, cfg.n_target))
+    target_letter[rows, answer_pos] = s_star
+    target_int[rows, answer_pos] = w_star
+    left, right = off_chain(cfg.n_pretarget), off_chain(cfg.n_pretarget)
+    query_left = off_chain(1)[:, 0]
+
+    path = leftward_paths(cfg, answer_pos, n_hops, rng)
+    for k in range(1, cfg.max_hops):  # one pass per hop index; every sample is handled at once
+        on_chain = n_hops > k
+        at = path[on_chain, k] - cfg.n_target
+        left[rows[on_chain], at] = chain[on_chain, k]
+        right[rows[on_chain], at] = chain[on_chain, k + 1]
+
+    window = np.concatenate(
+        [target_ids[target_letter, target_int - 1], pair_ids[left, right], pair_ids[query_left, chain[:, 1]][:, None]],
+        axis=1,
+    )
+    before = target_ids[off_chain(extra), rng.integers(0, cfg.n_ints, size=(batch, extra))]
+    return TaskSamples(
+        tokens=np.concatenate([before, window], axis=1),
+        answer=target_ids[s_star, w_star - 1],
+        n_hops=n_hops,
+        path=np.where(path >= 0, path + extra, -1),
+        extra=extra,
+    )
