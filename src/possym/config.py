@@ -157,7 +157,8 @@ class TrainConfig:
     """AdamW with linear warm-up then linear decay (paper App. C.2), last-token loss.
 
     ``steps=None`` means one epoch of the training split. Evaluation and checkpoints happen every
-    ``eval_every`` / ``checkpoint_every`` steps and at the last step.
+    ``eval_every`` / ``checkpoint_every`` steps and at the last step. ``grad_clip=1.0`` and no weight
+    decay on biases and LayerNorms are HF Trainer defaults, which the paper's code ran under.
     """
 
     lr: float = 1e-4
@@ -166,6 +167,7 @@ class TrainConfig:
     weight_decay: float = 1e-4
     warmup_steps: int = 750
     batch_size: int = 64
+    grad_clip: float | None = 1.0
     steps: int | None = None
     eval_every: int = 50
     eval_size: int = 1_200
@@ -180,6 +182,7 @@ class TrainConfig:
         _require(self.weight_decay >= 0, f"train.weight_decay={self.weight_decay} must be >= 0")
         _require(self.warmup_steps >= 0, f"train.warmup_steps={self.warmup_steps} must be >= 0")
         _require(self.batch_size >= 1, f"train.batch_size={self.batch_size} must be >= 1")
+        _require(self.grad_clip is None or self.grad_clip > 0, f"train.grad_clip={self.grad_clip} must be > 0 or null")
         _require(self.steps is None or self.steps >= 1, f"train.steps={self.steps} must be >= 1 or null")
         for name in ("eval_every", "eval_size", "checkpoint_every"):
             _require(getattr(self, name) >= 1, f"train.{name}={getattr(self, name)} must be >= 1")

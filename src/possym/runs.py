@@ -180,8 +180,8 @@ class RunDir:
         return out
 
     def truncate_metrics(self, after_step: int) -> None:
-        """Drop records past ``after_step`` (they are recomputed identically on resume)."""
-        kept = [r for r in self.metrics() if r.get("step", 0) <= after_step]
+        """Drop records past ``after_step``, and any final record (they are recomputed identically on resume)."""
+        kept = [r for r in self.metrics() if r.get("step", 0) <= after_step and r.get("event") != "final"]
         atomic_write_text(self.path / METRICS, "".join(json.dumps(r) + "\n" for r in kept))
 
     # ---- checkpoints ---------------------------------------------------------------------------

@@ -1,0 +1,76 @@
+"""``possym train``: train a model into a run directory, or resume one."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+from tqdm import tqdm
+
+from possym.config import TASK_NAMES, load_config, preset_names
+from possym.runs import RunDir
+from possym.tasks import make_splits
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("train", help="train GPT-J on a task (or --resume a run)")
+    p.add_argument("--task", choices=TASK_NAMES)
+    p.add_argument("--preset", help=f"a preset in configs/ ({', '.join(preset_names())})")
+    p.add_argument("--out", help="new run directory")
+    p.add_argument("--resume", metavar="RUN", help="continue an interrupted run where it stopped")
+    p.add_argument("--monitor", action="store_true", help="log positional/symbolic scores at every evaluation")
+    p.add_argument("overrides", nargs="*", help="section.key=value, e.g. train.lr=3e-4 model.n_layers=4")
+    p.set_defaults(func=run)
+
+
+def open_or_create(args: argparse.Namespace) -> RunDir:
+    if args.resume:
+        if args.task or args.preset or args.out or args.overrides:
+            raise ValueError("--resume takes only the run directory; its config is fixed in RUN/config.yaml")
+        return RunDir.open(args.resume)
+    if not args.task or not args.out:
+        raise ValueError("give --task and --out for a new run, or --resume RUN")
+    return RunDir.create(args.out, load_config(args.task, args.preset, args.overrides), argv=sys.argv)
+
+
+def format_eval(record: dict) -> str:
+    hops = sorted(k for k in record if k.startswith("acc_hop"))
+    return " ".join(f"{k[4:]}={record[k]:.3f}" for k in hops) + f" all={record['accuracy']:.3f}"
+
+
+def train_run(run: RunDir, monitor: bool = False, position: int = 0) -> dict:
+    """Train with a progress bar; shared by ``train`` and ``demo``."""
+    from possym.train.loop import train
+
+    cfg = run.config
+    if cfg.train.threads:
+        torch.set_num_threads(cfg.train.threads)
+    splits = make_splits(cfg.task, cfg.seeds.data)
+    monitor_fn = None
+    if monitor:
+        from possym.scores.monitor import monitor_scores
+
+        monitor_fn = monitor_scores
+    bar = tqdm(total=cfg.total_steps, desc=f"{cfg.task.name}", position=position, dynamic_ncols=True)
+    acc = {"acc": float("nan")}
+
+    def on_step(info: dict) -> None:
+        if bar.n == 0 and info["step"] > 1:
+            bar.update(info["step"] - 1)  # resumed
+        if "eval" in info and info["eval"]:
+            acc["acc"] = info["eval"]["accuracy"]
+        bar.set_postfix(loss=f"{info['loss']:.3f}", acc=f"{acc['acc']:.3f}", it_s=f"{info['steps_per_s']:.1f}")
+        bar.update(1)
+
+    final = train(run, splits, on_step=on_step, monitor=monitor_fn)
+    bar.close()
+    return final
+
+
+def run(args: argparse.Namespace) -> int:
+    run_dir = open_or_create(args)
+    print(f"run directory: {run_dir.path}")
+    final = train_run(run_dir, monitor=args.monitor)
+    print(f"test accuracy ({run_dir.config.task.name}): {format_eval(final)}")
+    return 0

@@ -1,0 +1,186 @@
+"""Training loop: last-token cross-entropy, AdamW, warm-up + linear decay, exact resume.
+
+No argparse and no prints: the CLI passes a callback for the progress bar. Everything the loop
+writes goes through the :class:`~possym.runs.RunDir`.
+
+Determinism: the batch order of epoch e is a permutation drawn from ``(seeds.order, e)``; weights
+come from a generator seeded by ``seeds.init``; dropout draws from torch's global generator, which
+this entry point seeds from ``seeds.dropout`` and whose state is saved with every resumable state.
+So a run killed at any point and resumed ends with bitwise the same weights as an uninterrupted
+one (CPU, same thread count).
+
+Example:
+    >>> run = RunDir.create("runs/x", load_config("number", "quick"))   # doctest: +SKIP
+    >>> summary = train(run, make_splits(run.config.task, run.config.seeds.data))   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from possym.model.gptj import GPTJ
+from possym.runs import RunDir
+from possym.tasks import TaskSamples
+from possym.train.schedule import lr_factor
+
+Monitor = Callable[[GPTJ, Tensor], list[dict[str, Any]]]
+
+
+def last_token_logits(model: GPTJ, tokens: Tensor) -> Tensor:
+    """[batch, pos] -> [batch, d_vocab]: the logits at the query (last) position."""
+    return model(tokens)[:, -1]
+
+
+@torch.no_grad()
+def predict(model: GPTJ, tokens: Tensor, batch_size: int = 2048) -> Tensor:
+    """Greedy answer id at the last position.  [batch, pos] -> [batch]."""
+    return torch.cat([last_token_logits(model, t).argmax(-1) for t in tokens.split(batch_size)])
+
+
+@torch.no_grad()
+def evaluate(model: GPTJ, samples: TaskSamples, batch_size: int = 2048) -> dict[str, float]:
+    """Global and per-hop accuracy, and mean loss, of the last-token prediction."""
+    was_training = model.training
+    model.eval()
+    tokens = torch.as_tensor(samples.tokens)
+    answers = torch.as_tensor(samples.answer)
+    losses, preds = [], []
+    for t, a in zip(tokens.split(batch_size), answers.split(batch_size), strict=True):
+        logits = last_token_logits(model, t)
+        losses.append(F.cross_entropy(logits.float(), a, reduction="sum"))
+        preds.append(logits.argmax(-1))
+    model.train(was_training)
+    correct = (torch.cat(preds) == answers).numpy()
+    out = {"accuracy": float(correct.mean()), "loss": float(torch.stack(losses).sum()) / len(samples)}
+    for h in np.unique(samples.n_hops):
+        out[f"acc_hop{int(h)}"] = float(correct[samples.n_hops == h].mean())
+    return out
+
+
+def _param_groups(model: GPTJ, weight_decay: float) -> list[dict[str, Any]]:
+    # HF Trainer (the paper's code) exempts biases and LayerNorm parameters from weight decay.
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        (no_decay if p.ndim < 2 else decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def batch_indices(step: int, n_train: int, batch_size: int, order_seed: int) -> np.ndarray:
+    """Training-set rows of optimiser step ``step``: epoch-wise permutations, the tail dropped."""
+    per_epoch = max(1, n_train // batch_size)
+    epoch, within = divmod(step, per_epoch)
+    perm = np.random.default_rng([order_seed, epoch]).permutation(n_train)
+    return perm[within * batch_size : (within + 1) * batch_size]
+
+
+def build_model(run: RunDir) -> GPTJ:
+    return GPTJ(run.model_config, torch.Generator().manual_seed(run.config.seeds.init))
+
+
+def train(
+    run: RunDir,
+    splits: dict[str, TaskSamples],
+    *,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
+    monitor: Monitor | None = None,
+    monitor_size: int = 32,
+) -> dict[str, Any]:
+    """Train (or resume) the run to its last step; return the final test metrics.
+
+    ``monitor(model, tokens) -> records`` (e.g. the live positional/symbolic scores) is called at
+    every evaluation step on the first ``monitor_size`` evaluation inputs; its records are logged.
+    """
+    cfg, tc = run.config, run.config.train
+    total = cfg.total_steps
+    train_set = splits["train"]
+    eval_set = splits["val"].take(np.arange(min(tc.eval_size, len(splits["val"]))))
+    train_tokens, train_answers = torch.as_tensor(train_set.tokens), torch.as_tensor(train_set.answer)
+
+    model = build_model(run)
+    opt = torch.optim.AdamW(_param_groups(model, tc.weight_decay), lr=tc.lr, betas=(tc.beta1, tc.beta2))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, tc.warmup_steps, total))
+
+    state = run.load_state()
+    if state is None:
+        torch.manual_seed(cfg.seeds.dropout)
+        start = 0
+        _checkpoint_and_eval(run, model, opt, sched, 0, eval_set, monitor, monitor_size)
+    else:
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        torch.set_rng_state(state["torch_rng"])
+        start = state["step"]
+        run.truncate_metrics(start)
+
+    model.train()
+    t0, last = time.perf_counter(), start
+    for step in range(start, total):
+        idx = torch.as_tensor(batch_indices(step, len(train_set), tc.batch_size, cfg.seeds.order))
+        logits = last_token_logits(model, train_tokens[idx])
+        loss = F.cross_entropy(logits, train_answers[idx])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        if tc.grad_clip is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
+        opt.step()
+        sched.step()
+        done = step + 1
+        info: dict[str, Any] = {"step": done, "total": total, "loss": float(loss), "lr": sched.get_last_lr()[0]}
+        if done % tc.eval_every == 0 or done % tc.checkpoint_every == 0 or done == total:
+            info["eval"] = _checkpoint_and_eval(run, model, opt, sched, done, eval_set, monitor, monitor_size)
+            model.train()
+        if on_step is not None:
+            elapsed = time.perf_counter() - t0
+            info["steps_per_s"] = (done - last) / elapsed if elapsed > 0 else 0.0
+            on_step(info)
+
+    model.eval()
+    final = {"event": "final", "step": total, "split": "test", **evaluate(model, splits["test"])}
+    run.log(final)
+    return final
+
+
+def _checkpoint_and_eval(
+    run: RunDir,
+    model: GPTJ,
+    opt: torch.optim.Optimizer,
+    sched: torch.optim.lr_scheduler.LRScheduler,
+    step: int,
+    eval_set: TaskSamples,
+    monitor: Monitor | None,
+    monitor_size: int,
+) -> dict[str, Any] | None:
+    tc, total = run.config.train, run.config.total_steps
+    record = None
+    # Evaluation runs in eval mode and draws no random numbers, so it cannot perturb the training stream.
+    if step % tc.eval_every == 0 or step == total:
+        t = time.perf_counter()
+        record = {"event": "eval", "step": step, "split": "val", **evaluate(model, eval_set)}
+        record["eval_s"] = time.perf_counter() - t
+        if monitor is not None:
+            t = time.perf_counter()
+            model.eval()
+            with torch.no_grad():
+                record["scores"] = monitor(model, torch.as_tensor(eval_set.tokens[:monitor_size]))
+            record["monitor_s"] = time.perf_counter() - t
+        run.log(record)
+    if step % tc.checkpoint_every == 0 or step == total:
+        run.save_checkpoint(step, model.state_dict())
+        run.save_state(
+            {
+                "step": step,
+                "model": model.state_dict(),
+                "optimizer": opt.state_dict(),
+                "scheduler": sched.state_dict(),
+                "torch_rng": torch.get_rng_state(),
+            }
+        )
+    return record
