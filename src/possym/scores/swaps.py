@@ -1,0 +1,290 @@
+"""The exact swap engine: every swap's attention row from one content-by-position logit table.
+
+The reference procedure (:mod:`possym.scores.reference`, paper A App. D) re-runs block ℓ once per
+swap. It does not need to: a swap moves residual rows, and with them the rows' keys, but the query
+(never swapped) and every unswapped key stay as they were. So for a query at position q, the one
+table
+
+    T[c, p] = logit of the content that sits at position c in the clean input, placed at position p
+            = (R_q q) · (R_p k_c) / sqrt(d_head),            c, p ∈ 0..q,
+
+holds every logit any swap can produce. Its diagonal is the clean row, ``T[p, p] = L_p``. A swap of
+blocks I and J (positions I_t and J_t, t < m) replaces L_{I_t} by T[J_t, I_t] and L_{J_t} by
+T[I_t, J_t] and leaves the rest alone, so the swapped row is, in closed form,
+
+    D'(π) = softmax(L with L_{I_t} -> T[J_t, I_t] and L_{J_t} -> T[I_t, J_t]).
+
+Building T. With rotated keys ``k̂_c = R_c k_c`` (hook ``hook_rot_k``), ``R_p k_c = R_{p−c} k̂_c``,
+so T needs only the rotated query and keys the model already computed, rotated once more by the
+offset p − c. RoPE acts on 2-d planes; on plane k, with rotated query (a, b), rotated key (x, y)
+and φ = (p − c)·θ_k,
+
+    (a, b) · R_φ (x, y) = cos φ · (a x + b y) + sin φ · (b x − a y),
+
+so T = scale · (Σ_k A_ck cos((p−c)θ_k) + B_ck sin((p−c)θ_k) + C_c), with A, B the per-plane dot and
+cross products and C the dot product of the unrotated dimensions (partial rotary; all of them under
+NoPE). Per plane, the summand is the plane's partial logit: the metric paper's "projection head"
+for that frequency (:mod:`possym.scores.frequency`).
+
+Cost: per (input, layer, query) one [q+1, q+1] table and one [swap, q+1] softmax, against
+C(q,2) block re-runs for the reference; both are exact to float64 rounding (tests compare them to
+1e-6 on random and trained models, m = 1 and m > 1, last-token and hop queries).
+
+Reuse on other models: :func:`content_position_logits` takes rotated queries and keys with any
+leading dims (batch, head), GPT-J ("rotate every two") or NeoX ("rotate half") pairing and partial
+rotary; for grouped-query attention, repeat the key heads to the query heads first.
+
+Example:
+    >>> import torch
+    >>> from possym.config import ModelConfig
+    >>> from possym.model.gptj import GPTJ
+    >>> model = GPTJ(ModelConfig(n_layers=2, d_model=16, d_mlp=32, d_vocab=10), torch.Generator().manual_seed(0))
+    >>> s = head_scores(model.eval(), torch.randint(0, 10, (3, 6), generator=torch.Generator().manual_seed(1)))
+    >>> s.s_pos.shape, bool(((s.s_pos > 0.9) & (s.s_sym > 0.9)).all())   # random init: near-uniform
+    (torch.Size([3, 2, 1]), True)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import torch
+from torch import Tensor
+
+from possym.model.rope import rope_frequencies
+from possym.scores.metric import (
+    TAU,
+    attention_entropy,
+    block_swaps,
+    pair_scores,
+)
+
+Pairing = Literal["gptj", "neox"]
+
+
+def rope_planes(x: Tensor, rot_dim: int, pairing: Pairing = "gptj") -> tuple[Tensor, Tensor, Tensor]:
+    """Split heads into RoPE planes: x [..., d_head] -> (x0, x1) each [..., rot_dim/2], rest [..., d_head − rot_dim].
+
+    Plane k is (x0[k], x1[k]). GPT-J pairs adjacent dims (2k, 2k+1); NeoX/Llama pair the halves
+    (k, k + rot_dim/2). Pitfall: the two are not interchangeable.
+    """
+    rot, rest = x[..., :rot_dim], x[..., rot_dim:]
+    if pairing == "gptj":
+        return rot[..., 0::2], rot[..., 1::2], rest
+    if pairing == "neox":
+        return rot[..., : rot_dim // 2], rot[..., rot_dim // 2 :], rest
+    raise ValueError(f"pairing={pairing!r}; allowed: 'gptj', 'neox'")
+
+
+def content_position_logits(
+    q_rot: Tensor,
+    k_rot: Tensor,
+    thetas: Tensor,
+    *,
+    scale: float,
+    pairing: Pairing = "gptj",
+    key_positions: Tensor | None = None,
+    per_plane: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
+    """The table T[c, p] = (R_q q)·(R_p k_c)·scale of content c placed at position p.
+
+    q_rot: [..., d_head] the query after RoPE; k_rot: [..., key, d_head] the keys after RoPE at their
+    own positions ``key_positions`` (default 0..key−1); thetas: [rot_dim/2] the plane frequencies
+    (``rope_frequencies``; empty for NoPE). Leading dims (batch, head) broadcast.
+
+    Returns T [..., content, position], with the clean logits on its diagonal. With
+    ``per_plane=True`` returns (planes [..., plane, content, position], rest [..., content]): the
+    partial logit of each RoPE plane and the position-free part of the unrotated dims, which sum to T.
+    """
+    half = thetas.shape[-1]
+    n = k_rot.shape[-2]
+    pos = torch.arange(n, device=k_rot.device) if key_positions is None else key_positions.to(k_rot.device)
+    offsets = (pos[None, :] - pos[:, None]).to(torch.float64)  # [content, position]: p − c
+    angles = offsets[..., None] * thetas.to(device=k_rot.device, dtype=torch.float64)  # [c, p, plane]
+    cos, sin = angles.cos().to(k_rot.dtype), angles.sin().to(k_rot.dtype)
+    q0, q1, q_rest = rope_planes(q_rot[..., None, :], 2 * half, pairing)  # [..., 1, plane]
+    k0, k1, k_rest = rope_planes(k_rot, 2 * half, pairing)  # [..., c, plane]
+    dot = q0 * k0 + q1 * k1  # [..., c, plane]
+    cross = q1 * k0 - q0 * k1
+    rest = (q_rest * k_rest).sum(-1) * scale  # [..., c]
+    if per_plane:
+        planes = dot.mT[..., :, :, None] * cos.permute(2, 0, 1) + cross.mT[..., :, :, None] * sin.permute(2, 0, 1)
+        return planes * scale, rest
+    table = torch.einsum("...ck,cpk->...cp", dot, cos) + torch.einsum("...ck,cpk->...cp", cross, sin)
+    return table * scale + rest[..., None]
+
+
+@dataclass(frozen=True)
+class SwapAttention:
+    """A query's clean attention row and, for every swap, the attention it then puts on the two swapped blocks.
+
+    ``moved[..., s, t]`` is the swapped row's weight at ``positions[s, t]`` (block I, then block J);
+    every other position p keeps its clean weight times ``rest_factor[..., s]`` (only the normaliser
+    changes). :meth:`swapped_rows` assembles the full rows from these.
+    """
+
+    row: Tensor  # [..., key_pos] clean post-softmax row over keys 0..q
+    moved: Tensor  # [..., swap, 2m] swapped-row weights at the swapped positions
+    rest_factor: Tensor  # [..., swap] Z / Z'(π): the factor on every unswapped position
+    blocks: Tensor  # [swap, 2] the swapped block pair (I, J)
+    positions: Tensor  # [swap, 2m] positions of block I then block J
+    block_size: int
+
+    def pairs(self) -> tuple[Tensor, Tensor]:
+        """(v_IJ(x), v_IJ(πx)), each [..., swap, 2]: block-mean masses before and after each swap."""
+        m = self.block_size
+        clean = self.row[..., self.positions].unflatten(-1, (2, m)).mean(-1)
+        return clean, self.moved.unflatten(-1, (2, m)).mean(-1)
+
+    def swapped_rows(self) -> Tensor:
+        """D'(π) for every swap: [..., swap, key_pos]."""
+        rows = self.row[..., None, :] * self.rest_factor[..., None]
+        return rows.scatter(-1, self.positions.expand(*self.moved.shape[:-1], -1), self.moved)
+
+    def scores(self, tau: float = TAU) -> tuple[Tensor, Tensor]:
+        """(s_POS, s_SYM), each [...]; NaN when there are fewer than two blocks to swap."""
+        return pair_scores(*self.pairs(), tau)
+
+
+def swap_attention(table: Tensor, block_size: int = 1) -> SwapAttention:
+    """Every swap's attention row in closed form from a table T [..., q+1, q+1] (query at position q).
+
+    The query's own key (position q) is never swapped; blocks of ``block_size`` tokens tile 0..q−1
+    (:func:`~possym.scores.metric.block_swaps`). With clean logits L (T's diagonal), the swapped
+    logits at the 2m swapped positions are T[contents, positions]; the normaliser is
+    Z'(π) = Σ_{p unswapped} e^{L_p} + Σ_t e^{T[contents_t, positions_t]}. The first sum is a masked
+    sum, not Z minus the swapped terms, so it does not cancel when the swapped blocks hold almost all
+    the mass; everything is shifted by max(L) and by the largest moved logit, so nothing overflows.
+    """
+    n = table.shape[-1]
+    blocks, positions, contents = block_swaps(n - 1, block_size)
+    logits = table.diagonal(dim1=-2, dim2=-1)  # [..., key_pos]
+    shift = logits.amax(-1, keepdim=True)
+    weights = (logits - shift).exp()  # [..., key_pos], max entry 1
+    keep = torch.ones(blocks.shape[0], n, dtype=table.dtype).scatter_(1, positions, 0.0)  # [swap, key_pos]
+    rest = weights @ keep.T  # [..., swap]: unnormalised mass left on the unswapped positions
+    moved = table[..., contents, positions] - shift[..., None]  # [..., swap, 2m]
+    extra = moved.amax(-1).clamp_min(0.0)  # [..., swap]: second shift, only if a moved logit beats max(L)
+    moved = (moved - extra[..., None]).exp()
+    norm = rest * (-extra).exp() + moved.sum(-1)  # Z'(π) · e^{-shift-extra}
+    z = weights.sum(-1, keepdim=True)
+    row = weights / z
+    return SwapAttention(row, moved / norm[..., None], z * (-extra).exp() / norm, blocks, positions, block_size)
+
+
+@dataclass(frozen=True)
+class HeadScores:
+    """Per-input scores of every (layer, head) for one query per input."""
+
+    s_pos: Tensor  # [batch, layer, head]
+    s_sym: Tensor  # [batch, layer, head]
+    entropy: Tensor  # [batch, layer, head] entropy (nats) of the clean query row
+    layers: tuple[int, ...]
+    query: Tensor  # [batch] query position of each input (−1: not scored, its scores are NaN)
+
+    def records(self, **fields: Any) -> list[dict[str, Any]]:
+        """One record per (layer, head) with the means over scored inputs; ``fields`` are added to each."""
+        out = []
+        for li, layer in enumerate(self.layers):
+            for head in range(self.s_pos.shape[-1]):
+                ok = ~self.s_pos[:, li, head].isnan()
+                out.append(
+                    {
+                        **fields,
+                        "layer": layer,
+                        "head": head,
+                        "s_pos": float(self.s_pos[ok, li, head].mean()) if ok.any() else float("nan"),
+                        "s_sym": float(self.s_sym[ok, li, head].mean()) if ok.any() else float("nan"),
+                        "entropy": float(self.entropy[ok, li, head].mean()) if ok.any() else float("nan"),
+                        "n_inputs": int(ok.sum()),
+                    }
+                )
+        return out
+
+
+def query_positions(tokens: Tensor, query: int | Tensor | None) -> Tensor:
+    """Resolve ``query`` to one position per input: None = the last token; an int (negative counts from the end);
+    or a LongTensor [batch] of positions, −1 meaning "no query for this input"."""
+    batch, n = tokens.shape
+    if query is None:
+        return torch.full((batch,), n - 1, dtype=torch.long)
+    if isinstance(query, int):
+        q = query if query >= 0 else n + query
+        if not 0 <= q < n:
+            raise ValueError(f"query={query} is outside 0..{n - 1}")
+        return torch.full((batch,), q, dtype=torch.long)
+    query = torch.as_tensor(query, dtype=torch.long).cpu()
+    if query.shape != (batch,):
+        raise ValueError(f"query positions have shape {tuple(query.shape)}; expected ({batch},)")
+    if ((query < -1) | (query >= n)).any():
+        raise ValueError(f"query positions must lie in 0..{n - 1} (or −1 for none)")
+    return query
+
+
+def _check_eval(model: torch.nn.Module) -> None:
+    if model.training:
+        raise ValueError("scores need a model in eval mode (dropout would perturb the attention); call model.eval()")
+
+
+def rotated_qk(model: torch.nn.Module, tokens: Tensor, layers: list[int]) -> dict[int, tuple[Tensor, Tensor]]:
+    """Each layer's rotated queries and keys from the hook points: layer -> (q, k), each [batch, pos, head, d_head]."""
+    names = {layer: (f"blocks.{layer}.attn.hook_rot_q", f"blocks.{layer}.attn.hook_rot_k") for layer in layers}
+    with torch.no_grad():
+        _, cache = model.run_with_cache(tokens, [n for pair in names.values() for n in pair])
+    return {layer: (cache[q], cache[k]) for layer, (q, k) in names.items()}
+
+
+def layer_tables(
+    model: torch.nn.Module,
+    q_rot: Tensor,
+    k_rot: Tensor,
+    query: int,
+    dtype: torch.dtype = torch.float64,
+    per_plane: bool = False,
+) -> Tensor | tuple[Tensor, Tensor]:
+    """Tables of one layer and query position: hook activations [batch, pos, head, d_head] -> [batch, head, q+1, q+1].
+
+    With ``per_plane=True``: (planes [batch, head, plane, q+1, q+1], rest [batch, head, q+1]).
+    """
+    cfg = model.cfg
+    q = q_rot[:, query].to(dtype)  # [batch, head, d_head]
+    k = k_rot[:, : query + 1].to(dtype).transpose(1, 2)  # [batch, head, key, d_head]
+    thetas = rope_frequencies(cfg.rot_dim, cfg.rope_base)
+    return content_position_logits(q, k, thetas, scale=1 / math.sqrt(cfg.d_head), per_plane=per_plane)
+
+
+def head_scores(
+    model: torch.nn.Module,
+    tokens: Tensor,
+    *,
+    query: int | Tensor | None = None,
+    layers: list[int] | None = None,
+    block_size: int = 1,
+    tau: float = TAU,
+    dtype: torch.dtype = torch.float64,
+) -> HeadScores:
+    """s_POS, s_SYM and the entropy of every head for one query per input, with the exact engine.
+
+    tokens: [batch, pos]; query: see :func:`query_positions` (default: the last token, as paper A);
+    layers: default all. One forward pass reads ``hook_rot_q``/``hook_rot_k``; everything after it
+    runs in ``dtype`` (float64 by default, so a float32 model's tiny attention masses stay exact).
+    """
+    _check_eval(model)
+    layers = list(range(model.cfg.n_layers)) if layers is None else list(layers)
+    qpos = query_positions(tokens, query)
+    shape = (tokens.shape[0], len(layers), model.cfg.n_heads)
+    s_pos, s_sym, ent = (torch.full(shape, float("nan"), dtype=dtype) for _ in range(3))
+    acts = rotated_qk(model, tokens, layers)
+    with torch.no_grad():
+        for li, layer in enumerate(layers):
+            q_rot, k_rot = acts[layer]
+            for q in qpos.unique().tolist():
+                if q < 0:
+                    continue
+                idx = (qpos == q).nonzero().squeeze(1)
+                sw = swap_attention(layer_tables(model, q_rot[idx], k_rot[idx], q, dtype), block_size)
+                s_pos[idx, li], s_sym[idx, li] = sw.scores(tau)
+                ent[idx, li] = attention_entropy(sw.row)
+    return HeadScores(s_pos, s_sym, ent, tuple(layers), qpos)

@@ -1,0 +1,62 @@
+"""Purity, its first-passage tally, normalised entropy and the max-accuracy step (paper A §3.1, App. E)."""
+
+from __future__ import annotations
+
+import pytest
+
+from possym.scores.dynamics import (
+    first_pure_steps,
+    max_accuracy_step,
+    normalise_entropy,
+    purity,
+    purity_tally,
+)
+
+
+def test_purity_thresholds_are_inclusive_and_mirror_each_other():
+    assert purity(0.9, 0.1, 0.1) == "positional"
+    assert purity(0.1, 0.9, 0.1) == "symbolic"
+    assert purity(0.95, 0.06, 0.05) == ""
+    assert purity(1.0, 1.0, 0.1) == ""  # uniform attention is neither
+    with pytest.raises(ValueError, match="gamma"):
+        purity(1.0, 0.0, 0.5)
+
+
+def _rows(layer, series):
+    return [{"step": s, "layer": layer, "head": 0, "query": "last", "s_pos": p, "s_sym": y, "entropy": e}
+            for s, p, y, e in series]
+
+
+def test_first_passage_counts_a_head_from_its_first_pure_step_even_if_it_drifts():
+    rows = _rows(0, [(0, 1, 1, 3.0), (50, 0.95, 0.02, 1.0), (100, 0.4, 0.6, 0.5)])  # the paper's number-task L0
+    rows += _rows(1, [(0, 1, 1, 3.0), (50, 0.5, 0.5, 2.0), (100, 0.01, 0.99, 0.1)])
+    rows += _rows(2, [(0, 1, 1, 3.0), (50, 1, 1, 3.0), (100, 0.9, 0.9, 2.9)])
+    first = {f["layer"]: f for f in first_pure_steps(rows, gamma=0.1)}
+    assert (first[0]["kind"], first[0]["step"], first[0]["final_kind"]) == ("positional", 50, "")
+    assert (first[1]["kind"], first[1]["step"]) == ("symbolic", 100)
+    assert first[2]["step"] is None
+    tally = purity_tally(first.values(), [0, 50, 100])
+    assert tally == [
+        {"step": 0, "positional": 0, "symbolic": 0},
+        {"step": 50, "positional": 1, "symbolic": 0},
+        {"step": 100, "positional": 1, "symbolic": 1},
+    ]
+    assert first_pure_steps(rows, gamma=0.1, query="hop1") == []
+
+
+def test_entropy_is_min_max_normalised_per_layer_across_steps():
+    rows = _rows(0, [(0, 1, 1, 3.0), (50, 1, 1, 2.0), (100, 1, 1, 1.0)]) + _rows(1, [(0, 1, 1, 2.0), (50, 1, 1, 2.0)])
+    out = normalise_entropy(rows)
+    assert [r["entropy_norm"] for r in out] == [1.0, 0.5, 0.0, 0.0, 0.0]
+    assert "entropy_norm" not in rows[0]  # inputs are not mutated
+
+
+def test_max_accuracy_step_is_the_first_step_at_the_maximum():
+    metrics = [
+        {"event": "eval", "step": 0, "accuracy": 0.1},
+        {"event": "eval", "step": 50, "accuracy": 1.0},
+        {"event": "eval", "step": 100, "accuracy": 1.0},
+        {"event": "final", "step": 100, "accuracy": 1.0},
+    ]
+    assert max_accuracy_step(metrics) == 50
+    assert max_accuracy_step([{"event": "final", "step": 3, "accuracy": 1.0}]) is None
