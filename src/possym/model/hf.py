@@ -19,6 +19,7 @@ from torch import Tensor
 
 from possym.config import ModelConfig
 from possym.model.gptj import GPTJ
+from possym.model.rope import rope_frequencies
 
 HF_POSITIONS = 8192  # covers the paper's +5,000-token length grid with room to spare
 
@@ -102,12 +103,28 @@ def from_hf_state_dict(sd: dict[str, Tensor], cfg: ModelConfig) -> dict[str, Ten
     return out
 
 
-def to_hf(model: GPTJ, n_positions: int = HF_POSITIONS):  # -> GPTJForCausalLM
-    """An HF GPTJForCausalLM with exactly ``model``'s weights (same dtype, eval mode)."""
+def exact_rotary_table(n_positions: int, rot_dim: int) -> Tensor:
+    """HF GPT-J's ``[sin | cos]`` table, but from float64 angles (HF builds it in float32)."""
+    angles = torch.arange(n_positions, dtype=torch.float64)[:, None] * rope_frequencies(rot_dim, 10_000.0)
+    return torch.cat((angles.sin(), angles.cos()), dim=1)
+
+
+def to_hf(model: GPTJ, n_positions: int = HF_POSITIONS, attn_implementation: str = "eager"):  # -> GPTJForCausalLM
+    """An HF GPTJForCausalLM with exactly ``model``'s weights (same dtype, eval mode).
+
+    Its rotary table is recomputed from float64 angles: HF's own float32 table drifts by ~1e-4 rad
+    at position 5,000, which would make the two models differ for a reason that is not a
+    convention. A folder saved from it and reloaded with ``from_pretrained`` gets HF's own table
+    back. HF's eager attention computes in float32 even for float64 models; pass
+    ``attn_implementation="sdpa"`` to keep float64 end to end.
+    """
     from transformers import GPTJForCausalLM
 
     dtype = next(model.parameters()).dtype
-    hf = GPTJForCausalLM(hf_config(model.cfg, n_positions)).to(dtype)
+    config = hf_config(model.cfg, n_positions)
+    config._attn_implementation = attn_implementation
+    hf = GPTJForCausalLM(config).to(dtype)
+    hf.transformer.rotary_emb.embed_positions = exact_rotary_table(n_positions, model.cfg.rot_dim)
     missing, unexpected = hf.load_state_dict(to_hf_state_dict(model), strict=False)
     # The rotary table is a non-persistent buffer; nothing else may be missing.
     if unexpected or [k for k in missing if "embed_positions" not in k]:
@@ -131,3 +148,20 @@ def from_hf(hf) -> GPTJ:  # hf: GPTJForCausalLM
     model = GPTJ(cfg).to(next(hf.parameters()).dtype)
     model.load_state_dict(from_hf_state_dict(hf.state_dict(), cfg))
     return model.eval()
+
+
+def hf_tokenizer(tokens: tuple[str, ...], pad: str):  # -> PreTrainedTokenizerFast
+    """A word-level tokenizer over possym's token strings, split on whitespace.
+
+    Ids equal possym's vocabulary ids, so ``"c2 b1 fa"`` encodes exactly as the task does. Unknown
+    words map to the pad token (word-level tokenizers need an unknown token; the task vocabulary has
+    none of its own).
+    """
+    from tokenizers import Tokenizer
+    from tokenizers.models import WordLevel
+    from tokenizers.pre_tokenizers import WhitespaceSplit
+    from transformers import PreTrainedTokenizerFast
+
+    core = Tokenizer(WordLevel(vocab={t: i for i, t in enumerate(tokens)}, unk_token=pad))
+    core.pre_tokenizer = WhitespaceSplit()
+    return PreTrainedTokenizerFast(tokenizer_object=core, pad_token=pad, unk_token=pad)

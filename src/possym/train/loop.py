@@ -67,7 +67,7 @@ def evaluate(model: GPTJ, samples: TaskSamples, batch_size: int = 2048) -> dict[
 def _param_groups(model: GPTJ, weight_decay: float) -> list[dict[str, Any]]:
     # HF Trainer (the paper's code) exempts biases and LayerNorm parameters from weight decay.
     decay, no_decay = [], []
-    for name, p in model.named_parameters():
+    for p in model.parameters():
         (no_decay if p.ndim < 2 else decay).append(p)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 

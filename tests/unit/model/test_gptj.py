@@ -1,0 +1,134 @@
+import dataclasses
+
+import pytest
+import torch
+from transformers.models.gptj import modeling_gptj
+
+from possym.config import ModelConfig
+from possym.model.gptj import GPTJ, hook_names
+from possym.model.hf import from_hf, to_hf
+
+
+def random_model(dtype=torch.float64, **kw) -> GPTJ:
+    # A larger init than the paper's 0.02 makes attention far from uniform, so equality is a real test.
+    defaults = dict(n_layers=3, d_model=32, d_mlp=64, d_vocab=40, dropout=0.0, init_range=0.3)
+    cfg = ModelConfig(**(defaults | kw))
+    return GPTJ(cfg, torch.Generator().manual_seed(0)).to(dtype).eval()
+
+
+def attention_is_not_uniform(model: GPTJ, tokens: torch.Tensor) -> bool:
+    _, cache = model.run_with_cache(tokens, ["blocks.0.attn.hook_pattern"])
+    row = cache["blocks.0.attn.hook_pattern"][0, 0, -1]
+    return float(row.max()) > 3.0 / tokens.shape[1]
+
+
+@pytest.mark.parametrize("dtype,attn,tol", [(torch.float64, "sdpa", 1e-9), (torch.float32, "eager", 1e-5)])
+@pytest.mark.parametrize("length", [17, 1100])
+def test_logits_equal_hf_gptj(dtype, attn, tol, length):
+    model = random_model(dtype)
+    hf = to_hf(model, n_positions=2048, attn_implementation=attn)
+    tokens = torch.randint(0, 40, (2, length), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        ours, theirs = model(tokens), hf(tokens).logits
+    assert attention_is_not_uniform(model, tokens)
+    torch.testing.assert_close(ours, theirs, atol=tol, rtol=tol)
+
+
+def test_stock_hf_table_agrees_at_training_length():
+    # HF's own float32 rotary table (as from_pretrained builds it) is exact enough at 17 tokens.
+    model = random_model(torch.float32)
+    hf = to_hf(model, n_positions=64)
+    hf.transformer.rotary_emb.embed_positions = modeling_gptj.create_sinusoidal_positions(64, model.cfg.rot_dim)
+    tokens = torch.randint(0, 40, (4, 17))
+    with torch.no_grad():
+        torch.testing.assert_close(model(tokens), hf(tokens).logits, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("kw", [dict(n_heads=4), dict(n_heads=2, rotary_dim=8), dict(rotary_dim=6)])
+def test_multi_head_and_partial_rotary_equal_hf(kw):
+    model = random_model(torch.float64, **kw)
+    tokens = torch.randint(0, 40, (3, 30), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        torch.testing.assert_close(model(tokens), to_hf(model, n_positions=64)(tokens).logits, atol=1e-5, rtol=1e-5)
+
+
+def test_hf_round_trip_restores_every_weight_exactly():
+    model = random_model()
+    back = from_hf(to_hf(model, n_positions=64))
+    for (name, a), (_, b) in zip(model.state_dict().items(), back.state_dict().items(), strict=True):
+        assert torch.equal(a, b), name
+
+
+def test_any_length_works_without_a_position_table():
+    model = random_model(torch.float32, n_layers=1, d_model=16, d_mlp=16)
+    with torch.no_grad():
+        logits = model(torch.randint(0, 40, (1, 6000)))
+    assert logits.shape == (1, 6000, 40) and torch.isfinite(logits).all()
+
+
+def test_fused_and_explicit_attention_paths_agree():
+    model = random_model()
+    tokens = torch.randint(0, 40, (2, 20))
+    with torch.no_grad():
+        fused = model(tokens)
+        explicit, cache = model.run_with_cache(tokens, ["blocks.2.attn.hook_pattern"])
+    torch.testing.assert_close(fused, explicit)
+    pattern = cache["blocks.2.attn.hook_pattern"]
+    torch.testing.assert_close(pattern.sum(-1), torch.ones(2, 1, 20, dtype=torch.float64))
+    assert torch.all(pattern.triu(1) == 0), "attention must be causal"
+
+
+def test_cached_rotated_q_k_give_the_pre_softmax_scores():
+    model = random_model(n_heads=2)
+    names = ["blocks.1.attn.hook_rot_q", "blocks.1.attn.hook_rot_k", "blocks.1.attn.hook_attn_scores"]
+    _, cache = model.run_with_cache(torch.randint(0, 40, (1, 9)), names)
+    q, k, scores = (cache[n] for n in names)
+    expected = torch.einsum("bqhd,bkhd->bhqk", q, k) / (model.cfg.d_head**0.5)
+    causal = torch.ones(9, 9, dtype=torch.bool).tril()
+    torch.testing.assert_close(scores[..., causal], expected[..., causal])
+
+
+def test_a_patching_hook_changes_the_output_and_is_removed_afterwards():
+    model = random_model()
+    tokens = torch.randint(0, 40, (1, 10))
+    with torch.no_grad():
+        clean = model(tokens)
+        with model.hooks({"blocks.1.hook_resid_pre": lambda x: torch.zeros_like(x)}):
+            patched = model(tokens)
+        again = model(tokens)
+    assert not torch.allclose(clean, patched)
+    torch.testing.assert_close(clean, again)
+    assert all(not m._forward_hooks for m in model.modules())
+
+
+def test_hooks_are_removed_even_when_the_forward_pass_fails():
+    model = random_model()
+
+    def boom(_):
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError), model.hooks({"blocks.0.attn.hook_pattern": boom}):
+        model(torch.randint(0, 40, (1, 5)))
+    assert all(not m._forward_hooks for m in model.modules())
+
+
+def test_unknown_hook_names_are_rejected_with_the_pattern_to_use():
+    with pytest.raises(ValueError, match="hook_pattern"):
+        with random_model().hooks({"blocks.0.attn.nope": print}):
+            pass
+
+
+def test_weight_views_have_transformerlens_shapes():
+    model = random_model(n_heads=4)
+    attn = model.blocks[0].attn
+    assert attn.W_Q.shape == attn.W_K.shape == attn.W_V.shape == (4, 32, 8)
+    assert attn.W_O.shape == (4, 8, 32)
+    assert model.W_E.shape == (40, 32) and model.W_U.shape == (32, 40)
+    assert len(hook_names(model.cfg)) == 3 * 5
+
+
+def test_same_init_seed_gives_identical_weights_and_different_seed_does_not():
+    cfg = dataclasses.replace(ModelConfig(n_layers=2, d_model=16, d_mlp=16, d_vocab=10))
+    a, b, c = (GPTJ(cfg, torch.Generator().manual_seed(s)) for s in (0, 0, 1))
+    assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters(), strict=True))
+    assert not torch.equal(a.embed.weight, c.embed.weight)
