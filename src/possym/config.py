@@ -233,11 +233,35 @@ def _known(cls: type) -> list[str]:
     return [f.name for f in fields(cls)]
 
 
+def _coerce(value: Any, annotation: str, where: str) -> Any:
+    """Check a plain value against a field annotation ('float', 'int | None', ...), converting the
+    unambiguous cases (YAML reads ``1e-3`` as a string and ``3`` as an int where a float is meant)."""
+    kinds = [k.strip() for k in annotation.split("|")]
+    if value is None:
+        _require("None" in kinds, f"{where} must not be null; expected {annotation}")
+        return None
+    for kind in kinds:
+        if kind == "float" and not isinstance(value, bool):
+            try:
+                return float(value)
+            except (TypeError, ValueError):
+                continue
+        if kind == "int" and not isinstance(value, bool | float):
+            try:
+                return int(value)
+            except (TypeError, ValueError):
+                continue
+        if kind == "str" and isinstance(value, str):
+            return value
+    raise ConfigError(f"{where}={value!r} has the wrong type; expected {annotation}")
+
+
 def _build(cls: type, values: dict[str, Any], where: str) -> Any:
     unknown = sorted(set(values) - set(_known(cls)))
     names = ", ".join(f"{where}.{k}" for k in unknown)
     _require(not unknown, f"unknown key(s) {names}; known: {_known(cls)}")
-    return cls(**values)
+    types = {f.name: str(f.type) for f in fields(cls)}
+    return cls(**{k: _coerce(v, types[k], f"{where}.{k}") for k, v in values.items()})
 
 
 def config_from_dict(data: dict[str, Any]) -> RunConfig:

@@ -133,7 +133,7 @@ def train(
         opt.step()
         sched.step()
         done = step + 1
-        info: dict[str, Any] = {"step": done, "total": total, "loss": float(loss), "lr": sched.get_last_lr()[0]}
+        info: dict[str, Any] = {"step": done, "total": total, "loss": loss.item(), "lr": sched.get_last_lr()[0]}
         if done % tc.eval_every == 0 or done % tc.checkpoint_every == 0 or done == total:
             info["eval"] = _checkpoint_and_eval(run, model, opt, sched, done, eval_set, monitor, monitor_size)
             model.train()

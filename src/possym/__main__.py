@@ -1,0 +1,5 @@
+import sys
+
+from possym.cli import main
+
+sys.exit(main())

@@ -1,0 +1,33 @@
+"""Shared fixtures: tiny configs that train in seconds."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+# Tiny models gain nothing from a second thread, and an OpenMP team spinning on a shared, busy
+# machine makes them 100x slower.
+torch.set_num_threads(1)
+
+# A model and dataset small enough for a unit test; the tasks themselves are the paper's.
+TINY = [
+    "model.n_layers=2",
+    "model.d_model=16",
+    "model.d_mlp=32",
+    "model.dropout=0.1",
+    "task.n_train=4000",
+    "task.n_val=200",
+    "task.n_test=200",
+    "train.steps=30",
+    "train.eval_every=10",
+    "train.checkpoint_every=10",
+    "train.eval_size=100",
+    "train.warmup_steps=5",
+    "train.lr=1e-3",
+    "train.threads=1",
+]
+
+
+@pytest.fixture
+def tiny_overrides() -> list[str]:
+    return list(TINY)

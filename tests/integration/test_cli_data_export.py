@@ -1,0 +1,51 @@
+import json
+
+import numpy as np
+import torch
+
+from possym.cli import main
+from possym.config import load_config
+from possym.runs import RunDir
+from possym.tasks import make_splits, solve, task_vocab
+from possym.train.loop import predict, train
+
+
+def test_data_command_writes_solvable_jsonl(tmp_path):
+    out = tmp_path / "letter.jsonl"
+    assert main(["data", "--task", "letter", "--n", "50", "--seed", "3", "--extra", "7", "--out", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 50 and all(len(r["tokens"]) == 17 + 7 for r in rows)
+    for r in rows:
+        sol = solve(r["tokens"], "letter")
+        assert (sol.answer, sol.n_hops, list(sol.path)) == (r["answer"], r["n_hops"], r["path"])
+
+
+def test_data_command_reads_a_split_of_the_paper_dataset(tmp_path):
+    out = tmp_path / "val.jsonl"
+    args = ["data", "--task", "number", "--split", "val", "--n", "20", "--seed", "0", "--out", str(out)]
+    assert main(args + ["task.n_train=100", "task.n_test=100"]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    cfg = load_config("number", None, ["task.n_train=100", "task.n_test=100"]).task
+    expected = make_splits(cfg, 0)["val"].take(np.arange(20)).records(task_vocab(cfg))
+    assert rows == expected
+
+
+def test_exported_folder_loads_with_plain_transformers_and_predicts_the_same(tmp_path, tiny_overrides):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    run = RunDir.create(tmp_path / "run", load_config("letter", None, tiny_overrides), argv=["t"])
+    splits = make_splits(run.config.task, 0)
+    train(run, splits)
+    assert main(["export", str(run.path), "--out", str(tmp_path / "hf")]) == 0
+
+    hf = AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
+    tok = AutoTokenizer.from_pretrained(tmp_path / "hf")
+    samples = splits["test"].take(np.arange(64))
+    texts = [" ".join(r["tokens"]) for r in samples.records(task_vocab(run.config.task))]
+    ids = tok(texts, return_tensors="pt")["input_ids"]
+    assert torch.equal(ids, torch.as_tensor(samples.tokens)), "the tokenizer must reproduce possym's ids"
+    with torch.no_grad():
+        theirs = hf(ids).logits[:, -1]
+    ours = predict(run.load_model(), ids)
+    assert torch.equal(theirs.argmax(-1), ours)
+    torch.testing.assert_close(theirs, run.load_model()(ids)[:, -1], atol=1e-5, rtol=1e-5)

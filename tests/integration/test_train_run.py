@@ -1,0 +1,150 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+import yaml
+from safetensors.torch import load_file
+
+from possym.cli import main
+from possym.config import load_config
+from possym.runs import RunDir, RunError
+from possym.tasks import make_splits
+from possym.train.loop import batch_indices, train
+
+
+def make_run(tmp_path, name, overrides, task="number"):
+    return RunDir.create(tmp_path / name, load_config(task, None, overrides), argv=["test"])
+
+
+def final_weights(run: RunDir) -> dict[str, torch.Tensor]:
+    return load_file(run.checkpoint_path(run.checkpoint_steps()[-1]))
+
+
+def test_run_directory_records_itself_before_and_after_training(tmp_path, tiny_overrides):
+    run = make_run(tmp_path, "r", tiny_overrides)
+    meta = json.loads((run.path / "meta.json").read_text())
+    assert {"seeds", "versions", "git_commit", "command", "torch_threads", "python"} <= set(meta)
+    assert yaml.safe_load((run.path / "config.yaml").read_text())["model"]["d_model"] == 16
+    final = train(run, make_splits(run.config.task, 0))
+    assert run.checkpoint_steps() == [0, 10, 20, 30]
+    evals = [r for r in run.metrics() if r["event"] == "eval"]
+    assert [r["step"] for r in evals] == [0, 10, 20, 30]
+    assert {"accuracy", "acc_hop1", "acc_hop4", "loss"} <= set(evals[-1])
+    assert final["split"] == "test" and 0.0 <= final["accuracy"] <= 1.0
+    assert evals[-1]["loss"] < evals[0]["loss"], "30 steps at lr 1e-3 must lower the loss"
+    # Any analysis reloads from the directory alone.
+    reopened = RunDir.open(run.path)
+    assert reopened.config == run.config
+    model = reopened.load_model()
+    assert model.cfg.d_vocab == 137 and not model.training
+
+
+def test_same_seeds_give_identical_weights(tmp_path, tiny_overrides):
+    a, b = make_run(tmp_path, "a", tiny_overrides), make_run(tmp_path, "b", tiny_overrides)
+    splits = make_splits(a.config.task, 0)
+    train(a, splits)
+    train(b, splits)
+    wa, wb = final_weights(a), final_weights(b)
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    c = make_run(tmp_path, "c", tiny_overrides + ["seeds.init=1"])
+    train(c, splits)
+    assert not torch.equal(final_weights(c)["embed.weight"], wa["embed.weight"])
+
+
+class Interrupt(Exception):
+    pass
+
+
+def test_resume_after_an_interruption_is_bitwise_identical(tmp_path, tiny_overrides):
+    ref = make_run(tmp_path, "ref", tiny_overrides)
+    splits = make_splits(ref.config.task, 0)
+    train(ref, splits)
+
+    run = make_run(tmp_path, "cut", tiny_overrides)
+
+    def cut(info):
+        if info["step"] == 17:  # past the step-10 state, before the step-20 one
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        train(run, splits, on_step=cut)
+    assert run.checkpoint_steps() == [0, 10]
+    train(RunDir.open(run.path), splits)
+    wa, wb = final_weights(ref), final_weights(run)
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    # The metrics log holds each evaluation exactly once.
+    assert [r["step"] for r in run.metrics() if r["event"] == "eval"] == [0, 10, 20, 30]
+
+
+def test_batches_are_epoch_permutations():
+    rows = [batch_indices(s, 100, 10, order_seed=3) for s in range(10)]
+    assert sorted(int(i) for r in rows for i in r) == list(range(100))
+    assert not (batch_indices(10, 100, 10, 3) == rows[0]).all(), "epoch 2 reshuffles"
+
+
+def test_killed_process_resumes_to_the_same_weights(tmp_path, tiny_overrides):
+    """A real SIGKILL mid-run, then `possym train --resume`: bitwise the same final weights."""
+    overrides = [o for o in tiny_overrides if not o.startswith("train.steps")] + [
+        "train.steps=300",
+        "model.d_model=32",
+        "model.d_mlp=64",
+    ]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    cmd = [sys.executable, "-m", "possym", "train", "--task", "letter"]
+    ref = subprocess.run([*cmd, "--out", str(tmp_path / "ref"), *overrides], env=env, capture_output=True)
+    assert ref.returncode == 0, ref.stderr.decode()[-2000:]
+
+    proc = subprocess.Popen([*cmd, "--out", str(tmp_path / "cut"), *overrides], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    marker = tmp_path / "cut" / "checkpoints" / "step_000100.safetensors"
+    deadline = time.time() + 300
+    while not marker.exists() and proc.poll() is None and time.time() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    assert not (tmp_path / "cut" / "checkpoints" / "step_000300.safetensors").exists(), "killed too late"
+
+    resumed = subprocess.run([*cmd[:4], "--resume", str(tmp_path / "cut")], env=env, capture_output=True)
+    assert resumed.returncode == 0, resumed.stderr.decode()[-2000:]
+    wa, wb = final_weights(RunDir.open(tmp_path / "ref")), final_weights(RunDir.open(tmp_path / "cut"))
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+@pytest.mark.parametrize(
+    "argv,message",
+    [
+        (["train", "--task", "number", "--out", "{d}/x", "train.learning_rate=1"], "unknown key 'train.learning_rate'"),
+        (["train", "--task", "number", "--out", "{d}/x", "model.n_layer=2"], "known model keys"),
+        (["train", "--task", "number", "--out", "{d}/x", "task.max_hops=12"], "task.max_hops=12 is impossible"),
+        (["train", "--task", "letter", "--out", "{d}/x", "task.n_letters=4"], "too few for unique chains"),
+        (["train", "--task", "number", "--preset", "huge", "--out", "{d}/x"], "unknown preset 'huge'"),
+        (["train", "--resume", "{d}"], "is not a run directory"),
+        (["train", "--task", "number", "--out", "{d}/x", "train.lr=-1"], "train.lr=-1.0 must be a positive"),
+        (["train", "--task", "number", "--out", "{d}/x", "bogus"], "must look like section.key=value"),
+        (["export", "{d}/nothing", "--out", "{d}/e"], "is not a directory"),
+    ],
+)
+def test_bad_input_fails_before_any_work_with_a_message_naming_the_field(tmp_path, capsys, argv, message):
+    argv = [a.format(d=tmp_path) for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err, err
+    assert not (tmp_path / "x" / "checkpoints").exists()
+
+
+def test_truncated_checkpoint_is_reported_not_loaded(tmp_path, tiny_overrides):
+    run = make_run(tmp_path, "r", tiny_overrides + ["train.steps=10"])
+    train(run, make_splits(run.config.task, 0))
+    path = run.checkpoint_path(10)
+    path.write_bytes(path.read_bytes()[:1000])
+    with pytest.raises(RunError, match="truncated or corrupt"):
+        run.load_model(10)
+    (run.path / "state.pt").write_bytes(b"PK\x03\x04garbage")
+    with pytest.raises(RunError, match="state.pt is truncated or corrupt"):
+        run.load_state()
