@@ -17,6 +17,7 @@ SUBCOMMANDS: dict[str, str] = {
     "train": "possym.cli.train",
     "export": "possym.cli.export",
     "demo": "possym.cli.demo",
+    "summary": "possym.cli.summary",
     "llm": "possym.cli.llm",
     "score": "possym.cli.score",
     "theory": "possym.cli.theory",
