@@ -8,6 +8,6 @@ from score_fixtures import train_tiny_model
 from possym.model.gptj import GPTJ
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def trained_model() -> GPTJ:
     return train_tiny_model()

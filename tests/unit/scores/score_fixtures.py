@@ -23,14 +23,14 @@ def random_tokens(batch: int = 6, pos: int = 10, seed: int = 1) -> torch.Tensor:
 
 
 def train_tiny_model() -> GPTJ:
-    """A 2-layer, 2-head model after 60 Adam steps on a 1-hop 'count back' task (the last token is an offset)."""
+    """A 2-layer, 2-head model after 40 Adam steps on a 1-hop 'count back' task (the last token is an offset)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # a tiny model trains fastest on one thread, and the machine is shared
     cfg = ModelConfig(n_layers=2, d_model=32, n_heads=2, d_mlp=64, d_vocab=VOCAB, dropout=0.0)
     model = GPTJ(cfg, torch.Generator().manual_seed(0))
     opt = torch.optim.Adam(model.parameters(), lr=1e-2)
     gen = torch.Generator().manual_seed(2)
-    for _ in range(60):
+    for _ in range(40):
         tokens = torch.randint(4, VOCAB, (64, 10), generator=gen)
         tokens[:, -1] = torch.randint(1, 4, (64,), generator=gen)  # the offset 1..3
         target = tokens[torch.arange(64), 9 - tokens[:, -1]]

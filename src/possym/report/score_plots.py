@@ -1,0 +1,225 @@
+"""Figures of the scores (paper A Figs. 2, 3, 4B, 6, 7, 8): records in, a matplotlib Figure out.
+
+Every function takes plain records (the rows of ``RUN/scores.csv``, ``RUN/metrics.jsonl`` and the
+other score tables; values may be CSV strings) and returns a :class:`matplotlib.figure.Figure`.
+Nothing here trains, scores or writes files. Colours follow the paper: positional red, symbolic
+green, normalised entropy purple, global accuracy magenta, max-accuracy step a dashed grey line.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
+
+POS, SYM, ENT, ACC = "tab:red", "tab:green", "tab:purple", "magenta"
+HOP_COLOURS = ("tab:blue", "tab:orange", "tab:cyan", "tab:brown", "tab:olive", "tab:pink")
+
+
+def _series(records: Iterable[dict[str, Any]], layer: int, key: str, head: int = 0, query: str = "last"):
+    pts = sorted(
+        (int(r["step"]), float(r[key]))
+        for r in records
+        if int(r["layer"]) == layer and int(r["head"]) == head and str(r.get("query", "last")) == query
+    )
+    return [p[0] for p in pts], [p[1] for p in pts]
+
+
+def _layers(records: Iterable[dict[str, Any]]) -> list[int]:
+    return sorted({int(r["layer"]) for r in records})
+
+
+def _vline(ax, step: int | None) -> None:
+    if step is not None:
+        ax.axvline(step, color="grey", ls="--", lw=1)
+
+
+def _score_panel(ax, scores, layer, head, query, max_acc_step) -> None:
+    lines = (("s_pos", POS, "positional"), ("s_sym", SYM, "symbolic"), ("entropy_norm", ENT, "entropy"))
+    for key, colour, label in lines:
+        x, y = _series(scores, layer, key, head, query)
+        if x:
+            ax.plot(x, y, color=colour, lw=1.2, label=label)
+    _vline(ax, max_acc_step)
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_title(f"L{layer}" + (f" H{head}" if head else ""), fontsize=9)
+
+
+def accuracy_panel(ax, metrics: Sequence[dict[str, Any]], max_acc_step: int | None = None) -> None:
+    """Per-hop and global evaluation accuracy against step (Fig. 2A) on ``ax``."""
+    evals = sorted((m for m in metrics if m.get("event") == "eval"), key=lambda m: int(m["step"]))
+    hops = sorted({k for m in evals for k in m if k.startswith("acc_hop")}, key=lambda k: int(k[7:]))
+    steps = [int(m["step"]) for m in evals]
+    for i, key in enumerate(hops):
+        ax.plot(steps, [m.get(key, math.nan) for m in evals], color=HOP_COLOURS[i % 6], lw=1, label=f"{key[7:]}-hop")
+    if evals:
+        ax.plot(steps, [m["accuracy"] for m in evals], color=ACC, lw=2, label="global")
+    _vline(ax, max_acc_step)
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_ylabel("accuracy")
+    ax.legend(fontsize=7, loc="lower right")
+
+
+def tally_panel(ax, tally: Sequence[dict[str, Any]], first: Sequence[dict[str, Any]] = (), title: str = "") -> None:
+    """Cumulative count of pure heads per kind (Fig. 2C, 7), labelled with the layer of each new head."""
+    steps = [int(t["step"]) for t in tally]
+    for kind, colour in (("positional", POS), ("symbolic", SYM)):
+        counts = [int(t[kind]) for t in tally]
+        ax.step(steps, counts, where="post", color=colour, label=kind)
+        by_step: dict[int, list[str]] = defaultdict(list)
+        for f in first:
+            if f.get("kind") == kind and f.get("step") not in (None, ""):
+                by_step[int(f["step"])].append(f"L{int(f['layer'])}")
+        for s, labels in sorted(by_step.items()):
+            y = max((int(t[kind]) for t in tally if int(t["step"]) <= s), default=0)
+            ax.annotate(",".join(labels), (s, y), fontsize=6, color=colour, xytext=(2, 2), textcoords="offset points")
+    ax.set_ylabel("pure heads")
+    ax.set_xlabel("training step")
+    ax.legend(fontsize=7, loc="upper left")
+    if title:
+        ax.set_title(title, fontsize=9)
+
+
+def fig2_dynamics(
+    scores: Sequence[dict[str, Any]],
+    metrics: Sequence[dict[str, Any]],
+    tally: Sequence[dict[str, Any]],
+    first: Sequence[dict[str, Any]],
+    *,
+    layers: Sequence[int] = (1, 5, 11),
+    max_acc_step: int | None = None,
+    title: str = "",
+) -> Figure:
+    """Fig. 2 for one run: (A) accuracy per hop, (B) s_POS, s_SYM and entropy of ``layers``, (C) the purity tally."""
+    layers = [layer for layer in layers if layer in _layers(scores)] or _layers(scores)[:3]
+    fig, axes = plt.subplots(len(layers) + 2, 1, figsize=(5, 2.0 * (len(layers) + 2)), sharex=True)
+    accuracy_panel(axes[0], metrics, max_acc_step)
+    axes[0].set_title(title or "accuracy", fontsize=10)
+    for ax, layer in zip(axes[1:-1], layers, strict=True):
+        _score_panel(ax, scores, layer, 0, "last", max_acc_step)
+    axes[1].legend(fontsize=7, loc="center right")
+    tally_panel(axes[-1], tally, first)
+    fig.tight_layout()
+    return fig
+
+
+def fig6_layer_scores(
+    scores: Sequence[dict[str, Any]], *, max_acc_step: int | None = None, query: str = "last", title: str = ""
+) -> Figure:
+    """Fig. 6: one panel per (layer, head) with s_POS, s_SYM and normalised entropy against step."""
+    keys = sorted({(int(r["layer"]), int(r["head"])) for r in scores if str(r.get("query", "last")) == query})
+    cols = 4
+    rows = max(1, math.ceil(len(keys) / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(3 * cols, 2.2 * rows), sharex=True, sharey=True, squeeze=False)
+    for ax, (layer, head) in zip(axes.flat, keys, strict=False):
+        _score_panel(ax, scores, layer, head, query, max_acc_step)
+    for ax in list(axes.flat)[len(keys) :]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=7)
+    fig.suptitle(title or f"scores per layer (query: {query})", fontsize=10)
+    fig.supxlabel("training step", fontsize=9)
+    fig.tight_layout()
+    return fig
+
+
+def fig7_purity(
+    tallies: dict[float, Sequence[dict[str, Any]]], firsts: dict[float, Sequence[dict[str, Any]]], *, title: str = ""
+) -> Figure:
+    """Fig. 7: the purity tally for each γ (rows)."""
+    gammas = sorted(tallies, reverse=True)
+    fig, axes = plt.subplots(len(gammas), 1, figsize=(5, 2.6 * len(gammas)), sharex=True, squeeze=False)
+    for ax, gamma in zip(axes[:, 0], gammas, strict=True):
+        tally_panel(ax, tallies[gamma], firsts.get(gamma, ()), title=f"{title} γ = {gamma}".strip())
+    fig.tight_layout()
+    return fig
+
+
+def fig3_hop_attention(attention: Any, tokens: Sequence[str], path: Sequence[int], *, head: int = 0) -> Figure:
+    """Fig. 3: for one input, the attention of every layer from each hop position, with the hop path drawn.
+
+    attention: [layer, head, hop, key_pos] (:func:`possym.scores.patterns.hop_attention`); path: the
+    positions from the query to the answer. One panel per hop query: layers (rows) by keys (columns),
+    the hop's query position and its target (the next path position) outlined.
+    """
+    att = attention[:, head]
+    n_layers, n_hops, n_keys = att.shape
+    cols = min(n_hops, 2)
+    rows = math.ceil(n_hops / cols)
+    size = (0.3 * n_keys * cols + 1.5, (0.25 * n_layers + 1.2) * rows)
+    fig, axes = plt.subplots(rows, cols, figsize=size, squeeze=False)
+    for h, ax in enumerate(axes.flat):
+        if h >= n_hops:
+            ax.axis("off")
+            continue
+        q, target = int(path[h]), int(path[h + 1])
+        ax.imshow(att[:, h].numpy(), aspect="auto", cmap="Greys", vmin=0, vmax=1)
+        ax.add_patch(plt.Rectangle((target - 0.5, -0.5), 1, n_layers, fill=False, ec=SYM, lw=1.5))
+        ax.add_patch(plt.Rectangle((q - 0.5, -0.5), 1, n_layers, fill=False, ec=POS, lw=1.5))
+        arrow = {"arrowstyle": "->", "color": "black", "connectionstyle": "arc3,rad=0.3"}
+        ax.annotate("", xy=(target, -0.9), xytext=(q, -0.9), annotation_clip=False, arrowprops=arrow)
+        ax.set_xticks(range(n_keys))
+        ax.set_xticklabels(tokens[:n_keys], fontsize=6)
+        ax.set_yticks(range(n_layers))
+        ax.set_yticklabels([f"L{i}" for i in range(n_layers)], fontsize=6)
+        ax.set_title(f"hop {h + 1}: from {q} ({tokens[q]}) to {target} ({tokens[target]})", fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def fig4b_geometry(geometry: Any, *, title: str = "") -> Figure:
+    """Fig. 4B: pre-RoPE keys as points and the query rotated by each offset δ as arrows, on one plane.
+
+    geometry: a :class:`possym.scores.frequency.PlaneGeometry`.
+    """
+    fig, ax = plt.subplots(figsize=(4.2, 4.2))
+    keys, queries = geometry.keys.numpy(), geometry.queries.numpy()
+    ax.scatter(keys[:, 0], keys[:, 1], color=SYM, s=18, label="keys k_j", zorder=3)
+    for j, (x, y) in enumerate(keys):
+        ax.annotate(str(j), (x, y), fontsize=6, color=SYM, xytext=(2, 2), textcoords="offset points")
+    for d, (x, y) in zip(geometry.offsets.tolist(), queries, strict=True):
+        ax.annotate("", xy=(x, y), xytext=(0, 0), arrowprops={"arrowstyle": "->", "color": POS, "lw": 0.8})
+        ax.annotate(f"δ={d}", (x, y), fontsize=6, color=POS)
+    lim = 1.15 * max(abs(keys).max(), abs(queries).max())
+    ax.set_xlim(-lim, lim)
+    ax.set_ylim(-lim, lim)
+    ax.set_aspect("equal")
+    ax.axhline(0, color="grey", lw=0.5)
+    ax.axvline(0, color="grey", lw=0.5)
+    ax.set_title(title or f"frequency ID {geometry.frequency_id} (θ = {geometry.theta:.4f})", fontsize=9)
+    ax.legend(fontsize=7, loc="lower left")
+    fig.tight_layout()
+    return fig
+
+
+def fig8_frequency_use(
+    use: Sequence[dict[str, Any]], table: Sequence[dict[str, Any]] = (), *, title: str = ""
+) -> Figure:
+    """Fig. 8: frequency use against frequency ID, one panel per (layer, head), the weighted mean ID marked.
+
+    use: rows ``{layer, head, frequency_id, use}``; table: rows ``{layer, head, weighted_id}`` (Table 1).
+    """
+    keys = sorted({(int(r["layer"]), int(r["head"])) for r in use})
+    mean = {(int(t["layer"]), int(t["head"])): float(t["weighted_id"]) for t in table}
+    cols = 4
+    rows = max(1, math.ceil(len(keys) / cols))
+    fig, axes = plt.subplots(rows, cols, figsize=(3 * cols, 2.0 * rows), sharex=True, squeeze=False)
+    for ax, key in zip(axes.flat, keys, strict=False):
+        pts = sorted((int(r["frequency_id"]), float(r["use"])) for r in use if (int(r["layer"]), int(r["head"])) == key)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], color="black", lw=1)
+        if key in mean:
+            ax.axvline(mean[key], color=POS, ls=":", lw=1.2)
+            ax.set_title(f"L{key[0]}" + (f" H{key[1]}" if key[1] else "") + f"  mean ID {mean[key]:.1f}", fontsize=8)
+    for ax in list(axes.flat)[len(keys) :]:
+        ax.axis("off")
+    fig.supxlabel("frequency ID", fontsize=9)
+    fig.supylabel("max partial logit", fontsize=9)
+    fig.suptitle(title or "frequency use", fontsize=10)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,101 @@
+"""Scores of a training run: its fixed test inputs, every checkpoint scored, and the derived purity tables.
+
+This is the library half of ``possym score RUN`` (the CLI writes the files): it reads checkpoints
+through :class:`possym.runs.RunDir` and returns records.
+
+Inputs (paper A App. D: "100 test inputs"): ``n`` rows of the run's own test split (the split made
+from the run's data seed), drawn without replacement by ``np.random.default_rng(seed)``; the same
+rows score every checkpoint, so the curves differ only by the weights.
+
+Queries: ``"last"`` is the last token (every figure of the paper); ``"hop{h}"`` (with ``hops=True``)
+is the h-th position of each input's hop path after the query, for the inputs with more than h hops
+(NOTES §1.3, item 6: the authors' second script scores every hop position).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+import torch
+
+from possym.config import TaskConfig
+from possym.runs import RunDir
+from possym.scores.dynamics import GAMMAS, first_pure_steps, max_accuracy_step, purity_tally
+from possym.scores.metric import TAU
+from possym.scores.swaps import head_scores
+from possym.tasks import TaskSamples, make_splits
+
+
+def score_inputs(task: TaskConfig, data_seed: int, n: int = 100, seed: int = 0) -> TaskSamples:
+    """``n`` rows of the test split of ``make_splits(task, data_seed)``, chosen by ``seed`` (all if fewer)."""
+    test = make_splits(task, data_seed)["test"]
+    if n >= len(test):
+        return test
+    return test.take(np.sort(np.random.default_rng(seed).choice(len(test), n, replace=False)))
+
+
+def hop_queries(samples: TaskSamples, hop: int) -> torch.Tensor:
+    """Query positions for ``hop{hop}``: the path's ``hop``-th position where the input has more hops, else −1."""
+    path = torch.as_tensor(samples.path[:, hop])
+    return torch.where(torch.as_tensor(samples.n_hops) > hop, path, torch.full_like(path, -1))
+
+
+def score_model(
+    model: torch.nn.Module,
+    samples: TaskSamples,
+    *,
+    step: int,
+    tau: float = TAU,
+    block_size: int = 1,
+    hops: bool = False,
+) -> list[dict[str, Any]]:
+    """Records ``{step, query, layer, head, s_pos, s_sym, entropy, n_inputs}`` of one model."""
+    tokens = torch.as_tensor(samples.tokens)
+    out = head_scores(model, tokens, tau=tau, block_size=block_size).records(step=step, query="last")
+    if hops:
+        for h in range(1, samples.path.shape[1] - 1):
+            query = hop_queries(samples, h)
+            if (query >= 0).any():
+                s = head_scores(model, tokens, query=query, tau=tau, block_size=block_size)
+                out += s.records(step=step, query=f"hop{h}")
+    return out
+
+
+def score_checkpoints(
+    run: RunDir,
+    steps: Iterable[int],
+    samples: TaskSamples,
+    *,
+    tau: float = TAU,
+    block_size: int = 1,
+    hops: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Score every checkpoint in ``steps``; ``progress(step)`` is called after each (for a progress bar)."""
+    steps = list(steps)
+    out: list[dict[str, Any]] = []
+    if not steps:
+        return out
+    model = run.load_model(steps[0])  # built once; later checkpoints only load weights
+    for step in steps:
+        model.load_state_dict(run.load_state_dict(step))
+        out += score_model(model, samples, step=step, tau=tau, block_size=block_size, hops=hops)
+        if progress is not None:
+            progress(step)
+    return out
+
+
+def purity_tables(
+    scores: list[dict[str, Any]], metrics: list[dict[str, Any]], gammas: Iterable[float] = GAMMAS
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """(first-pure records for every γ, with the run's max-accuracy step; the tally per γ and step)."""
+    steps = sorted({int(r["step"]) for r in scores})
+    best = max_accuracy_step(metrics)
+    first, tally = [], []
+    for gamma in gammas:
+        f = first_pure_steps(scores, gamma)
+        first += [{**r, "max_accuracy_step": best} for r in f]
+        tally += [{"gamma": gamma, **t} for t in purity_tally(f, steps)]
+    return first, tally
