@@ -102,8 +102,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, default=8, help="hf: prompts per forward batch")
     p.add_argument("--gguf-file", default=None, help="hf: GGUF file inside a --model directory")
     p.add_argument("--device", default="cpu", help="hf: torch device")
+    p.add_argument(
+        "--stop-when-decided",
+        action="store_true",
+        help="hf: end a reply once it has two words (its score can no longer change; the stored reply is cut)",
+    )
     p.add_argument("--threads", type=int, default=None, help="hf: torch CPU threads (default: torch's)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--no-plot", action="store_true", help="skip llm_accuracy.png (drawing it is the slow part of a small run)"
+    )
     p.set_defaults(func=run)
 
 
@@ -133,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         gguf_file=args.gguf_file,
         device=args.device,
+        stop_when_decided=args.stop_when_decided,
     )
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
@@ -188,21 +197,23 @@ def run(args: argparse.Namespace) -> int:
         out / "screening.json",
         json.dumps({**asdict(screening), "passes": screening.passes, "verdict": screening.verdict()}, indent=2) + "\n",
     )
-    fig = plot_accuracy(
-        {f"{provider.model} (this run)": table},
-        load_paper_table3(),
-        title=f"1-hop tasks: {provider.model} vs the paper's Table 3",
-    )
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=150)
-    atomic_write_bytes(out / "llm_accuracy.png", buf.getvalue())
+    if not args.no_plot:
+        fig = plot_accuracy(
+            {f"{provider.model} (this run)": table},
+            load_paper_table3(),
+            title=f"1-hop tasks: {provider.model} vs the paper's Table 3",
+        )
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=120)
+        atomic_write_bytes(out / "llm_accuracy.png", buf.getvalue())
 
     failed = sum(c.n_failed for c in cells)
     print(markdown)
     print(screening.verdict())
     print(
         f"{result.n_sent} sent, {result.n_skipped} already stored, {failed} failed after retries "
-        f"(not scored), {elapsed:.1f} s; wrote {out}/results.csv, table.md, llm_accuracy.png"
+        f"(not scored), {elapsed:.1f} s; wrote {out}/results.csv, table.md"
+        + ("" if args.no_plot else ", llm_accuracy.png")
     )
     if failed:
         print(f"warning: {failed} requests failed; rerun the same command to retry only those", file=sys.stderr)

@@ -183,6 +183,19 @@ def is_correct(reply: str, target: str) -> bool:
     return normalise_reply(reply) == target
 
 
+def reply_is_decided(partial: str) -> bool:
+    """Whether a reply that starts with ``partial`` is already scored, whatever follows: True once it holds
+    two whitespace-separated words.
+
+    Leading whitespace and quotes are stripped by ``normalise_reply`` and trailing ones cannot reach
+    back past a word character, so "The t..." normalises to something with inner whitespace: not a
+    single token, and not equal to any target (targets hold no whitespace). Greedy decoding may stop
+    there without changing either score.
+    """
+    words = partial.lstrip(_QUOTES + " \t\r\n").split(None, 1)
+    return len(words) == 2 and bool(words[1].strip(_QUOTES + " \t\r\n"))
+
+
 def is_single_token(reply: str) -> bool:
     """Whether the stripped reply is one whitespace-free token; False flags explanations or empty replies."""
     text = normalise_reply(reply)

@@ -23,10 +23,12 @@ import importlib.util
 import inspect
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
+
+from possym.llm.prompts import reply_is_decided
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -378,6 +380,7 @@ def greedy_generate(
     eos_ids: set[int],
     pad_id: int,
     prefix: _PrefixCache | None = None,
+    stop: Callable[[list[int]], bool] | None = None,
 ) -> list[list[int]]:
     """Greedy continuations of a batch of token-id lists, reusing the key/value cache of their common prefix.
 
@@ -390,7 +393,8 @@ def greedy_generate(
 
     Padding sits between the prefix and the suffix and is masked out as a key; pad positions still
     see the prefix, so no attention row is empty. Each step then feeds the B chosen tokens. Returns
-    the generated ids of each prompt, up to and excluding the first end-of-sequence token.
+    the generated ids of each prompt, up to and excluding the first end-of-sequence token; a row also
+    ends early once ``stop(ids so far)`` is True.
     """
     import torch
     from transformers import DynamicCache
@@ -409,7 +413,13 @@ def greedy_generate(
             out
             for ids in lists
             for out in greedy_generate(
-                model, [ids], max_new_tokens=max_new_tokens, eos_ids=eos_ids, pad_id=pad_id, prefix=prefix
+                model,
+                [ids],
+                max_new_tokens=max_new_tokens,
+                eos_ids=eos_ids,
+                pad_id=pad_id,
+                prefix=prefix,
+                stop=stop,
             )
         ]
     device = next(model.parameters()).device
@@ -471,6 +481,7 @@ def greedy_generate(
                     done[row] = True
                 else:
                     generated[row].append(token)
+                    done[row] = stop is not None and stop(generated[row])
             if all(done):
                 break
             input_ids = chosen[:, None]
@@ -496,6 +507,10 @@ class HFProvider:
 
     Build it with ``HFProvider.load(name)`` or from a model already in memory. Its errors are not
     retried: a local failure does not heal by waiting.
+
+    ``stop_when_decided`` ends a reply as soon as its score is fixed (two words: not one token, so not
+    correct; see ``prompts.reply_is_decided``). The scores are exactly those of full decoding, the
+    stored reply is cut short, and the setting is part of the store key.
     """
 
     name = "hf"
@@ -509,6 +524,7 @@ class HFProvider:
         settings: GenerationSettings,
         *,
         batch_size: int = 8,
+        stop_when_decided: bool = False,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size={batch_size} must be >= 1")
@@ -523,6 +539,7 @@ class HFProvider:
         pad = tokenizer.pad_token_id
         self._pad = int(pad if pad is not None else min(self._eos))
         self._prefix = _PrefixCache()
+        self.stop_when_decided = stop_when_decided
 
     @classmethod
     def load(
@@ -533,18 +550,25 @@ class HFProvider:
         gguf_file: str | None = None,
         batch_size: int = 8,
         device: str = "cpu",
+        stop_when_decided: bool = False,
     ) -> HFProvider:
         model, tokenizer = load_local_model(model_id, gguf_file, device=device)
-        return cls(model_id, model, tokenizer, settings, batch_size=batch_size)
+        return cls(model_id, model, tokenizer, settings, batch_size=batch_size, stop_when_decided=stop_when_decided)
 
     def params(self) -> dict[str, Any]:
-        return {
+        params = {
             "max_tokens": self.settings.max_tokens,
             "temperature": 0.0,
             "reasoning": self.settings.reasoning,
             "decoding": "greedy",
             "dtype": str(next(self._lm.parameters()).dtype).removeprefix("torch."),
         }
+        if self.stop_when_decided:
+            params["stop"] = "when decided"
+        return params
+
+    def _decided(self, tokens: list[int]) -> bool:
+        return reply_is_decided(self._tokenizer.decode(tokens, skip_special_tokens=True))
 
     def encode(self, prompt: str) -> list[int]:
         """The chat-templated token ids of one user message, ready for the assistant's reply."""
@@ -565,6 +589,7 @@ class HFProvider:
             eos_ids=self._eos,
             pad_id=self._pad,
             prefix=self._prefix,
+            stop=self._decided if self.stop_when_decided else None,
         )
         return [self._tokenizer.decode(tokens, skip_special_tokens=True) for tokens in out]
 
@@ -610,6 +635,7 @@ def make_provider(
     batch_size: int = 8,
     gguf_file: str | None = None,
     device: str = "cpu",
+    stop_when_decided: bool = False,
 ) -> Provider:
     """The provider registered under ``provider``; a missing API key raises before any request."""
     env = {} if api_key_env is None else {"api_key_env": api_key_env}
@@ -620,5 +646,12 @@ def make_provider(
     if provider == "openai-compatible":
         return OpenAICompatibleProvider(model, settings, base_url=base_url or "", **env)
     if provider == "hf":
-        return HFProvider.load(model, settings, gguf_file=gguf_file, batch_size=batch_size, device=device)
+        return HFProvider.load(
+            model,
+            settings,
+            gguf_file=gguf_file,
+            batch_size=batch_size,
+            device=device,
+            stop_when_decided=stop_when_decided,
+        )
     raise ValueError(f"provider={provider!r} is not known; allowed: {PROVIDERS}")
