@@ -1,0 +1,133 @@
+"""The 1-hop samplers and templates, checked against the oracle and the paper's own worked examples."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from possym.llm.prompts import (
+    LETTERS,
+    PAPER_LENGTHS,
+    TASKS,
+    Templates,
+    is_correct,
+    is_single_token,
+    load_templates,
+    make_cell,
+    make_grid,
+    normalise_reply,
+    sample_letter,
+    sample_number,
+    solve,
+)
+
+EXAMPLE = re.compile(r'Input: "([^"{}]+)"\nOutput: (\S+)')
+
+
+def test_the_paper_templates_hold_table_2_verbatim():
+    t = load_templates()
+    assert "2605.31558" in t.source
+    assert t.number.startswith("You will be given a sequence of space-separated tokens.")
+    assert "Move `n` positions to the left from that final token." in t.number
+    assert "there is only one token that fulfills this condition." in t.letter
+    for template in (t.number, t.letter):
+        assert template.endswith('Task:\nInput: "{sequence}"\nOutput:')
+        assert "Output just the target token and absolutely nothing else." in template
+
+
+@pytest.mark.parametrize("task", TASKS)
+def test_the_oracle_reproduces_every_worked_example_in_table_2(task):
+    examples = EXAMPLE.findall(getattr(load_templates(), task))
+    assert len(examples) == 3
+    for sequence, answer in examples:
+        assert solve(task, sequence) == answer
+
+
+def test_every_sampled_instance_is_solved_by_the_oracle_with_its_target():
+    for inst in make_grid(TASKS, PAPER_LENGTHS, (1, 2), 20):
+        assert len(inst.window) == inst.length
+        assert solve(inst.task, inst.sequence) == inst.target
+
+
+def test_number_task_uses_single_letters_and_an_offset_inside_the_window():
+    rng = np.random.default_rng(0)
+    offsets = []
+    for _ in range(500):
+        window, query, target = sample_number(12, rng)
+        assert all(len(tok) == 1 and tok in LETTERS for tok in window)
+        offsets.append(int(query))
+        assert window[-int(query)] == target
+    assert min(offsets) == 1 and max(offsets) == 12  # the whole window is asked about
+
+
+def test_letter_task_has_exactly_one_token_starting_with_the_second_query_letter():
+    rng = np.random.default_rng(1)
+    for length in (1, 12, 300):
+        for _ in range(50):
+            window, query, target = sample_letter(length, rng)
+            assert len(query) == 2 and all(c in LETTERS for c in query)
+            assert all(len(tok) == 2 and tok[0] in LETTERS and tok[1].isdigit() for tok in window)
+            assert [tok for tok in window if tok[0] == query[1]] == [target]
+
+
+def test_cells_are_seeded_by_run_and_independent_of_the_rest_of_the_grid():
+    a = make_cell("letter", 24, 3, 10)
+    b = [i for i in make_grid(TASKS, (12, 24, 300), (1, 3), 10) if i.task == "letter" and i.length == 24 and i.run == 3]
+    assert a == b
+    assert make_cell("letter", 24, 3, 4) == a[:4]  # a larger n extends the same list
+    assert make_cell("letter", 24, 4, 10) != a  # another run is a fresh dataset
+
+
+def test_render_fills_the_placeholder_and_keeps_other_braces():
+    t = Templates(number="N {x} [{sequence}]", letter="L {sequence}")
+    inst = make_cell("number", 12, 1, 1)[0]
+    assert t.render(inst) == f"N {{x}} [{inst.sequence}]"
+
+
+def test_a_template_without_exactly_one_placeholder_is_rejected(tmp_path):
+    with pytest.raises(ValueError, match="exactly once"):
+        Templates(number="no placeholder", letter="{sequence}")
+    bad = tmp_path / "t.yaml"
+    bad.write_text("number: '{sequence}'\n")
+    with pytest.raises(ValueError, match="letter"):
+        load_templates(bad)
+
+
+def test_custom_templates_load_from_yaml(tmp_path):
+    path = tmp_path / "t.yaml"
+    path.write_text("number: 'count {sequence}'\nletter: 'find {sequence}'\n")
+    assert load_templates(path).number == "count {sequence}"
+
+
+@pytest.mark.parametrize(
+    ("reply", "target", "correct", "single"),
+    [
+        ("k7", "k7", True, True),
+        ('  "k7"\n', "k7", True, True),
+        ("`y`", "y", True, True),
+        ("\u201cy\u201d", "y", True, True),
+        ("K7", "k7", False, True),
+        ("k7.", "k7", False, True),
+        ("The answer is k7", "k7", False, False),
+        ("", "k7", False, False),
+        ("  ", "y", False, False),
+    ],
+)
+def test_scoring_strips_whitespace_and_quotes_then_matches_exactly(reply, target, correct, single):
+    assert is_correct(reply, target) is correct
+    assert is_single_token(reply) is single
+
+
+def test_normalise_reply_strips_nested_quotes_and_spaces():
+    assert normalise_reply(" \" 'y' \" ") == "y"
+
+
+def test_the_oracle_rejects_ill_posed_sequences():
+    with pytest.raises(ValueError, match="outside"):
+        solve("number", "a b 3")
+    with pytest.raises(ValueError, match="exactly one"):
+        solve("letter", "a1 a2 xa")
+    with pytest.raises(ValueError, match="not a 1-hop task"):
+        solve("other", "a b")
