@@ -1,0 +1,40 @@
+"""``possym discrepancy RUN`` on a tiny trained run, and ``possym theory --quick`` end to end (slow)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from possym.cli import main
+from possym.config import load_config
+from possym.model.gptj import GPTJ
+from possym.runs import RunDir, read_csv
+
+
+def test_discrepancy_cli_writes_per_layer_records_accuracy_and_a_figure(tmp_path, tiny_overrides):
+    # the command only needs a run directory with a checkpoint; training it would add nothing here
+    run = RunDir.create(tmp_path / "run", load_config("number", None, tiny_overrides), argv=["test"])
+    run.save_checkpoint(30, GPTJ(run.model_config, torch.Generator().manual_seed(0)).state_dict())
+    rc = main(["discrepancy", str(run.path), "--extras", "0,20,200", "--samples", "4", "--dtype", "float64"])
+    assert rc == 0
+    out = run.path / "theory"
+    heads = read_csv(out / "discrepancy_heads.csv")
+    assert {(r["layer"], r["extra"]) for r in heads} == {(str(l), str(e)) for l in (0, 1) for e in (0, 20, 200)}
+    assert all(r["step"] == str(run.checkpoint_steps()[-1]) for r in heads)
+    acc = read_csv(out / "discrepancy_accuracy.csv")
+    assert [r["extra"] for r in acc] == ["0", "20", "200"]
+    assert len(read_csv(out / "discrepancy_summary.csv")) == 2
+    assert (out / "discrepancy_heads.png").stat().st_size > 0 and (out / "discrepancy_heads.svg").exists()
+
+
+@pytest.mark.slow
+def test_theory_cli_quick_writes_every_table_and_figure(tmp_path):
+    assert main(["theory", "--out", str(tmp_path), "--quick"]) == 0
+    for name in ("verification", "violations", "beta", "witnesses", "discrepancy", "bounds", "counterexamples"):
+        assert read_csv(tmp_path / f"{name}.csv"), name
+    rows = read_csv(tmp_path / "discrepancy.csv")
+    assert {"function", "definition", "theta", "n", "discrepancy", "bound", "holds"} <= set(rows[0])
+    assert {r["definition"] for r in rows} == {"max", "min", "proof"}
+    assert all(r["ok"] == "True" for r in read_csv(tmp_path / "verification.csv"))
+    for stem in ("theory_fig5a", "theory_discrepancy", "theory_beta"):
+        assert (tmp_path / f"{stem}.png").exists() and (tmp_path / f"{stem}.svg").exists()
