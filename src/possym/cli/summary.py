@@ -27,6 +27,6 @@ def run(args: argparse.Namespace) -> int:
     print(f"{'':12s} {'final test':>10s} {'first step >= ' + str(args.threshold):>20s}")
     for key, step in s["first_step"].items():
         acc = s["final_test"].get(key)
-        print(f"{key:12s} {acc if acc is None else format(acc, '.4f'):>10} {str(step):>20s}")
+        print(f"{key:12s} {'-' if acc is None else format(acc, '.4f'):>10} {str(step):>20s}")
     print(f"best evaluation accuracy {s['best_accuracy']} at step {s['best_step']}")
     return 0
