@@ -31,7 +31,10 @@ def open_or_create(args: argparse.Namespace) -> RunDir:
         return RunDir.open(args.resume)
     if not args.task or not args.out:
         raise ValueError("give --task and --out for a new run, or --resume RUN")
-    return RunDir.create(args.out, load_config(args.task, args.preset, args.overrides), argv=sys.argv)
+    cfg = load_config(args.task, args.preset, args.overrides)
+    if cfg.train.threads:  # before the run records its environment, so meta.json tells the truth
+        torch.set_num_threads(cfg.train.threads)
+    return RunDir.create(args.out, cfg, argv=sys.argv)
 
 
 def format_eval(record: dict) -> str:
