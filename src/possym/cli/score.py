@@ -151,20 +151,25 @@ def _print_summary(rows: list[dict], first: list[dict], table: list[dict], final
     ids = {(t["layer"], t["head"]): t for t in table}
     best = first[0]["max_accuracy_step"] if first else None
     print(f"\nfinal step {final_step}; max-accuracy step {best}")
-    print(f"{'layer':>5} {'head':>4} {'s_pos':>6} {'s_sym':>6} {'pure@0.1':>10} {'first@0.1':>14} "
-          f"{'first@0.05':>14} {'mean ID':>7} {'dom ID':>6}")
+    print(f"{'layer':>5} {'head':>4} {'s_pos':>6} {'s_sym':>6} {'pure@0.1':>10} {'first@0.1':>18} "
+          f"{'first@0.05':>18} {'mean ID':>7} {'dom ID':>6}")
     for r in last:
         key = (int(r["layer"]), int(r["head"]))
         f1, f2 = by.get((*key, 0.1), {}), by.get((*key, 0.05), {})
         kind = purity(float(r["s_pos"]), float(r["s_sym"]), 0.1) or "-"
 
-        def fmt(f: dict) -> str:
-            return f"{f['kind'][:3]} {f['step']}" if f.get("step") is not None else "never"
+        def fmt(f: dict) -> str:  # first passage, and the first step pure as the final kind if that differs
+            if f.get("step") is None:
+                return "never"
+            text = f"{f['kind'][:3]} {f['step']}"
+            if f["final_kind"] and f["final_kind"] != f["kind"]:
+                text += f"/{f['final_kind'][:3]} {f['final_kind_step']}"
+            return text
 
         t = ids.get(key, {})
         mean_id = f"{t['weighted_id']:.1f}" if t else ""
         print(f"{key[0]:>5} {key[1]:>4} {float(r['s_pos']):6.3f} {float(r['s_sym']):6.3f} {kind:>10} "
-              f"{fmt(f1):>14} {fmt(f2):>14} {mean_id:>7} {t.get('dominant_id', ''):>6}")
+              f"{fmt(f1):>18} {fmt(f2):>18} {mean_id:>7} {t.get('dominant_id', ''):>6}")
 
 
 def _figures(run_dir, rows, metrics, first, tally, samples, final_step, args) -> None:

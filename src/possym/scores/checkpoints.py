@@ -24,7 +24,7 @@ from possym.config import TaskConfig
 from possym.runs import RunDir
 from possym.scores.dynamics import GAMMAS, first_pure_steps, max_accuracy_step, purity_tally
 from possym.scores.metric import TAU
-from possym.scores.swaps import head_scores
+from possym.scores.swaps import head_scores, rotated_qk
 from possym.tasks import TaskSamples, make_splits
 
 
@@ -53,12 +53,13 @@ def score_model(
 ) -> list[dict[str, Any]]:
     """Records ``{step, query, layer, head, s_pos, s_sym, entropy, n_inputs}`` of one model."""
     tokens = torch.as_tensor(samples.tokens)
-    out = head_scores(model, tokens, tau=tau, block_size=block_size).records(step=step, query="last")
+    acts = rotated_qk(model, tokens, list(range(model.cfg.n_layers)))  # one forward pass for every query set
+    out = head_scores(model, tokens, tau=tau, block_size=block_size, acts=acts).records(step=step, query="last")
     if hops:
         for h in range(1, samples.path.shape[1] - 1):
             query = hop_queries(samples, h)
             if (query >= 0).any():
-                s = head_scores(model, tokens, query=query, tau=tau, block_size=block_size)
+                s = head_scores(model, tokens, query=query, tau=tau, block_size=block_size, acts=acts)
                 out += s.records(step=step, query=f"hop{h}")
     return out
 

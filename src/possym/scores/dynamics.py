@@ -60,8 +60,10 @@ def first_pure_steps(
 ) -> list[dict[str, Any]]:
     """Per (layer, head): the first step at which the head is pure and its kind then (step None: never).
 
-    Returns records ``{layer, head, query, gamma, kind, step, final_kind}``, ``final_kind`` being
-    the purity at the last scored step, so that a head that drifted away can be told apart.
+    Returns records ``{layer, head, query, gamma, kind, step, final_kind, final_kind_step}``:
+    ``final_kind`` is the purity at the last scored step and ``final_kind_step`` the first step at
+    which the head was pure of that kind (None if it ends impure), so that a head that drifted away,
+    or passed through the other kind first, can be told apart.
     """
     series: dict[tuple[int, int, str], list[tuple[int, float, float]]] = defaultdict(list)
     for r in records:
@@ -72,9 +74,10 @@ def first_pure_steps(
         points.sort()
         first = next(((s, purity(p, y, gamma)) for s, p, y in points if purity(p, y, gamma)), (None, ""))
         final = purity(points[-1][1], points[-1][2], gamma)
+        as_final = next((s for s, p, y in points if final and purity(p, y, gamma) == final), None)
         out.append(
             {"layer": layer, "head": head, "query": q, "gamma": gamma, "kind": first[1], "step": first[0],
-             "final_kind": final}
+             "final_kind": final, "final_kind_step": as_final}
         )
     return out
 

@@ -264,19 +264,22 @@ def head_scores(
     block_size: int = 1,
     tau: float = TAU,
     dtype: torch.dtype = torch.float64,
+    acts: dict[int, tuple[Tensor, Tensor]] | None = None,
 ) -> HeadScores:
     """s_POS, s_SYM and the entropy of every head for one query per input, with the exact engine.
 
     tokens: [batch, pos]; query: see :func:`query_positions` (default: the last token, as paper A);
-    layers: default all. One forward pass reads ``hook_rot_q``/``hook_rot_k``; everything after it
-    runs in ``dtype`` (float64 by default, so a float32 model's tiny attention masses stay exact).
+    layers: default all. One forward pass reads ``hook_rot_q``/``hook_rot_k`` (or pass its result,
+    ``acts = rotated_qk(model, tokens, layers)``, to score several query sets from one pass);
+    everything after it runs in ``dtype`` (float64 by default, so a float32 model's tiny attention
+    masses stay exact).
     """
     _check_eval(model)
     layers = list(range(model.cfg.n_layers)) if layers is None else list(layers)
     qpos = query_positions(tokens, query)
     shape = (tokens.shape[0], len(layers), model.cfg.n_heads)
     s_pos, s_sym, ent = (torch.full(shape, float("nan"), dtype=dtype) for _ in range(3))
-    acts = rotated_qk(model, tokens, layers)
+    acts = rotated_qk(model, tokens, layers) if acts is None else acts
     with torch.no_grad():
         for li, layer in enumerate(layers):
             q_rot, k_rot = acts[layer]

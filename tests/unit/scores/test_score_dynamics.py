@@ -31,10 +31,15 @@ def test_first_passage_counts_a_head_from_its_first_pure_step_even_if_it_drifts(
     rows = _rows(0, [(0, 1, 1, 3.0), (50, 0.95, 0.02, 1.0), (100, 0.4, 0.6, 0.5)])  # the paper's number-task L0
     rows += _rows(1, [(0, 1, 1, 3.0), (50, 0.5, 0.5, 2.0), (100, 0.01, 0.99, 0.1)])
     rows += _rows(2, [(0, 1, 1, 3.0), (50, 1, 1, 3.0), (100, 0.9, 0.9, 2.9)])
+    rows += _rows(3, [(0, 0.02, 0.98, 3.0), (50, 1, 1, 3.0), (100, 0.99, 0.01, 2.9)])  # symbolic, then positional
     first = {f["layer"]: f for f in first_pure_steps(rows, gamma=0.1)}
     assert (first[0]["kind"], first[0]["step"], first[0]["final_kind"]) == ("positional", 50, "")
-    assert (first[1]["kind"], first[1]["step"]) == ("symbolic", 100)
+    assert first[0]["final_kind_step"] is None
+    assert (first[1]["kind"], first[1]["step"], first[1]["final_kind_step"]) == ("symbolic", 100, 100)
     assert first[2]["step"] is None
+    assert (first[3]["kind"], first[3]["step"], first[3]["final_kind"], first[3]["final_kind_step"]) == (
+        "symbolic", 0, "positional", 100)
+    del first[3]
     tally = purity_tally(first.values(), [0, 50, 100])
     assert tally == [
         {"step": 0, "positional": 0, "symbolic": 0},

@@ -1,0 +1,46 @@
+"""The score figures take records (CSV strings or numbers) and return Figures; they never score or write."""
+
+from __future__ import annotations
+
+import torch
+from matplotlib.figure import Figure
+
+from possym.report.score_plots import (
+    fig2_dynamics,
+    fig3_hop_attention,
+    fig4b_geometry,
+    fig6_layer_scores,
+    fig7_purity,
+    fig8_frequency_use,
+)
+from possym.scores.frequency import PlaneGeometry
+
+
+def _scores(n_layers=3, steps=(0, 50, 100)):
+    return [
+        {"step": str(s), "layer": str(layer), "head": "0", "query": "last", "s_pos": "0.5", "s_sym": "0.9",
+         "entropy_norm": "0.3"}
+        for s in steps
+        for layer in range(n_layers)
+    ]
+
+
+def test_dynamics_figures_have_a_panel_per_layer_and_per_gamma():
+    steps = (0, 50, 100)
+    metrics = [{"event": "eval", "step": s, "accuracy": s / 100, "acc_hop1": 1.0, "acc_hop2": 0.5} for s in steps]
+    tally = [{"step": s, "positional": 0, "symbolic": int(s > 0)} for s in steps]
+    first = [{"layer": 1, "head": 0, "kind": "symbolic", "step": 50}]
+    fig = fig2_dynamics(_scores(), metrics, tally, first, layers=(1, 2), max_acc_step=50)
+    assert isinstance(fig, Figure) and len(fig.axes) == 4  # accuracy, two layers, tally
+    assert len(fig6_layer_scores(_scores(n_layers=5)).axes) == 8  # 2 rows of 4; 3 switched off
+    assert len(fig7_purity({0.1: tally, 0.05: tally}, {0.1: first}).axes) == 2
+
+
+def test_attention_geometry_and_frequency_figures():
+    attention = torch.rand(3, 1, 2, 5)  # layer, head, hop, key
+    assert len(fig3_hop_attention(attention, list("abcde"), [4, 2, 0]).axes) == 2
+    geo = PlaneGeometry(2, 0.5, torch.randn(5, 2), torch.randn(5, 2), torch.arange(5), 4)
+    assert isinstance(fig4b_geometry(geo), Figure)
+    use = [{"layer": layer, "head": 0, "frequency_id": k, "use": 1.0 / k} for layer in range(2) for k in range(1, 9)]
+    table = [{"layer": layer, "head": 0, "weighted_id": 2.5} for layer in range(2)]
+    assert "mean ID 2.5" in fig8_frequency_use(use, table).axes[0].get_title()
