@@ -39,6 +39,7 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--seq", type=int, default=17)
     ap.add_argument("--bf16", action="store_true", help="also time possym under CPU bf16 autocast")
+    ap.add_argument("--compile", action="store_true", help="also time possym under torch.compile")
     args = ap.parse_args()
 
     cfg = ModelConfig(d_vocab=137)  # the paper model: 12 layers, 1 head, d_model 128, MLP 512
@@ -67,6 +68,9 @@ def main() -> None:
     }
     if args.bf16:
         runs["possym_bf16"] = stepper(ours, ours, autocast=True)
+    if args.compile:
+        compiled = torch.compile(ours)
+        runs["possym_compiled"] = stepper(ours, compiled)
     # Interleave the contenders so that machine noise hits all of them alike.
     times: dict[str, list[float]] = {k: [] for k in runs}
     for _ in range(args.repeats):
@@ -77,10 +81,12 @@ def main() -> None:
     for name, t in med.items():
         print(f"{name:12s} {tok / t:10.0f} tokens/s   {args.steps / t:6.2f} steps/s")
     print(f"ratio possym/hf = {med['hf'] / med['possym']:.2f}x")
-    if "possym_bf16" in med:
-        print(f"ratio possym_bf16/hf = {med['hf'] / med['possym_bf16']:.2f}x")
+    for name in ("possym_bf16", "possym_compiled"):
+        if name in med:
+            print(f"ratio {name}/hf = {med['hf'] / med[name]:.2f}x")
     paper_steps = 6750
-    print(f"projected paper-preset training ({paper_steps} steps): {paper_steps * med['possym'] / args.steps / 60:.1f} min")
+    minutes = paper_steps * med["possym"] / args.steps / 60
+    print(f"projected paper-preset training ({paper_steps} steps): {minutes:.1f} min")
 
 
 if __name__ == "__main__":
