@@ -53,53 +53,34 @@ def hf_config(cfg: ModelConfig, n_positions: int = HF_POSITIONS, pad_id: int = 0
     )
 
 
+def _name_pairs(n_layers: int) -> list[tuple[str, str]]:
+    """(possym name, HF name) for every tensor except the fused qkv, which maps onto three."""
+    pairs = [("embed.weight", "transformer.wte.weight")]
+    for layer in range(n_layers):
+        p, q = f"blocks.{layer}.", f"transformer.h.{layer}."
+        pairs += [(p + "ln." + w, q + "ln_1." + w) for w in ("weight", "bias")]
+        pairs += [(p + "attn.out.weight", q + "attn.out_proj.weight")]
+        for i, name in ((0, "fc_in"), (2, "fc_out")):
+            pairs += [(p + f"mlp.{i}.{w}", q + f"mlp.{name}.{w}") for w in ("weight", "bias")]
+    pairs += [("ln_final." + w, "transformer.ln_f." + w) for w in ("weight", "bias")]
+    pairs += [("unembed." + w, "lm_head." + w) for w in ("weight", "bias")]
+    return pairs
+
+
 def to_hf_state_dict(model: GPTJ) -> dict[str, Tensor]:
     sd, d = model.state_dict(), model.cfg.d_model
-    out = {"transformer.wte.weight": sd["embed.weight"]}
+    out = {theirs: sd[ours] for ours, theirs in _name_pairs(model.cfg.n_layers)}
     for layer in range(model.cfg.n_layers):
-        p, q = f"blocks.{layer}.", f"transformer.h.{layer}."
-        qkv = sd[p + "attn.qkv.weight"]
-        out |= {
-            q + "ln_1.weight": sd[p + "ln.weight"],
-            q + "ln_1.bias": sd[p + "ln.bias"],
-            q + "attn.q_proj.weight": qkv[:d],
-            q + "attn.k_proj.weight": qkv[d : 2 * d],
-            q + "attn.v_proj.weight": qkv[2 * d :],
-            q + "attn.out_proj.weight": sd[p + "attn.out.weight"],
-            q + "mlp.fc_in.weight": sd[p + "mlp.0.weight"],
-            q + "mlp.fc_in.bias": sd[p + "mlp.0.bias"],
-            q + "mlp.fc_out.weight": sd[p + "mlp.2.weight"],
-            q + "mlp.fc_out.bias": sd[p + "mlp.2.bias"],
-        }
-    out |= {
-        "transformer.ln_f.weight": sd["ln_final.weight"],
-        "transformer.ln_f.bias": sd["ln_final.bias"],
-        "lm_head.weight": sd["unembed.weight"],
-        "lm_head.bias": sd["unembed.bias"],
-    }
+        q, k, v = sd[f"blocks.{layer}.attn.qkv.weight"].split(d)
+        out |= {f"transformer.h.{layer}.attn.{n}_proj.weight": w for n, w in zip("qkv", (q, k, v), strict=True)}
     return {k: v.clone() for k, v in out.items()}
 
 
 def from_hf_state_dict(sd: dict[str, Tensor], cfg: ModelConfig) -> dict[str, Tensor]:
-    out = {"embed.weight": sd["transformer.wte.weight"]}
+    out = {ours: sd[theirs] for ours, theirs in _name_pairs(cfg.n_layers)}
     for layer in range(cfg.n_layers):
-        p, q = f"blocks.{layer}.", f"transformer.h.{layer}."
-        out |= {
-            p + "ln.weight": sd[q + "ln_1.weight"],
-            p + "ln.bias": sd[q + "ln_1.bias"],
-            p + "attn.qkv.weight": torch.cat([sd[q + f"attn.{n}_proj.weight"] for n in "qkv"]),
-            p + "attn.out.weight": sd[q + "attn.out_proj.weight"],
-            p + "mlp.0.weight": sd[q + "mlp.fc_in.weight"],
-            p + "mlp.0.bias": sd[q + "mlp.fc_in.bias"],
-            p + "mlp.2.weight": sd[q + "mlp.fc_out.weight"],
-            p + "mlp.2.bias": sd[q + "mlp.fc_out.bias"],
-        }
-    out |= {
-        "ln_final.weight": sd["transformer.ln_f.weight"],
-        "ln_final.bias": sd["transformer.ln_f.bias"],
-        "unembed.weight": sd["lm_head.weight"],
-        "unembed.bias": sd["lm_head.bias"],
-    }
+        q = f"transformer.h.{layer}.attn."
+        out[f"blocks.{layer}.attn.qkv.weight"] = torch.cat([sd[q + f"{n}_proj.weight"] for n in "qkv"])
     return out
 
 
