@@ -38,7 +38,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hops", action="store_true", help="also score every hop position as a query")
     p.add_argument("--no-frequency", action="store_true", help="skip frequency use and per-plane scores")
     p.add_argument("--no-figures", action="store_true")
-    p.add_argument("--threads", type=int, help="torch threads (1 is fastest on a busy machine)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads (default 1: the engine works on small tensors, and an OpenMP team on a busy "
+                   "machine can be 10x slower)")
     p.add_argument("--force", action="store_true", help="re-score steps already in RUN/scores.csv")
     p.set_defaults(func=run)
 

@@ -7,15 +7,17 @@ clean logit of the query at q against the key at j is a sum of per-plane *partia
 
     ℓ_k(j) = (R_q q)_k · (R_j k_j)_k / sqrt(d_head)      (plus the unrotated dims, if any).
 
-Frequency use (Fig. 8, Table 1). The paper does not define it in prose; this reading reproduces
-every entry of Table 1 (NOTES §1.4 and docs/results.md):
+Frequency use (Fig. 8, Table 1). The paper does not define it in prose; NOTES §1.4 infers this
+reading from Fig. 4C's axis ("Max. logit per Frequency") and Fig. 8, whose markers sit at Table 1's IDs:
 
     use_k = mean over inputs of  max over keys j ≤ q  of  ℓ_k(j),
     weighted ID = Σ_k k · use_k / Σ_k use_k,          dominant plane = argmax_k use_k.
 
 The maximum is of the signed partial logit and runs over every key of the query's causal row (the
-query's own key included); a plane whose every key gets a negative partial logit has negative use.
-Fig. 4C's y-axis, "Max. logit per Frequency", names the same quantity.
+query's own key included); a plane whose every key gets a negative partial logit has negative use,
+which can pull the weighted ID below 1. On our paper-preset runs this reading reproduces Table 1's
+pattern (positional layers dominated by ID 1, weighted IDs 0.5-11; symbolic layers at IDs 35-38) but
+not its exact entries (docs/results.md, "Scores (issue 3)").
 
 Per-frequency scores (paper B's "projection heads"): the metric computed from the logits of one
 plane alone, T_k[c, p] = (R_q q)_k · (R_p k_c)_k / sqrt(d_head), i.e. as if the head had only that
