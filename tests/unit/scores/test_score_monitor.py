@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import doctest
 
 import pytest
@@ -21,8 +22,7 @@ from possym.scores.swaps import head_scores
 
 def test_monitor_logs_the_mean_scores_of_every_head_for_the_last_token(trained_model):
     tokens = random_tokens(batch=8)
-    records = monitor_scores(trained_model.float(), tokens)
-    trained_model.double()
+    records = monitor_scores(copy.deepcopy(trained_model).float(), tokens)  # the fixture is shared: copy it
     want = head_scores(trained_model, tokens)
     assert [(r["layer"], r["head"], r["query"]) for r in records] == [
         (0, 0, "last"), (0, 1, "last"), (1, 0, "last"), (1, 1, "last")
