@@ -6,7 +6,7 @@ swap. It does not need to: a swap moves residual rows, and with them the rows' k
 table
 
     T[c, p] = logit of the content that sits at position c in the clean input, placed at position p
-            = (R_q q) · (R_p k_c) / sqrt(d_head),            c, p ∈ 0..q,
+            = (R_q q) · (R_p k_c) / sqrt(d_head) = q^T R_{p−q} k_c / sqrt(d_head),     c, p ∈ 0..q,
 
 holds every logit any swap can produce. Its diagonal is the clean row, ``T[p, p] = L_p``. A swap of
 blocks I and J (positions I_t and J_t, t < m) replaces L_{I_t} by T[J_t, I_t] and L_{J_t} by
