@@ -78,7 +78,8 @@ def plot_accuracy(
         ax.set_title(f"1-hop {task} task")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("accuracy")
-    axes[1].legend(fontsize=7, loc="lower left")
+    # Upper right of the number panel is empty in the paper's curves (they fall with length).
+    axes[0].legend(fontsize=7, loc="upper right")
     if title:
         fig.suptitle(title)
     return fig

@@ -436,13 +436,17 @@ def greedy_generate(
             prefix.ids = prefix.ids[:keep]
         if keep < len(shared):
             new = torch.tensor([shared[keep:]], device=device)
-            model(
-                input_ids=new,
-                position_ids=torch.arange(keep, len(shared), device=device)[None],
-                use_cache=True,
-                **{cache_arg: prefix.cache},
-                logits_to_keep=1,
-            )
+            try:
+                model(
+                    input_ids=new,
+                    position_ids=torch.arange(keep, len(shared), device=device)[None],
+                    use_cache=True,
+                    **{cache_arg: prefix.cache},
+                    logits_to_keep=1,
+                )
+            except BaseException:
+                prefix.cache, prefix.ids = None, ()  # half-extended: start afresh next time
+                raise
             prefix.ids = tuple(shared)
         n_prefix = len(shared)
 
@@ -505,8 +509,9 @@ def _eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> set[
 class HFProvider:
     """A local transformers causal LM: chat template, greedy decoding, batches sharing a cached prefix.
 
-    Build it with ``HFProvider.load(name)`` or from a model already in memory. Its errors are not
-    retried: a local failure does not heal by waiting.
+    Build it with ``HFProvider.load(name)``, ``HFProvider.lazy(name)`` (loads on the first prompt, so a
+    rerun with everything stored never loads the model), or from a model already in memory. Its
+    errors are not retried: a local failure does not heal by waiting.
 
     ``stop_when_decided`` ends a reply as soon as its score is fixed (two words: not one token, so not
     correct; see ``prompts.reply_is_decided``). The scores are exactly those of full decoding, the
@@ -519,27 +524,52 @@ class HFProvider:
     def __init__(
         self,
         model_id: str,
-        model: PreTrainedModel,
-        tokenizer: PreTrainedTokenizerBase,
+        model: PreTrainedModel | None,
+        tokenizer: PreTrainedTokenizerBase | None,
         settings: GenerationSettings,
         *,
         batch_size: int = 8,
         stop_when_decided: bool = False,
+        loader: Callable[[], tuple[PreTrainedModel, PreTrainedTokenizerBase]] | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size={batch_size} must be >= 1")
         if settings.temperature not in (None, 0.0):
             raise ValueError(f"the hf provider decodes greedily (temperature 0); got {settings.temperature}")
+        if (model is None or tokenizer is None) and loader is None:
+            raise ValueError("give a model and its tokenizer, or a loader")
         self.model = model_id
         self.settings = settings
         self.batch_size = batch_size
-        self._lm = model
-        self._tokenizer = tokenizer
+        self.stop_when_decided = stop_when_decided
+        self._loader = loader
+        self._loaded: tuple[PreTrainedModel, PreTrainedTokenizerBase] | None = None
+        self._eos: set[int] = set()
+        self._pad = 0
+        self._prefix = _PrefixCache()
+        if model is not None and tokenizer is not None:
+            self._adopt(model, tokenizer)
+
+    def _adopt(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> None:
+        self._loaded = (model, tokenizer)
         self._eos = _eos_ids(model, tokenizer)
         pad = tokenizer.pad_token_id
         self._pad = int(pad if pad is not None else min(self._eos))
-        self._prefix = _PrefixCache()
-        self.stop_when_decided = stop_when_decided
+
+    def _ensure_loaded(self) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+        if self._loaded is None:
+            assert self._loader is not None
+            self._adopt(*self._loader())
+        assert self._loaded is not None
+        return self._loaded
+
+    @property
+    def _lm(self) -> PreTrainedModel:
+        return self._ensure_loaded()[0]
+
+    @property
+    def _tokenizer(self) -> PreTrainedTokenizerBase:
+        return self._ensure_loaded()[1]
 
     @classmethod
     def load(
@@ -555,13 +585,38 @@ class HFProvider:
         model, tokenizer = load_local_model(model_id, gguf_file, device=device)
         return cls(model_id, model, tokenizer, settings, batch_size=batch_size, stop_when_decided=stop_when_decided)
 
+    @classmethod
+    def lazy(
+        cls,
+        model_id: str,
+        settings: GenerationSettings,
+        *,
+        gguf_file: str | None = None,
+        batch_size: int = 8,
+        device: str = "cpu",
+        stop_when_decided: bool = False,
+    ) -> HFProvider:
+        """Like ``load``, but the weights are read on the first prompt; a missing model is reported now."""
+        resolve_local_model(model_id, gguf_file)
+        return cls(
+            model_id,
+            None,
+            None,
+            settings,
+            batch_size=batch_size,
+            stop_when_decided=stop_when_decided,
+            loader=lambda: load_local_model(model_id, gguf_file, device=device),
+        )
+
     def params(self) -> dict[str, Any]:
+        # load_local_model always gives float32; a model handed in says its own dtype.
+        dtype = "float32" if self._loaded is None else str(next(self._loaded[0].parameters()).dtype)
         params = {
             "max_tokens": self.settings.max_tokens,
             "temperature": 0.0,
             "reasoning": self.settings.reasoning,
             "decoding": "greedy",
-            "dtype": str(next(self._lm.parameters()).dtype).removeprefix("torch."),
+            "dtype": dtype.removeprefix("torch."),
         }
         if self.stop_when_decided:
             params["stop"] = "when decided"

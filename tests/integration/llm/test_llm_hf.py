@@ -51,3 +51,8 @@ def test_a_tiny_grid_runs_through_the_store_and_a_rerun_reuses_it(smol, tmp_path
     assert first.n_sent == 4 and again.n_sent == 0 and again.n_skipped == 4
     assert [r.reply for r in first.records] == [r.reply for r in again.records]
     assert all(r.ok and isinstance(r.reply, str) for r in first.records)
+
+
+def test_a_lazy_provider_has_the_same_key_and_loads_only_when_asked(smol):
+    lazy = HFProvider.lazy("SmolLM2-135M-Instruct", smol.settings, batch_size=4)
+    assert lazy._loaded is None and lazy.params() == smol.params()
