@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from possym.runs import RunDir, atomic_write_text, csv_text, save_figure
+from possym.runs import RunDir, atomic_write_text, csv_text, read_csv, save_figure
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -50,6 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     q.add_argument("--seed", type=int, default=0)
     q.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     q.add_argument("--threads", type=int, default=1)
+    q.add_argument("--replot", action="store_true", help="redo the summary and figure from the CSVs in --out")
     q.set_defaults(func=run_discrepancy)
 
 
@@ -62,6 +63,20 @@ def _dense_grid(n_max: int) -> np.ndarray:
     """Every n up to 300, every 10th to 1000, every 50th beyond: where the costly reductions are evaluated."""
     grid = np.concatenate([np.arange(2, 301), np.arange(310, 1001, 10), np.arange(1050, n_max + 1, 50)])
     return np.unique(grid[grid <= n_max])
+
+
+def _typed(row: dict[str, str]) -> dict:
+    """A CSV row back to numbers where it holds numbers."""
+    out: dict = {}
+    for k, v in row.items():
+        try:
+            out[k] = int(v)
+        except ValueError:
+            try:
+                out[k] = float(v)
+            except ValueError:
+                out[k] = v
+    return out
 
 
 def run_theory(args: argparse.Namespace) -> int:
@@ -141,19 +156,25 @@ def run_discrepancy(args: argparse.Namespace) -> int:
 
     torch.set_num_threads(args.threads)
     run = RunDir.open(args.run)
-    dtype = torch.float64 if args.dtype == "float64" else torch.float32
-    step = args.step if args.step is not None else (run.checkpoint_steps() or [None])[-1]
-    model = run.load_model(step=step, dtype=dtype)
-    extras = DEFAULT_EXTRAS if args.extras is None else tuple(int(x) for x in args.extras.split(","))
     out = args.out or run.path / "theory"
     out.mkdir(parents=True, exist_ok=True)
     task = run.config.task
-    print(
-        f"{run.path}: {task.name} task, step {step}, {model.cfg.n_layers} layers; extras {list(extras)}, "
-        f"{args.samples} samples each"
-    )
     t0 = time.perf_counter()
-    disc_rows, acc_rows = trained_discrepancy(model, task, extras, args.samples, np.random.default_rng(args.seed))
+    if args.replot:
+        disc_rows = [_typed(r) for r in read_csv(out / "discrepancy_heads.csv")]
+        acc_rows = [_typed(r) for r in read_csv(out / "discrepancy_accuracy.csv")]
+        step = disc_rows[0]["step"]
+    else:
+        dtype = torch.float64 if args.dtype == "float64" else torch.float32
+        step = args.step if args.step is not None else (run.checkpoint_steps() or [None])[-1]
+        model = run.load_model(step=step, dtype=dtype)
+        extras = DEFAULT_EXTRAS if args.extras is None else tuple(int(x) for x in args.extras.split(","))
+        print(
+            f"{run.path}: {task.name} task, step {step}, {model.cfg.n_layers} layers; extras {list(extras)}, "
+            f"{args.samples} samples each"
+        )
+        rng = np.random.default_rng(args.seed)
+        disc_rows, acc_rows = trained_discrepancy(model, task, extras, args.samples, rng)
     summary = collapse_summary(disc_rows, acc_rows)
     for rows in (disc_rows, acc_rows, summary):
         for r in rows:

@@ -222,7 +222,8 @@ def _retrieval_proof(lv: np.ndarray) -> tuple[float, np.ndarray]:
     t, d = np.unravel_index(int(np.argmax(other)), other.shape)
     config = lv.argmin(axis=1)
     config[0] = 0  # a (letter, int) query matches itself: top logit 1 at t = 0
-    config[t] = d + 1
+    if t > 0:  # (at t = 0 no single input shows both; the value is still the sup over inputs)
+        config[t] = d + 1
     return 1.0 - float(other[t, d]), config
 
 
@@ -337,11 +338,28 @@ def fig5a_records(
     return rows
 
 
+def _ranges(fails: list[int], grid: list[int], limit: int = 12) -> str:
+    """Maximal runs of consecutive grid points in ``fails``, as "9-15, 54-71, ..." (at most ``limit``)."""
+    bad, runs, start, prev = set(fails), [], None, None
+    for n in grid:
+        if n in bad:
+            start = n if start is None else start
+            prev = n
+        elif start is not None:
+            runs.append(f"{start}-{prev}" if prev != start else f"{start}")
+            start = None
+    if start is not None:
+        runs.append(f"{start}-{prev}" if prev != start else f"{start}")
+    more = f", ... ({len(runs)} runs)" if len(runs) > limit else ""
+    return ", ".join(runs[:limit]) + more
+
+
 def bound_checks(rows: list[dict]) -> list[dict]:
     """Where each bound holds: one summary per (function, definition, domain), inside the premise and out.
 
-    Keys: n_checked, n_failed (inside the premise), first_fail, last_fail, max_ratio (discrepancy / bound
-    inside the premise), n_failed_outside (where the theorem does not speak).
+    Keys: n_checked, n_failed (inside the premise), first_fail, fail_ranges (runs of consecutive failing n on
+    the checked grid), last_fail, max_ratio (discrepancy / bound inside the premise), n_failed_outside (where
+    the theorem does not speak).
     """
     out = []
     keys = sorted({(r["function"], r["definition"], r["domain"], r["theta"]) for r in rows}, key=str)
@@ -365,6 +383,7 @@ def bound_checks(rows: list[dict]) -> list[dict]:
                 "n_checked": len(inside),
                 "n_failed": len(fails),
                 "first_fail": fails[0] if fails else None,
+                "fail_ranges": _ranges(fails, [r["n"] for r in inside]),
                 "last_fail": fails[-1] if fails else None,
                 "max_ratio": max(ratios) if ratios else None,
                 "n_failed_outside": sum(not r["holds"] for r in sel if not r["premise"]),

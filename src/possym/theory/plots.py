@@ -163,20 +163,25 @@ def beta_figure(beta_rows: list[dict]) -> Figure:
 
 
 def trained_figure(disc_rows: list[dict], acc_rows: list[dict], task: str, title: str = "") -> Figure:
-    """Top: median (and 10-90% band) of each layer's last-query discrepancy against extra tokens.
-    Bottom: accuracy on the same inputs, with the paper's Fig. 5B curve for ``task`` when known."""
-    fig, (ax, ax_acc) = plt.subplots(2, 1, figsize=(7.5, 7), sharex=True, gridspec_kw={"height_ratios": [2, 1]})
+    """Each layer's median last-query discrepancy against extra tokens (absolute, then relative to the
+    shortest input), over the accuracy on the same inputs and the paper's Fig. 5B curve for ``task``."""
+    fig, (ax, ax_rel, ax_acc) = plt.subplots(
+        3, 1, figsize=(7.5, 9), sharex=True, gridspec_kw={"height_ratios": [2, 2, 1.2]}
+    )
     layers = sorted({r["layer"] for r in disc_rows})
     cmap = plt.get_cmap("viridis")
     for layer in layers:
         sel = sorted((r for r in disc_rows if r["layer"] == layer and r["head"] == 0), key=lambda r: r["extra"])
         x = [r["extra"] for r in sel]
+        med = [r["median"] for r in sel]
         color = cmap(layer / max(1, len(layers) - 1))
-        ax.plot(x, [r["median"] for r in sel], "o-", ms=3, color=color, label=f"L{layer}")
-        ax.fill_between(x, [r["q10"] for r in sel], [r["q90"] for r in sel], color=color, alpha=0.12)
-    ax.set(xscale="symlog", yscale="log", ylabel="top − second score (last query)")
+        ax.plot(x, med, "o-", ms=3, lw=1.2, color=color, label=f"L{layer}")
+        ax_rel.plot(x, [m / med[0] for m in med], "o-", ms=3, lw=1.2, color=color, label=f"L{layer}")
+    ax.set(yscale="log", ylabel="median top − second score")
     ax.set_title(title or f"Discrepancy of trained heads, {task} task")
-    ax.legend(fontsize=7, ncol=4)
+    ax.legend(fontsize=7, ncol=6)
+    ax_rel.axhline(0.5, color="gray", lw=0.8, ls=":")
+    ax_rel.set(yscale="log", ylabel="relative to the shortest input")
     acc = sorted(acc_rows, key=lambda r: r["extra"])
     ax_acc.plot(
         [r["extra"] for r in acc], [r["accuracy"] for r in acc], "o-", color="k", ms=3, label="accuracy (same inputs)"

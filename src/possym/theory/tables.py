@@ -59,6 +59,12 @@ SMALL_RETRIEVAL_THETA = 0.1
 BETA_MARGIN = 1e-6
 
 
+def _just_above(beta_star: float) -> float:
+    """The beta at which "exact above beta*" is checked: beta* (1 + 1e-6), or 1 when beta* = 0 (then every
+    beta > 0 is exact, but a vanishing beta leaves decoding gaps below the 1e-9 tolerance)."""
+    return beta_star * (1 + BETA_MARGIN) if beta_star > 0 else 1.0
+
+
 @dataclass(frozen=True)
 class InputSet:
     label: str
@@ -128,7 +134,7 @@ def verification_records(sets: list[InputSet]) -> list[dict]:
     for s in sets:
         rows.append(_row(s.label, s.construction, s.ids, s.kind, "hard", None, "exact"))
         beta = beta_threshold(s.construction, s.ids.shape[1]).beta
-        beta = max(beta, 1e-9) * (1 + BETA_MARGIN)
+        beta = _just_above(beta)
         rows.append(_row(s.label, s.construction, s.ids, s.kind, "softmax", beta, "exact"))
     return rows
 
@@ -217,7 +223,7 @@ def beta_records(
         c = s.construction
         for n0 in s.n0s:
             t = beta_threshold(c, n0)
-            above = max(t.beta, 1e-9) * (1 + BETA_MARGIN)
+            above = _just_above(t.beta)
             ids, checked = None, "witness only"
             if s.check == "all":
                 ids = all_index_inputs(c.symbols, n0) if c.name == "index" else all_proper_inputs(c.symbols, n0)

@@ -31,7 +31,7 @@ Example:
     >>> c = IndexConstruction(IndexSymbols(n_letters=2, n_ints=3), theta=0.8)
     >>> t = beta_threshold(c, n0=5)
     >>> round(t.beta, 3), t.case
-    (4.286, 'int query 2')
+    (2.715, 'int query 2')
 """
 
 from __future__ import annotations
@@ -243,7 +243,10 @@ def search_beta(c: Construction, ids: np.ndarray, lo: float, hi: float, iters: i
     Needs the construction to fail at ``lo`` and to be exact at ``hi``; exactness is monotone in beta for
     both constructions (module docstring), which the caller's bracket also checks.
     """
-    exact = lambda beta: check_construction(c, ids, beta).n_failed == 0  # noqa: E731
+
+    def exact(beta: float) -> bool:
+        return check_construction(c, ids, beta).n_failed == 0
+
     if exact(lo) or not exact(hi):
         raise ValueError(f"[{lo:g}, {hi:g}] does not bracket the threshold: need a failure at lo and none at hi")
     for _ in range(iters):

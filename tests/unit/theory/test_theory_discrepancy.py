@@ -126,6 +126,12 @@ def test_index_bound_fails_for_definition_31s_maximum_with_a_concrete_input(m, n
     assert measured == pytest.approx(d.maximum[0], abs=1e-12) and measured > bound
 
 
+def test_index_failures_are_all_in_the_two_pi_squared_term_one_minus_cos_theta_always_holds():
+    ns = np.arange(2, 5001)
+    for m in (16, None):
+        assert (index_discrepancy(0.8, m, ns).maximum <= 1 - math.cos(0.8) + 1e-12).all()
+
+
 def test_index_maximum_holds_before_the_first_counterexample():
     ns = np.arange(2, 9)
     d = index_discrepancy(0.8, None, ns)
@@ -162,7 +168,8 @@ def test_records_summarise_where_each_bound_holds_and_fails():
     assert checks[("index", "min", "ints<=16")]["n_failed"] == 0
     assert checks[("index", "min", "ints<=n-1")]["n_failed"] == 0
     assert checks[("index", "max", "ints<=n-1")]["first_fail"] == 9
-    assert checks[("index", "max", "ints<=16")]["first_fail"] == 54
+    assert checks[("index", "max", "ints<=16")]["fail_ranges"] == "54-71"
+    assert checks[("index", "max", "ints<=n-1")]["fail_ranges"] == "9-15, 54-109"
     assert checks[("retrieval", "min", "A=8")]["n_failed"] == 0
     proof = checks[("retrieval", "proof", "A=8")]
     assert proof["premise_range"] == "2..145" and proof["n_failed"] == proof["n_checked"] == 144
