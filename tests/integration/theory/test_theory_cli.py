@@ -1,8 +1,7 @@
-"""``possym discrepancy RUN`` on a tiny trained run, and ``possym theory --quick`` end to end (slow)."""
+"""``possym discrepancy RUN`` on a run directory, and ``possym theory --quick`` end to end (about 5 s)."""
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 from possym.cli import main
@@ -27,7 +26,6 @@ def test_discrepancy_cli_writes_per_layer_records_accuracy_and_a_figure(tmp_path
     assert (out / "discrepancy_heads.png").stat().st_size > 0 and (out / "discrepancy_heads.svg").exists()
 
 
-@pytest.mark.slow
 def test_theory_cli_quick_writes_every_table_and_figure(tmp_path):
     assert main(["theory", "--out", str(tmp_path), "--quick"]) == 0
     for name in ("verification", "violations", "beta", "witnesses", "discrepancy", "bounds", "counterexamples"):
