@@ -17,18 +17,14 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import NullFormatter, ScalarFormatter  # noqa: E402
 
-# Fig. 5A of the paper, digitised from its vector graphics (NOTES.md §1.7; paper_numbers.json).
-PAPER_FIG5A = {
-    "n": [1, 11, 21, 31, 51, 81, 99],
-    "index": [0.303, 0.163, 0.045, 0.020, 0.008, None, 0.002],
-    "retrieval": [0.291, 0.272, None, 0.236, 0.202, 0.156, 0.131],
-}
-# Fig. 5B of the paper, digitised (NOTES.md §1.8): accuracy against extra tokens.
-PAPER_FIG5B = {
-    "extra": [0, 10, 20, 30, 40, 50, 100, 200, 300, 500, 700, 800, 1000, 2000, 3000, 5000],
-    "number": [1.0, 1.0, 1.0, 0.996, 0.94, 0.88, 0.74, 0.64, 0.47, 0.31, 0.29, 0.25, 0.20, 0.10, 0.06, 0.04],
-    "letter": [1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.99, 0.99, 0.955, 0.915, 0.89, 0.865, 0.74, 0.625, 0.48],
-}
+from possym.reference import paper_numbers  # noqa: E402
+
+# Figs. 5A and 5B of the paper, digitised from its vector graphics (NOTES.md §1.7-1.8), from the
+# package's copy of the paper's numbers.
+_FIG5A = paper_numbers()["fig5a_discrepancy_bounds"]
+PAPER_FIG5A = {k: _FIG5A[k] for k in ("n", "index", "retrieval")}
+_FIG5B = paper_numbers()["fig5b_length_generalisation"]
+PAPER_FIG5B = {"extra": _FIG5B["extra"], "number": _FIG5B["number_task"], "letter": _FIG5B["letter_task"]}
 COLORS = {"index": "tab:red", "retrieval": "tab:green"}
 STYLES = {"max": "-", "min": "--", "proof": ":"}
 
