@@ -124,16 +124,12 @@ class HeadTrial:
     max_difference: float
 
 
-def pointed_symbolic_head(d_vocab: int, token: int, beta: float = 50.0) -> GPTJ:
-    """A NoPE head that looks for one token, wherever it is: every query (1, 0, ..), key e_0 for ``token``
-    and 0 otherwise, W_V = W_O = I, dot-product readout (run it with :func:`attention_output`)."""
-    d = d_vocab
-    cfg = ModelConfig(n_layers=1, d_model=d, n_heads=1, d_mlp=1, rotary_dim=0, dropout=0.0, d_vocab=d)
+def _readout_head(qkv: Tensor, rotary_dim: int) -> GPTJ:
+    """A one-layer, one-head GPT-J over one-hot embeddings with the given [W_Q; W_K; W_V] rows,
+    W_O = I and a dot-product unembedding: the head's own computation, nothing learned around it."""
+    d = qkv.shape[1]
+    cfg = ModelConfig(n_layers=1, d_model=d, n_heads=1, d_mlp=1, rotary_dim=rotary_dim, dropout=0.0, d_vocab=d)
     model = GPTJ(cfg, torch.Generator().manual_seed(0)).double().eval()
-    qkv = torch.zeros(3 * d, d, dtype=torch.float64)
-    qkv[0] = beta * d**0.5
-    qkv[d, token] = 1.0
-    qkv[2 * d :] = torch.eye(d, dtype=torch.float64)
     attn = model.blocks[0].attn
     with torch.no_grad():
         model.embed.weight.copy_(torch.eye(d))
@@ -142,6 +138,17 @@ def pointed_symbolic_head(d_vocab: int, token: int, beta: float = 50.0) -> GPTJ:
         model.unembed.weight.copy_(torch.eye(d))
         model.unembed.bias.zero_()
     return model
+
+
+def pointed_symbolic_head(d_vocab: int, token: int, beta: float = 50.0) -> GPTJ:
+    """A NoPE head that looks for one token, wherever it is: every query (1, 0, ..), key e_0 for ``token``
+    and 0 otherwise, W_V = W_O = I, dot-product readout (run it with :func:`attention_output`)."""
+    d = d_vocab
+    qkv = torch.zeros(3 * d, d, dtype=torch.float64)
+    qkv[0] = beta * d**0.5
+    qkv[d, token] = 1.0
+    qkv[2 * d :] = torch.eye(d, dtype=torch.float64)
+    return _readout_head(qkv, rotary_dim=0)
 
 
 def symbolic_heads_on_swap(
@@ -196,21 +203,12 @@ def pointed_positional_head(d_vocab: int, distance: int, beta: float = 50.0) -> 
     one fixed offset): one RoPE plane at 1 rad per position, every key v, every query rho(-distance) v,
     W_V = W_O = I, dot-product readout."""
     d = d_vocab
-    cfg = ModelConfig(n_layers=1, d_model=d, n_heads=1, d_mlp=1, rotary_dim=2, dropout=0.0, d_vocab=d)
-    model = GPTJ(cfg, torch.Generator().manual_seed(0)).double().eval()
     qkv = torch.zeros(3 * d, d, dtype=torch.float64)
     qkv[0] = -np.sin(-distance) * beta * d**0.5  # rho(-distance) (0, 1) = (-sin(-distance), cos(-distance))
     qkv[1] = np.cos(-distance) * beta * d**0.5
     qkv[d + 1] = 1.0  # every key is v = (0, 1)
     qkv[2 * d :] = torch.eye(d, dtype=torch.float64)
-    attn = model.blocks[0].attn
-    with torch.no_grad():
-        model.embed.weight.copy_(torch.eye(d))
-        attn.qkv.weight.copy_(qkv)
-        attn.out.weight.copy_(torch.eye(d))
-        model.unembed.weight.copy_(torch.eye(d))
-        model.unembed.bias.zero_()
-    return model
+    return _readout_head(qkv, rotary_dim=2)
 
 
 def attention_output(model: GPTJ, tokens: Tensor) -> tuple[Tensor, Tensor]:
