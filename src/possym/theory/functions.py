@@ -45,8 +45,24 @@ import numpy as np
 from possym.tasks.vocab import number_alphabet
 
 
+class _NamedSymbols:
+    """Names <-> ids for a symbol set that lists its names in ``tokens``."""
+
+    tokens: tuple[str, ...]
+
+    def encode(self, names: list[str]) -> np.ndarray:
+        index = {t: i for i, t in enumerate(self.tokens)}
+        try:
+            return np.array([index[t] for t in names], dtype=np.int64)
+        except KeyError as exc:
+            raise ValueError(f"unknown symbol {exc.args[0]!r}; symbols are {self.tokens[:5]}..") from None
+
+    def decode(self, ids: np.ndarray) -> list[str]:
+        return [self.tokens[i] for i in np.asarray(ids).tolist()]
+
+
 @dataclass(frozen=True)
-class IndexSymbols:
+class IndexSymbols(_NamedSymbols):
     """Sigma = ALPH u {1..n_ints}; letters are named as the number task names them (a..z, aa, ..)."""
 
     n_letters: int
@@ -64,16 +80,6 @@ class IndexSymbols:
     def tokens(self) -> tuple[str, ...]:
         return (*number_alphabet(self.n_letters), *(str(i) for i in range(1, self.n_ints + 1)))
 
-    def encode(self, names: list[str]) -> np.ndarray:
-        index = {t: i for i, t in enumerate(self.tokens)}
-        try:
-            return np.array([index[t] for t in names], dtype=np.int64)
-        except KeyError as exc:
-            raise ValueError(f"unknown symbol {exc.args[0]!r}; symbols are {self.tokens[:5]}..") from None
-
-    def decode(self, ids: np.ndarray) -> list[str]:
-        return [self.tokens[i] for i in np.asarray(ids).tolist()]
-
     def is_letter(self, ids: np.ndarray) -> np.ndarray:
         return np.asarray(ids) < self.n_letters
 
@@ -84,7 +90,7 @@ class IndexSymbols:
 
 
 @dataclass(frozen=True)
-class RetrievalSymbols:
+class RetrievalSymbols(_NamedSymbols):
     """Sigma = ALPH x (ALPH u {1..n_ints}); tokens are named as the letter task names them (``ab``, ``c3``)."""
 
     n_letters: int
@@ -111,16 +117,6 @@ class RetrievalSymbols:
     def token(self, left: int, right: int) -> int:
         """Id of the bigram (letter ``left``, right symbol ``right``), both 0-based phi - 1."""
         return left * self.n_right + right
-
-    def encode(self, names: list[str]) -> np.ndarray:
-        index = {t: i for i, t in enumerate(self.tokens)}
-        try:
-            return np.array([index[t] for t in names], dtype=np.int64)
-        except KeyError as exc:
-            raise ValueError(f"unknown symbol {exc.args[0]!r}; symbols are {self.tokens[:5]}..") from None
-
-    def decode(self, ids: np.ndarray) -> list[str]:
-        return [self.tokens[i] for i in np.asarray(ids).tolist()]
 
     def left(self, ids: np.ndarray) -> np.ndarray:
         """phi(sigma^L) - 1, in 0..A-1."""

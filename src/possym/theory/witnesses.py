@@ -183,19 +183,10 @@ def random_positional_head(d_vocab: int, generator: torch.Generator, beta: float
     """A one-layer, one-head RoPE model on one-hot embeddings whose keys are all equal (W_K E(sigma) = k0),
     hence purely positional; random W_Q and k0 over every RoPE plane, W_V = W_O = I, dot-product readout."""
     d = d_vocab
-    cfg = ModelConfig(n_layers=1, d_model=d, n_heads=1, d_mlp=1, rotary_dim=d - d % 2, dropout=0.0, d_vocab=d)
-    model = GPTJ(cfg, torch.Generator().manual_seed(0)).double().eval()
     w_q = torch.randn(d, d, generator=generator, dtype=torch.float64)
     k0 = torch.randn(d, 1, generator=generator, dtype=torch.float64)
     qkv = torch.cat([beta * w_q, k0.expand(d, d), torch.eye(d, dtype=torch.float64)])
-    attn = model.blocks[0].attn
-    with torch.no_grad():
-        model.embed.weight.copy_(torch.eye(d))
-        attn.qkv.weight.copy_(qkv)
-        attn.out.weight.copy_(torch.eye(d))
-        model.unembed.weight.copy_(torch.eye(d))
-        model.unembed.bias.zero_()
-    return model
+    return _readout_head(qkv, rotary_dim=d - d % 2)
 
 
 def pointed_positional_head(d_vocab: int, distance: int, beta: float = 50.0) -> GPTJ:
