@@ -257,6 +257,18 @@ def beta_records(
     return rows
 
 
+def _trial_summary(trials: list, difference_of: str) -> dict:
+    """How heads fared on a swap pair: the largest output difference between its two inputs, and how
+    many heads were right on a, on b, and on both."""
+    return {
+        "max_difference": max(t.max_difference for t in trials),
+        "difference_of": difference_of,
+        "right_on_a": sum(int(t.right_a) for t in trials),
+        "right_on_b": sum(int(t.right_b) for t in trials),
+        "right_on_both": sum(int(t.right_a and t.right_b) for t in trials),
+    }
+
+
 def witness_records(rng: np.random.Generator, n_heads: int = 20) -> list[dict]:
     """Remark 3.1: the swap pairs, random symbolic / positional heads on them, the constructions on them, and
     the scope witness (a positional head with a query-reading activation computing Retrieval)."""
@@ -274,29 +286,11 @@ def witness_records(rng: np.random.Generator, n_heads: int = 20) -> list[dict]:
         "expected_b": nv.tokens[pair.expected_b],
     }
     trials = symbolic_heads_on_swap(pair, n_heads, gen)
-    rows.append(
-        {
-            **base,
-            "head": f"{n_heads} random one-layer NoPE GPT-J blocks (symbolic)",
-            "max_difference": max(t.max_difference for t in trials),
-            "difference_of": "last-position logits",
-            "right_on_a": sum(t.right_a for t in trials),
-            "right_on_b": sum(t.right_b for t in trials),
-            "right_on_both": sum(t.right_a and t.right_b for t in trials),
-        }
-    )
+    head = f"{n_heads} random one-layer NoPE GPT-J blocks (symbolic)"
+    rows.append({**base, "head": head, **_trial_summary(trials, "last-position logits")})
     (t,) = symbolic_heads_on_swap(pair, 1, gen, pointed=True)
-    rows.append(
-        {
-            **base,
-            "head": "NoPE head pointed at input a's answer letter (T_Retrieval's mechanism)",
-            "max_difference": t.max_difference,
-            "difference_of": "last-position logits",
-            "right_on_a": int(t.right_a),
-            "right_on_b": int(t.right_b),
-            "right_on_both": int(t.right_a and t.right_b),
-        }
-    )
+    head = "NoPE head pointed at input a's answer letter (T_Retrieval's mechanism)"
+    rows.append({**base, "head": head, **_trial_summary([t], "last-position logits")})
     c = IndexConstruction(IndexSymbols(120, 16), INDEX_THETA)
     rows.append({**base, **_construction_on_pair(c, pair, nv), "head": "T_Index (positional)"})
 
@@ -309,29 +303,11 @@ def witness_records(rng: np.random.Generator, n_heads: int = 20) -> list[dict]:
         "expected_b": lv.tokens[pair.expected_b],
     }
     trials = positional_heads_on_swap(pair, len(lv), n_heads, gen)
-    rows.append(
-        {
-            **base,
-            "head": f"{n_heads} random positional heads (keys equal; F(x,a)=a, W_V=I)",
-            "max_difference": max(t.max_difference for t in trials),
-            "difference_of": "last-query weights",
-            "right_on_a": sum(t.right_a for t in trials),
-            "right_on_b": sum(t.right_b for t in trials),
-            "right_on_both": sum(t.right_a and t.right_b for t in trials),
-        }
-    )
+    head = f"{n_heads} random positional heads (keys equal; F(x,a)=a, W_V=I)"
+    rows.append({**base, "head": head, **_trial_summary(trials, "last-query weights")})
     (t,) = positional_heads_on_swap(pair, len(lv), 1, gen, pointed=True)
-    rows.append(
-        {
-            **base,
-            "head": "positional head pointed at input a's answer position (T_Index's mechanism)",
-            "max_difference": t.max_difference,
-            "difference_of": "last-query weights",
-            "right_on_a": int(t.right_a),
-            "right_on_b": int(t.right_b),
-            "right_on_both": int(t.right_a and t.right_b),
-        }
-    )
+    head = "positional head pointed at input a's answer position (T_Index's mechanism)"
+    rows.append({**base, "head": head, **_trial_summary([t], "last-query weights")})
     c = RetrievalConstruction(RetrievalSymbols(8, 8), RETRIEVAL_THETA)
     rows.append({**base, **_construction_on_pair(c, pair, lv), "head": "T_Retrieval (symbolic)"})
 
