@@ -14,6 +14,11 @@ Hook points (read or patch with :meth:`GPTJ.hooks` or :meth:`GPTJ.run_with_cache
 ``blocks.{l}.attn.hook_pattern`` [batch, head, query_pos, key_pos] (post-softmax).
 When no hook reads the scores or the pattern, attention runs through fused SDPA.
 
+Key-value cache: ``forward_kv`` also returns each layer's rotated keys and values, and ``past=`` feeds
+them back, so a prefix shared by many inputs is computed once (:mod:`possym.evaluate.lengthgen`).
+In a causal model a prefix's keys and values do not depend on what follows it, so this is exact.
+A past of batch 1 is broadcast over the batch without being copied.
+
 Example:
     >>> cfg = ModelConfig(n_layers=2, d_model=16, d_mlp=32, d_vocab=10)
     >>> model = GPTJ(cfg, torch.Generator().manual_seed(0))
@@ -31,6 +36,9 @@ from contextlib import contextmanager
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
+
+KV = tuple[Tensor, Tensor]
+"""One layer's rotated keys and values, each [batch, head, pos, d_head] (batch 1 = shared)."""
 
 from possym.config import ModelConfig
 from possym.model.rope import apply_rope, rope_cos_sin
@@ -78,24 +86,46 @@ class Attention(nn.Module):
     def _pattern_wanted(self) -> bool:
         return bool(self.hook_attn_scores._forward_hooks or self.hook_pattern._forward_hooks)
 
-    def forward(self, h: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-        """h: [batch, pos, d_model] -> [batch, pos, d_model]."""
+    def forward(self, h: Tensor, cos: Tensor, sin: Tensor, past: KV | None = None) -> tuple[Tensor, KV]:
+        """h: [batch, pos, d_model] -> ([batch, pos, d_model], this call's (k, v)).
+
+        With ``past``, the ``pos`` new queries attend to the past keys and, causally, to each other.
+        """
         c = self.cfg
         q, k, v = self.qkv(h).unflatten(-1, (3, c.n_heads, c.d_head)).unbind(-3)
         q = self.hook_rot_q(apply_rope(q, cos, sin))
         k = self.hook_rot_k(apply_rope(k, cos, sin))
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [batch, head, pos, d_head]
         p_drop = self.attn_dropout if self.training else 0.0
-        if self._pattern_wanted():
-            n = q.shape[-2]
-            scores = (q @ k.mT) / math.sqrt(c.d_head)
-            causal = torch.ones(n, n, dtype=torch.bool, device=h.device).tril()
-            scores = self.hook_attn_scores(scores.masked_fill(~causal, float("-inf")))
-            pattern = self.hook_pattern(scores.softmax(dim=-1))
-            z = F.dropout(pattern, p_drop, self.training) @ v
-        else:
+        if past is None and not self._pattern_wanted():
             z = F.scaled_dot_product_attention(q, k, v, dropout_p=p_drop, is_causal=True)
-        return self.out(z.transpose(1, 2).flatten(-2))
+        else:
+            n = q.shape[-2]
+            causal = torch.ones(n, n, dtype=torch.bool, device=h.device).tril()
+            scores = (q @ k.mT).masked_fill(~causal, float("-inf"))
+            if past is not None:
+                scores = torch.cat((_matmul_past(q, past[0].mT), scores), dim=-1)
+            scores = self.hook_attn_scores(scores / math.sqrt(c.d_head))
+            pattern = F.dropout(self.hook_pattern(scores.softmax(dim=-1)), p_drop, self.training)
+            if past is None:
+                z = pattern @ v
+            else:
+                n_past = past[1].shape[-2]
+                z = _matmul_past(pattern[..., :n_past], past[1]) + pattern[..., n_past:] @ v
+        return self.out(z.transpose(1, 2).flatten(-2)), (k, v)
+
+
+def _matmul_past(x: Tensor, past: Tensor) -> Tensor:
+    """x [batch, head, n, a] @ past [b, head, a, c] -> [batch, head, n, c], for b = batch or b = 1.
+
+    With b = 1 the batch is folded into the rows, so the shared past is never expanded into a copy
+    (``torch.matmul`` would materialise it: 1.3 GB per layer for 512 inputs on a 5,000-token prefix).
+    """
+    if past.shape[0] != 1:
+        return x @ past
+    batch, head, n, a = x.shape
+    rows = x.transpose(0, 1).reshape(head, batch * n, a)
+    return (rows @ past[0]).view(head, batch, n, -1).transpose(0, 1)
 
 
 class Block(nn.Module):
@@ -109,10 +139,11 @@ class Block(nn.Module):
         self.drop = nn.Dropout(cfg.dropout)
         self.hook_resid_pre = HookPoint()
 
-    def forward(self, x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    def forward(self, x: Tensor, cos: Tensor, sin: Tensor, past: KV | None = None) -> tuple[Tensor, KV]:
         x = self.hook_resid_pre(x)
         h = self.ln(x)  # GPT-J: one LayerNorm feeds both branches
-        return x + self.drop(self.attn(h, cos, sin)) + self.drop(self.mlp(h))  # parallel residual
+        a, kv = self.attn(h, cos, sin, past)
+        return x + self.drop(a) + self.drop(self.mlp(h)), kv  # parallel residual
 
 
 class GPTJ(nn.Module):
@@ -148,15 +179,36 @@ class GPTJ(nn.Module):
     def W_U(self) -> Tensor:  # [d_model, d_vocab]
         return self.unembed.weight.mT
 
-    def forward(self, tokens: Tensor, positions: Tensor | None = None) -> Tensor:
-        """tokens: [batch, pos] -> logits [batch, pos, d_vocab]; positions default to 0..pos-1."""
+    def forward(self, tokens: Tensor, positions: Tensor | None = None, past: list[KV] | None = None) -> Tensor:
+        """tokens: [batch, pos] -> logits [batch, pos, d_vocab]; positions default to 0..pos-1 after the past."""
+        return self.forward_kv(tokens, positions, past)[0]
+
+    def forward_kv(
+        self, tokens: Tensor, positions: Tensor | None = None, past: list[KV] | None = None
+    ) -> tuple[Tensor, list[KV]]:
+        """Logits and every layer's (k, v) for ``tokens``, continuing ``past`` (one KV per layer) if given.
+
+        Example (a shared prefix, then two continuations; equal to the full forward pass):
+            >>> cfg = ModelConfig(n_layers=2, d_model=16, d_mlp=32, d_vocab=10)
+            >>> model = GPTJ(cfg, torch.Generator().manual_seed(0)).eval()
+            >>> _, prefix = model.forward_kv(torch.tensor([[4, 5, 6]]))
+            >>> rest = torch.tensor([[1, 2], [3, 4]])
+            >>> full = model(torch.cat((torch.tensor([[4, 5, 6]]).expand(2, 3), rest), dim=1))[:, 3:]
+            >>> torch.allclose(model(rest, past=prefix), full, atol=1e-6)
+            True
+        """
+        if past is not None and len(past) != len(self.blocks):
+            raise ValueError(f"past has {len(past)} layers; the model has {len(self.blocks)}")
         if positions is None:
-            positions = torch.arange(tokens.shape[-1], device=tokens.device)
+            start = 0 if past is None else past[0][0].shape[-2]
+            positions = torch.arange(start, start + tokens.shape[-1], device=tokens.device)
         x = self.drop(self.embed(tokens))
         cos, sin = rope_cos_sin(positions, self.cfg.rot_dim, self.cfg.rope_base, x.dtype)
-        for block in self.blocks:
-            x = block(x, cos, sin)
-        return self.unembed(self.ln_final(x))
+        present = []
+        for i, block in enumerate(self.blocks):
+            x, kv = block(x, cos, sin, None if past is None else past[i])
+            present.append(kv)
+        return self.unembed(self.ln_final(x)), present
 
     @contextmanager
     def hooks(self, fwd: dict[str, Callable[[Tensor], Tensor | None]]) -> Iterator[GPTJ]:
@@ -176,7 +228,7 @@ class GPTJ(nn.Module):
                 handle.remove()
 
     def run_with_cache(
-        self, tokens: Tensor, names: list[str], positions: Tensor | None = None
+        self, tokens: Tensor, names: list[str], positions: Tensor | None = None, past: list[KV] | None = None
     ) -> tuple[Tensor, dict[str, Tensor]]:
         """Forward pass that also returns the named activations (detached)."""
         cache: dict[str, Tensor] = {}
@@ -185,7 +237,7 @@ class GPTJ(nn.Module):
             return lambda t: cache.__setitem__(name, t.detach())
 
         with self.hooks({n: keep(n) for n in names}):
-            logits = self(tokens, positions)
+            logits = self(tokens, positions, past)
         return logits, cache
 
 

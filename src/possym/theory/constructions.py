@@ -252,6 +252,6 @@ def run_construction(
     hooks = {"blocks.0.attn.hook_attn_scores": keep_scores, "blocks.0.attn.hook_pattern": pattern}
     with torch.no_grad(), model.hooks(hooks):
         x = model.embed(tokens)
-        a = model.blocks[0].attn(x, cos, sin)
+        a = model.blocks[0].attn(x, cos, sin)[0]
         logits = model.unembed(x + a if c.keeps_residual else a)
     return ConstructionOutput(logits=logits, scores=kept["scores"][:, 0] / scale, pattern=kept["pattern"][:, 0])

@@ -132,3 +132,41 @@ def test_same_init_seed_gives_identical_weights_and_different_seed_does_not():
     a, b, c = (GPTJ(cfg, torch.Generator().manual_seed(s)) for s in (0, 0, 1))
     assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters(), strict=True))
     assert not torch.equal(a.embed.weight, c.embed.weight)
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_a_cached_prefix_gives_the_full_forward_logits(shared):
+    # The length-generalisation evaluator computes a prefix once and continues many inputs from it;
+    # in a causal model this must equal the plain forward pass over prefix + continuation.
+    model = random_model(rotary_dim=16, n_heads=2)
+    g = torch.Generator().manual_seed(2)
+    prefix = torch.randint(0, 40, (1 if shared else 3, 50), generator=g)
+    rest = torch.randint(0, 40, (3, 7), generator=g)
+    _, past = model.forward_kv(prefix)
+    full = model(torch.cat((prefix.expand(3, -1), rest), dim=1))[:, 50:]
+    assert attention_is_not_uniform(model, torch.cat((prefix.expand(3, -1), rest), dim=1))
+    torch.testing.assert_close(model(rest, past=past), full, atol=1e-10, rtol=0)
+    # The explicit-pattern path (taken when a hook reads the pattern) agrees with it too.
+    logits, cache = model.run_with_cache(rest, ["blocks.1.attn.hook_pattern"], past=past)
+    torch.testing.assert_close(logits, full, atol=1e-10, rtol=0)
+    assert cache["blocks.1.attn.hook_pattern"].shape == (3, 2, 7, 57)
+
+
+def test_the_cache_continues_like_hf_past_key_values():
+    # An independent second implementation of caching: HF GPT-J's own past_key_values.
+    model = random_model()
+    hf = to_hf(model, n_positions=256, attn_implementation="sdpa")  # HF's eager path upcasts to float32
+    g = torch.Generator().manual_seed(3)
+    prefix, rest = torch.randint(0, 40, (2, 30), generator=g), torch.randint(0, 40, (2, 5), generator=g)
+    with torch.no_grad():
+        out = hf(prefix, use_cache=True)
+        theirs = hf(rest, cache=out.past_key_values, use_cache=True).logits
+    _, past = model.forward_kv(prefix)
+    torch.testing.assert_close(model(rest, past=past), theirs, atol=1e-9, rtol=0)
+
+
+def test_a_past_with_the_wrong_number_of_layers_is_rejected():
+    model = random_model()
+    _, past = model.forward_kv(torch.tensor([[1, 2, 3]]))
+    with pytest.raises(ValueError, match="past has 2 layers; the model has 3"):
+        model(torch.tensor([[4]]), past=past[:2])
