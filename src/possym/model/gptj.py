@@ -37,11 +37,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-KV = tuple[Tensor, Tensor]
-"""One layer's rotated keys and values, each [batch, head, pos, d_head] (batch 1 = shared)."""
-
 from possym.config import ModelConfig
 from possym.model.rope import apply_rope, rope_cos_sin
+
+KV = tuple[Tensor, Tensor]
+"""One layer's rotated keys and values, each [batch, head, pos, d_head] (batch 1 = shared)."""
 
 
 class HookPoint(nn.Module):
