@@ -9,7 +9,16 @@
 True
 """
 
-from possym.tasks.dataset import SPLITS, TASKS, balanced_combinations, generate, make_splits, row_hashes
+from possym.tasks.dataset import (
+    SPLITS,
+    TASKS,
+    balanced_combinations,
+    draw_prefix,
+    generate,
+    generate_after,
+    make_splits,
+    row_hashes,
+)
 from possym.tasks.samples import TaskSamples
 from possym.tasks.solve import Solution, solve
 from possym.tasks.vocab import PAD, Vocab, number_alphabet, task_vocab
@@ -22,7 +31,9 @@ __all__ = [
     "TaskSamples",
     "Vocab",
     "balanced_combinations",
+    "draw_prefix",
     "generate",
+    "generate_after",
     "make_splits",
     "number_alphabet",
     "row_hashes",

@@ -40,6 +40,45 @@ def generate(cfg: TaskConfig, n: int, rng: np.random.Generator, extra: int = 0) 
     return task.sample(cfg, balanced_combinations(task.combinations(cfg), n, rng), rng, extra)
 
 
+def draw_prefix(cfg: TaskConfig, length: int, n_hops: int, rng: np.random.Generator) -> np.ndarray:
+    """(length,) random token ids that any ``n_hops``-hop window of ``generate_after`` may follow.
+
+    They are the extra tokens of ``generate(..., extra=length)``: letters for the number task,
+    (letter, int) tokens that never create a second match for the letter task.
+    """
+    _check_hops(cfg, n_hops)
+    if length < 0:
+        raise ValueError(f"prefix length={length} must be >= 0")
+    return TASKS[cfg.name].draw_prefix(cfg, length, n_hops, rng)
+
+
+def generate_after(cfg: TaskConfig, prefix: np.ndarray, n: int, n_hops: int, rng: np.random.Generator) -> TaskSamples:
+    """``n`` ``n_hops``-hop instances, balanced over answer position and value, all after one ``prefix``.
+
+    Each row is distributed as a row of ``generate(cfg, ., rng, extra=len(prefix))`` with that hop
+    count (the letter task conditions on a chain that avoids the prefix's letters; see its module).
+
+    Example:
+        >>> cfg = TaskConfig(name="letter")
+        >>> rng = np.random.default_rng(0)
+        >>> s = generate_after(cfg, draw_prefix(cfg, 100, 3, rng), 8, 3, rng)
+        >>> s.tokens.shape, bool((s.tokens[:, :100] == s.tokens[0, :100]).all()), s.extra
+        ((8, 117), True, 100)
+    """
+    _check_hops(cfg, n_hops)
+    if n < 0:
+        raise ValueError(f"n={n} must be >= 0")
+    task = TASKS[cfg.name]
+    combos = task.combinations(cfg)
+    combos = balanced_combinations(combos[combos[:, -1] == n_hops], n, rng)
+    return task.sample_after(cfg, combos, rng, np.asarray(prefix, dtype=np.int64))
+
+
+def _check_hops(cfg: TaskConfig, n_hops: int) -> None:
+    if n_hops not in cfg.hops:
+        raise ValueError(f"n_hops={n_hops} is not a hop count of this task; allowed: {list(cfg.hops)}")
+
+
 def balanced_combinations(combos: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
     """``n`` rows of ``combos`` (n_combos, k), balanced as the module docstring says, shuffled: (n, k).
 

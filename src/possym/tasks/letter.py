@@ -26,6 +26,13 @@ those of the number task: distinct pre-targets visited right to left (a choice: 
 definition lists the chain as a subsequence read leftwards, and both of its figures move leftwards).
 Target ints are uniform in 1..n_ints. Extra tokens are uniform (letter, int) tokens with letters off
 the chain, put before the window.
+
+Shared prefixes (``draw_prefix``, ``sample_after``; for the length-generalisation evaluator, which
+computes one prefix once for many windows): a prefix for h-hop windows uses a random set of
+``n_letters - h`` letters, and the windows that follow it take their chain from the other h letters
+(the answer letter s* uniform among them). Conditioned on its chain, a window is then distributed as
+``sample`` would draw it, and its prefix as ``sample``'s extra tokens are: uniform over the letters off
+the chain. Only the prefix is common to the windows, so they are exchangeable, not independent.
 """
 
 from __future__ import annotations
@@ -52,8 +59,18 @@ def combinations(cfg: TaskConfig) -> np.ndarray:
     return np.stack([g.ravel() for g in grid], axis=1).astype(np.int64)
 
 
-def sample(cfg: TaskConfig, combos: np.ndarray, rng: np.random.Generator, extra: int = 0) -> TaskSamples:
-    """One instance per row of ``combos`` (batch, 4), as ``combinations`` lays them out."""
+def sample(
+    cfg: TaskConfig,
+    combos: np.ndarray,
+    rng: np.random.Generator,
+    extra: int = 0,
+    off_chain: np.ndarray | None = None,
+) -> TaskSamples:
+    """One instance per row of ``combos`` (batch, 4), as ``combinations`` lays them out.
+
+    ``off_chain``: an optional (n_letters,) bool mask of letters that must stay off every chain (so
+    that tokens using them, e.g. a shared prefix, never match a hop); s* must not be one of them.
+    """
     vocab = task_vocab(cfg)
     n_letters = cfg.letters
     target_ids = vocab.encode(letter_int_tokens(cfg)).reshape(n_letters, cfg.n_ints)  # [letter, int - 1]
@@ -64,6 +81,13 @@ def sample(cfg: TaskConfig, combos: np.ndarray, rng: np.random.Generator, extra:
     # A per-row letter permutation with s* first: columns 1..h-1 are c_1..c_{h-1}, columns h.. are
     # the letters off the chain.
     keys = rng.random((batch, n_letters))
+    if off_chain is not None:
+        if off_chain[s_star].any() or (~off_chain).sum() < n_hops.max():
+            raise ValueError(
+                f"off_chain letters {np.flatnonzero(off_chain).tolist()} leave too few letters for the chain, "
+                "or contain an answer letter"
+            )
+        keys[:, off_chain] += 2.0  # sorted after every free letter, so never c_1..c_{h-1}
     keys[rows, s_star] = -1.0
     order = keys.argsort(axis=1)
     chain = order[:, : cfg.max_hops + 1].copy()  # chain[:, k] is c_k for 1 <= k < h ...
@@ -100,3 +124,34 @@ def sample(cfg: TaskConfig, combos: np.ndarray, rng: np.random.Generator, extra:
         path=np.where(path >= 0, path + extra, -1),
         extra=extra,
     )
+
+
+def draw_prefix(cfg: TaskConfig, length: int, n_hops: int, rng: np.random.Generator) -> np.ndarray:
+    """(length,) uniform (letter, int) tokens over a random set of ``n_letters - n_hops`` letters."""
+    target_ids = task_vocab(cfg).encode(letter_int_tokens(cfg)).reshape(cfg.letters, cfg.n_ints)
+    letters = rng.permutation(cfg.letters)[: cfg.letters - n_hops]
+    return target_ids[letters[rng.integers(0, len(letters), size=length)], rng.integers(0, cfg.n_ints, size=length)]
+
+
+def sample_after(cfg: TaskConfig, combos: np.ndarray, rng: np.random.Generator, prefix: np.ndarray) -> TaskSamples:
+    """One instance per row of ``combos``, every one after the same ``prefix`` of (letter, int) tokens.
+
+    The prefix's letters are kept off every chain, so no prefix token ever matches a hop; the answer
+    letter s* of each row is re-drawn uniformly from the letters the prefix does not use.
+    """
+    vocab = task_vocab(cfg)
+    letter_of = {tok: i for i, tok in enumerate(vocab.encode(letter_int_tokens(cfg)))}
+    used = np.zeros(cfg.letters, dtype=bool)
+    try:
+        used[[letter_of[t] // cfg.n_ints for t in np.unique(prefix).tolist()]] = True
+    except KeyError as exc:
+        raise ValueError(f"a letter-task prefix holds only (letter, int) tokens; got token id {exc.args[0]}") from None
+    free = np.flatnonzero(~used)
+    combos = np.array(combos, dtype=np.int64)
+    if len(free) < combos[:, 3].max(initial=0):
+        raise ValueError(
+            f"the prefix uses {int(used.sum())} of {cfg.letters} letters, leaving {len(free)}: too few for "
+            f"{combos[:, 3].max()}-hop chains; draw it with draw_prefix(cfg, length, n_hops, rng)"
+        )
+    combos[:, 1] = free[rng.integers(0, len(free), size=len(combos))]
+    return sample(cfg, combos, rng, off_chain=used).prepend(prefix)

@@ -19,7 +19,9 @@ uniform over the earlier window positions 0..p-1 (a distractor may point at a le
 integer), written as the offset p - pointer in 1..p. Then the chain's pointers are forced: query ->
 a_{h-1} -> ... -> a_1 -> answer position, with a_1 < ... < a_{h-1} distinct pre-target positions, so
 the chain moves strictly leftwards. Extra tokens are uniform letters put before the window; offsets
-are relative, so they move every position by ``extra`` and change no answer.
+are relative, so they move every position by ``extra`` and change no answer. For the same reason any
+window may follow any prefix of letters (``draw_prefix``, ``sample_after``), which lets the
+length-generalisation evaluator share one prefix among many windows.
 """
 
 from __future__ import annotations
@@ -67,3 +69,14 @@ def sample(cfg: TaskConfig, combos: np.ndarray, rng: np.random.Generator, extra:
         path=np.where(path >= 0, path + extra, -1),
         extra=extra,
     )
+
+
+def draw_prefix(cfg: TaskConfig, length: int, n_hops: int, rng: np.random.Generator) -> np.ndarray:
+    """(length,) uniform letters, the extra tokens ``sample`` puts before a window; ``n_hops`` is unused."""
+    letter_ids = task_vocab(cfg).encode(number_alphabet(cfg.letters))
+    return letter_ids[rng.integers(0, cfg.letters, size=length)]
+
+
+def sample_after(cfg: TaskConfig, combos: np.ndarray, rng: np.random.Generator, prefix: np.ndarray) -> TaskSamples:
+    """One instance per row of ``combos``, every one after the same ``prefix`` of letters."""
+    return sample(cfg, combos, rng).prepend(prefix)

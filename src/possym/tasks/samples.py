@@ -59,6 +59,18 @@ class TaskSamples:
             idx = [int(idx)]
         return TaskSamples(self.tokens[idx], self.answer[idx], self.n_hops[idx], self.path[idx], self.extra)
 
+    def prepend(self, prefix: np.ndarray) -> TaskSamples:
+        """The same instances after ``prefix``, (k,) token ids shared by every row; positions move by k."""
+        prefix = np.asarray(prefix, dtype=self.tokens.dtype)
+        k = len(prefix)
+        return TaskSamples(
+            tokens=np.concatenate([np.broadcast_to(prefix, (len(self), k)), self.tokens], axis=1),
+            answer=self.answer,
+            n_hops=self.n_hops,
+            path=np.where(self.path >= 0, self.path + k, -1),
+            extra=self.extra + k,
+        )
+
     def records(self, vocab: Vocab) -> list[dict]:
         """Plain records ``{"tokens": [str], "answer": str, "n_hops": int, "path": [int]}``, one per instance."""
         return [
