@@ -110,6 +110,23 @@ class ModelConfig:
 
     ``rotary_dim=None`` rotates the whole head (the paper: 64 planes of a 128-dim head);
     ``rotary_dim=0`` is NoPE. ``d_vocab`` is filled in from the task at build time.
+
+    Three options steer which RoPE planes a layer uses (the paper's future work, issue 8). Plane k
+    (1-based frequency ID k) rotates by θ_k = base^(−2(k−1)/rot_dim) per position. Defaults keep
+    plain RoPE bit for bit.
+
+    - ``p_rope`` (Barbero et al. 2024): the fastest ⌊p_rope · rot_dim/2⌋ planes rotate at their
+      usual θ_k; the lowest-frequency rest become NoPE dimensions (θ = 0). 1.0 is RoPE, 0.0 NoPE.
+    - ``nope_from_layer=L``: every plane of layers L.. is NoPE (θ = 0).
+    - ``freq_gate``: the planes each layer may use at all; the others are zeroed in q and k, so they
+      add nothing to the attention logits. Syntax ``LAYERS@IDS`` joined by ``;``, each a
+      comma-separated list of ``a`` or ``a-b`` (inclusive), layers 0-based, IDs 1-based; unlisted
+      layers use every plane. ``"0-2@9-16;5@1"``: layers 0..2 use IDs 9..16, layer 5 only ID 1.
+
+    Example:
+        >>> cfg = ModelConfig(n_layers=3, d_model=8, p_rope=0.5, nope_from_layer=2, freq_gate="0@2-4")
+        >>> cfg.plane_rotates(0), cfg.plane_rotates(2), cfg.plane_allowed(0), cfg.plane_allowed(1)
+        ((True, True, False, False), (False, False, False, False), (False, True, True, True), (True, True, True, True))
     """
 
     n_layers: int = 12
@@ -122,6 +139,9 @@ class ModelConfig:
     ln_eps: float = 1e-5
     init_range: float = 0.02
     d_vocab: int = 0
+    p_rope: float = 1.0
+    nope_from_layer: int | None = None
+    freq_gate: str | None = None
 
     def __post_init__(self) -> None:
         _require(self.n_layers >= 1, f"model.n_layers={self.n_layers} must be >= 1")
@@ -141,6 +161,14 @@ class ModelConfig:
         _require(self.ln_eps > 0, f"model.ln_eps={self.ln_eps} must be > 0")
         _require(self.init_range > 0, f"model.init_range={self.init_range} must be > 0")
         _require(self.d_vocab >= 0, f"model.d_vocab={self.d_vocab} must be >= 0")
+        _require(0.0 <= self.p_rope <= 1.0, f"model.p_rope={self.p_rope} must lie in [0, 1] (1 = RoPE, 0 = NoPE)")
+        _require(
+            self.nope_from_layer is None or 0 <= self.nope_from_layer < self.n_layers,
+            f"model.nope_from_layer={self.nope_from_layer} must be null (no NoPE layer) or a layer in "
+            f"0..n_layers-1={self.n_layers - 1}",
+        )
+        if self.freq_gate is not None:
+            parse_freq_gate(self.freq_gate, self.n_layers, self.n_planes)
 
     @property
     def d_head(self) -> int:
@@ -151,6 +179,65 @@ class ModelConfig:
         """Rotated dimensions per head (``rotary_dim`` resolved)."""
         return self.d_head if self.rotary_dim is None else self.rotary_dim
 
+    @property
+    def n_planes(self) -> int:
+        """RoPE planes per head: rot_dim / 2 (frequency IDs 1..n_planes)."""
+        return self.rot_dim // 2
+
+    def plane_rotates(self, layer: int) -> tuple[bool, ...]:
+        """Per plane of ``layer``: does it rotate with position (False: a NoPE plane, θ = 0)?"""
+        kept = int(self.p_rope * self.n_planes)  # Barbero et al.: the fastest planes keep rotating
+        if self.nope_from_layer is not None and layer >= self.nope_from_layer:
+            kept = 0
+        return tuple(k < kept for k in range(self.n_planes))
+
+    def plane_allowed(self, layer: int) -> tuple[bool, ...]:
+        """Per plane of ``layer``: may it contribute to the attention logits (``freq_gate``)?"""
+        gate = parse_freq_gate(self.freq_gate, self.n_layers, self.n_planes) if self.freq_gate else {}
+        ids = gate.get(layer)
+        return tuple(ids is None or k + 1 in ids for k in range(self.n_planes))
+
+    @property
+    def plain_rope(self) -> bool:
+        """True when every layer rotates every plane and none is gated: today's GPT-J."""
+        return self.p_rope == 1.0 and self.nope_from_layer is None and self.freq_gate is None
+
+
+def _int_ranges(text: str, where: str) -> list[int]:
+    """``"0-2,5"`` -> [0, 1, 2, 5]; a ConfigError naming ``where`` otherwise."""
+    out: list[int] = []
+    for part in text.split(","):
+        lo, sep, hi = part.strip().partition("-")
+        try:
+            a, b = int(lo), int(hi) if sep else int(lo)
+        except ValueError:
+            raise ConfigError(f"{where}: {part.strip()!r} is not an integer or a range a-b") from None
+        _require(a <= b, f"{where}: range {a}-{b} is empty")
+        out += range(a, b + 1)
+    return out
+
+
+def parse_freq_gate(spec: str, n_layers: int, n_planes: int) -> dict[int, frozenset[int]]:
+    """``model.freq_gate`` -> {layer: allowed 1-based frequency IDs}; see :class:`ModelConfig`.
+
+    >>> parse_freq_gate("0-1@3-4;2@1", n_layers=3, n_planes=4)
+    {0: frozenset({3, 4}), 1: frozenset({3, 4}), 2: frozenset({1})}
+    """
+    where = f"model.freq_gate={spec!r}"
+    gate: dict[int, frozenset[int]] = {}
+    for entry in spec.split(";"):
+        layers, sep, ids = entry.partition("@")
+        _require(bool(sep) and bool(layers.strip()) and bool(ids.strip()),
+                 f"{where}: entry {entry.strip()!r} must look like LAYERS@IDS, e.g. 0-2@9-16")
+        allowed = frozenset(_int_ranges(ids, where))
+        bad_ids = sorted(i for i in allowed if not 1 <= i <= n_planes)
+        _require(not bad_ids, f"{where}: frequency IDs {bad_ids} do not exist; allowed: 1..{n_planes} (rot_dim/2)")
+        for layer in _int_ranges(layers, where):
+            _require(0 <= layer < n_layers, f"{where}: layer {layer} does not exist; allowed: 0..{n_layers - 1}")
+            _require(layer not in gate, f"{where}: layer {layer} is listed twice")
+            gate[layer] = allowed
+    return gate
+
 
 @dataclass(frozen=True)
 class TrainConfig:
@@ -159,6 +246,8 @@ class TrainConfig:
     ``steps=None`` means one epoch of the training split. Evaluation and checkpoints happen every
     ``eval_every`` / ``checkpoint_every`` steps and at the last step. ``grad_clip=1.0`` and no weight
     decay on biases and LayerNorms are HF Trainer defaults, which the paper's code ran under.
+    ``random_extra=K > 0`` (number task only) puts k ~ U{0..K} random letters before every window of
+    each training batch, a fresh k per step (:mod:`possym.train.augment`); 0 trains as the paper.
     """
 
     lr: float = 1e-4
@@ -173,6 +262,7 @@ class TrainConfig:
     eval_size: int = 1_200
     checkpoint_every: int = 50
     threads: int | None = None
+    random_extra: int = 0
 
     def __post_init__(self) -> None:
         _require(self.lr > 0 and math.isfinite(self.lr), f"train.lr={self.lr} must be a positive number")
@@ -187,6 +277,7 @@ class TrainConfig:
         for name in ("eval_every", "eval_size", "checkpoint_every"):
             _require(getattr(self, name) >= 1, f"train.{name}={getattr(self, name)} must be >= 1")
         _require(self.threads is None or self.threads >= 1, f"train.threads={self.threads} must be >= 1")
+        _require(self.random_extra >= 0, f"train.random_extra={self.random_extra} must be >= 0 (0: no extra tokens)")
 
 
 @dataclass(frozen=True)
@@ -215,6 +306,11 @@ class RunConfig:
             f"train.eval_size={self.train.eval_size} must be <= task.n_val={self.task.n_val}",
         )
         _require(self.task.n_train >= 1, f"task.n_train={self.task.n_train} must be >= 1 to train")
+        _require(
+            self.train.random_extra == 0 or self.task.name == "number",
+            f"train.random_extra={self.train.random_extra} is for the number task only (the letter task's extra "
+            "tokens must avoid each instance's chain letters); allowed for letter: 0",
+        )
 
     @property
     def total_steps(self) -> int:

@@ -4,6 +4,8 @@ Architecture, as facts:
 - token embedding ``W_E``, no position embedding (RoPE inside attention), embedding dropout;
 - per block: ONE LayerNorm feeds attention and MLP in parallel, ``x + attn(ln(x)) + mlp(ln(x))``;
 - attention: no biases, GPT-J interleaved RoPE on ``rot_dim`` dims, scale 1/sqrt(d_head), causal;
+  the plane options of :class:`~possym.config.ModelConfig` (p-RoPE, NoPE layers, frequency gating)
+  live in the attention module, so anything that re-runs a block gets them too;
 - MLP: Linear(d_model, d_mlp) -> GELU (tanh approximation = HF ``gelu_new``) -> Linear, biases;
 - final LayerNorm, untied unembedding *with* bias (HF GPT-J's ``lm_head``).
 
@@ -52,9 +54,16 @@ class HookPoint(nn.Module):
 
 
 class Attention(nn.Module):
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, layer: int = 0) -> None:
         super().__init__()
         self.cfg = cfg
+        # Plane options as non-persistent buffers (checkpoints are unchanged); None = plain RoPE, untouched.
+        static = ~torch.tensor(cfg.plane_rotates(layer), dtype=torch.bool)
+        allowed = torch.tensor(cfg.plane_allowed(layer), dtype=torch.float32)
+        gate = torch.ones(cfg.d_head).index_put_((torch.arange(cfg.rot_dim),), allowed.repeat_interleave(2))
+        self.register_buffer("static_planes", static if static.any() else None, persistent=False)
+        self.register_buffer("gate", gate.repeat(cfg.n_heads).view(cfg.n_heads, cfg.d_head)
+                             if not allowed.all() else None, persistent=False)
         # One fused projection for speed; W_Q, W_K, W_V below are TransformerLens-shaped views of it.
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
         self.out = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
@@ -93,6 +102,10 @@ class Attention(nn.Module):
         """
         c = self.cfg
         q, k, v = self.qkv(h).unflatten(-1, (3, c.n_heads, c.d_head)).unbind(-3)
+        if self.static_planes is not None:  # NoPE planes: angle 0 at every position
+            cos, sin = cos.masked_fill(self.static_planes, 1.0), sin.masked_fill(self.static_planes, 0.0)
+        if self.gate is not None:  # gated planes: zero in q and k, so they add nothing to any logit
+            q, k = q * self.gate, k * self.gate
         q = self.hook_rot_q(apply_rope(q, cos, sin))
         k = self.hook_rot_k(apply_rope(k, cos, sin))
         q, k, v = (t.transpose(1, 2) for t in (q, k, v))  # [batch, head, pos, d_head]
@@ -129,10 +142,10 @@ def _matmul_past(x: Tensor, past: Tensor) -> Tensor:
 
 
 class Block(nn.Module):
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelConfig, layer: int = 0) -> None:
         super().__init__()
         self.ln = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps)
-        self.attn = Attention(cfg)
+        self.attn = Attention(cfg, layer)
         self.mlp = nn.Sequential(
             nn.Linear(cfg.d_model, cfg.d_mlp), nn.GELU(approximate="tanh"), nn.Linear(cfg.d_mlp, cfg.d_model)
         )
@@ -154,7 +167,7 @@ class GPTJ(nn.Module):
         self.cfg = cfg
         self.embed = nn.Embedding(cfg.d_vocab, cfg.d_model)
         self.drop = nn.Dropout(cfg.dropout)
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
+        self.blocks = nn.ModuleList(Block(cfg, layer) for layer in range(cfg.n_layers))
         self.ln_final = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps)
         self.unembed = nn.Linear(cfg.d_model, cfg.d_vocab)
         self.reset_parameters(generator)

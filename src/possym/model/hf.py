@@ -5,6 +5,11 @@ Everything else maps by name. HF GPT-J hard-codes RoPE base 10,000 and needs a p
 ``n_positions`` rows; possym has neither limit, so export picks a table long enough for the
 length-generalisation grid.
 
+The plane options of :class:`~possym.config.ModelConfig`: frequency gating exports exactly (a gated
+plane's q and k are zero, which is the same as zero rows of ``q_proj`` and ``k_proj``, since GPT-J's
+attention has no biases). p-RoPE and NoPE layers do not: HF GPT-J rotates the first ``rotary_dim``
+dims of every layer with frequencies computed from ``rotary_dim`` itself, so export refuses them.
+
 Example:
     >>> cfg = ModelConfig(n_layers=1, d_model=8, d_mlp=16, d_vocab=5)
     >>> hf = to_hf(GPTJ(cfg))
@@ -31,6 +36,16 @@ def hf_config(cfg: ModelConfig, n_positions: int = HF_POSITIONS, pad_id: int = 0
         raise ValueError(f"model.rope_base={cfg.rope_base}: HF GPT-J hard-codes base 10000")
     if cfg.rot_dim == 0:
         raise ValueError("model.rotary_dim=0 (NoPE) has no HF GPT-J equivalent without patching transformers")
+    if int(cfg.p_rope * cfg.n_planes) < cfg.n_planes:
+        raise ValueError(
+            f"model.p_rope={cfg.p_rope} has no HF GPT-J equivalent: HF's rotary_dim would rotate the kept planes "
+            "at frequencies computed from rotary_dim, not RoPE's; export allows p_rope=1 only"
+        )
+    if cfg.nope_from_layer is not None:
+        raise ValueError(
+            f"model.nope_from_layer={cfg.nope_from_layer} has no HF GPT-J equivalent: HF applies one rotary_dim to "
+            "every layer; export allows nope_from_layer=null only (model.freq_gate exports exactly)"
+        )
     return GPTJConfig(
         vocab_size=cfg.d_vocab,
         n_positions=n_positions,
@@ -68,10 +83,15 @@ def _name_pairs(n_layers: int) -> list[tuple[str, str]]:
 
 
 def to_hf_state_dict(model: GPTJ) -> dict[str, Tensor]:
+    """HF names -> tensors; a ``freq_gate``'s gated planes become zero rows of ``q_proj`` and ``k_proj``."""
     sd, d = model.state_dict(), model.cfg.d_model
     out = {theirs: sd[ours] for ours, theirs in _name_pairs(model.cfg.n_layers)}
     for layer in range(model.cfg.n_layers):
         q, k, v = sd[f"blocks.{layer}.attn.qkv.weight"].split(d)
+        gate = model.blocks[layer].attn.gate  # [head, d_head] or None
+        if gate is not None:
+            rows = gate.reshape(-1, 1).to(q.dtype)  # output dim h*d_head + i of W_Q / W_K
+            q, k = q * rows, k * rows
         out |= {f"transformer.h.{layer}.attn.{n}_proj.weight": w for n, w in zip("qkv", (q, k, v), strict=True)}
     return {k: v.clone() for k, v in out.items()}
 

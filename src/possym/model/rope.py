@@ -26,11 +26,26 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from possym.config import ModelConfig
+
 
 def rope_frequencies(rot_dim: int, base: float) -> Tensor:
     """theta_k = base^(-2k/rot_dim), k = 0..rot_dim/2-1, in float64.  Shape: [rot_dim/2]."""
     k = torch.arange(0, rot_dim // 2, dtype=torch.float64)
     return base ** (-2.0 * k / rot_dim)
+
+
+def layer_frequencies(cfg: ModelConfig, layer: int) -> Tensor:
+    """The angle per position each plane of ``layer`` actually turns by: θ_k, or 0 for a NoPE plane
+    (``p_rope``, ``nope_from_layer``; see :class:`~possym.config.ModelConfig`).  Shape: [rot_dim/2], float64.
+
+    A plane with θ = 0 is the identity at every position, so the score engine can treat it like any
+    other plane. Example: half the planes kept by p-RoPE.
+        >>> layer_frequencies(ModelConfig(d_model=8, p_rope=0.5), layer=0)
+        tensor([1.0000, 0.1000, 0.0000, 0.0000], dtype=torch.float64)
+    """
+    rotates = torch.tensor(cfg.plane_rotates(layer), dtype=torch.bool)
+    return torch.where(rotates, rope_frequencies(cfg.rot_dim, cfg.rope_base), 0.0)
 
 
 def rope_cos_sin(positions: Tensor, rot_dim: int, base: float, dtype: torch.dtype) -> tuple[Tensor, Tensor]:

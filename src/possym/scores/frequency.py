@@ -23,6 +23,10 @@ Per-frequency scores (paper B's "projection heads"): the metric computed from th
 plane alone, T_k[c, p] = (R_q q)_k · (R_p k_c)_k / sqrt(d_head), i.e. as if the head had only that
 plane. They come from the same exact engine (:func:`possym.scores.swaps.content_position_logits`).
 
+Plane options (:class:`~possym.config.ModelConfig`): a p-RoPE or NoPE-layer plane has θ = 0 and a
+gated plane has q = k = 0 (use 0, and a projection head of uniform attention); every function here
+takes them from the model, layer by layer.
+
 Geometry (Fig. 4B): on one plane, the pre-RoPE keys k_j of an input as points, and the query as the
 rotated vectors R_δ q for offsets δ = 0, 1, ...: since (R_q q)·(R_j k_j) = (R_{q−j} q)·k_j, the
 query looks back δ = q − j positions when R_δ q points at k_j. A positional head collapses the keys
@@ -37,7 +41,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from possym.model.rope import rope_frequencies
+from possym.model.rope import layer_frequencies
 from possym.scores.metric import TAU
 from possym.scores.swaps import (
     _check_eval,
@@ -132,7 +136,7 @@ def plane_scores(
                 if q < 0:
                     continue
                 idx = (qpos == q).nonzero().squeeze(1)
-                planes, _ = layer_tables(model, acts[layer][0][idx], acts[layer][1][idx], q, per_plane=True)
+                planes, _ = layer_tables(model, *(a[idx] for a in acts[layer]), q, per_plane=True, layer=layer)
                 s_pos[idx, li], s_sym[idx, li] = swap_attention(planes, block_size).scores(tau)
     return PlaneScores(s_pos, s_sym, tuple(layers))
 
@@ -179,7 +183,7 @@ def plane_geometry(
         use = frequency_use(model, tokens, query=q, layers=[layer])[0, head]
         frequency_id = int(dominant_frequency_id(use))
     k = frequency_id - 1
-    theta = rope_frequencies(cfg.rot_dim, cfg.rope_base)[k]
+    theta = layer_frequencies(cfg, layer)[k]  # 0 on a p-RoPE or NoPE-layer plane
     q_rot, k_rot = (a[0, :, head].double() for a in acts[layer])  # [pos, d_head]
     q0, q1, _ = rope_planes(q_rot[q], cfg.rot_dim)
     k0, k1, _ = rope_planes(k_rot[: q + 1], cfg.rot_dim)

@@ -53,7 +53,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
-from possym.model.rope import rope_frequencies
+from possym.model.rope import layer_frequencies
 from possym.scores.metric import (
     TAU,
     attention_entropy,
@@ -243,15 +243,22 @@ def layer_tables(
     query: int,
     dtype: torch.dtype = torch.float64,
     per_plane: bool = False,
+    *,
+    layer: int | None = None,
 ) -> Tensor | tuple[Tensor, Tensor]:
     """Tables of one layer and query position: hook activations [batch, pos, head, d_head] -> [batch, head, q+1, q+1].
 
     With ``per_plane=True``: (planes [batch, head, plane, q+1, q+1], rest [batch, head, q+1]).
+    ``layer`` says which planes rotate (a p-RoPE or NoPE-layer plane has θ = 0: moving a key does not
+    turn it); it may be left out only for a plain-RoPE model, where every layer is the same. A gated
+    plane needs nothing: its q and k are already zero in the hooks.
     """
     cfg = model.cfg
+    if layer is None and not cfg.plain_rope:
+        raise ValueError("layer_tables needs layer= for a model with p_rope, nope_from_layer or freq_gate")
     q = q_rot[:, query].to(dtype)  # [batch, head, d_head]
     k = k_rot[:, : query + 1].to(dtype).transpose(1, 2)  # [batch, head, key, d_head]
-    thetas = rope_frequencies(cfg.rot_dim, cfg.rope_base)
+    thetas = layer_frequencies(cfg, 0 if layer is None else layer)
     return content_position_logits(q, k, thetas, scale=1 / math.sqrt(cfg.d_head), per_plane=per_plane)
 
 
@@ -287,7 +294,7 @@ def head_scores(
                 if q < 0:
                     continue
                 idx = (qpos == q).nonzero().squeeze(1)
-                sw = swap_attention(layer_tables(model, q_rot[idx], k_rot[idx], q, dtype), block_size)
+                sw = swap_attention(layer_tables(model, q_rot[idx], k_rot[idx], q, dtype, layer=layer), block_size)
                 s_pos[idx, li], s_sym[idx, li] = sw.scores(tau)
                 ent[idx, li] = attention_entropy(sw.row)
     return HeadScores(s_pos, s_sym, ent, tuple(layers), qpos)

@@ -28,6 +28,7 @@ from torch import Tensor
 from possym.model.gptj import GPTJ
 from possym.runs import RunDir
 from possym.tasks import TaskSamples
+from possym.train.augment import with_random_extra
 from possym.train.schedule import lr_factor
 
 Monitor = Callable[[GPTJ, Tensor], list[dict[str, Any]]]
@@ -124,7 +125,11 @@ def train(
     t0, last = time.perf_counter(), start
     for step in range(start, total):
         idx = torch.as_tensor(batch_indices(step, len(train_set), tc.batch_size, cfg.seeds.order))
-        logits = last_token_logits(model, train_tokens[idx])
+        batch = train_tokens[idx]
+        if tc.random_extra:  # drawn from (order seed, step), so a resumed run sees the same tokens
+            rng = np.random.default_rng([cfg.seeds.order, step, 1])
+            batch = torch.as_tensor(with_random_extra(batch.numpy(), cfg.task, tc.random_extra, rng))
+        logits = last_token_logits(model, batch)
         loss = F.cross_entropy(logits, train_answers[idx])
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -1,0 +1,36 @@
+"""Random extra tokens during training: a data-side scheme against position-bound solutions (issue 8).
+
+The paper's number model learns positional heads that look a fixed distance back and fails once
+extra tokens come before the target window (paper A §3.6). ``train.random_extra=K`` trains on what
+length generalisation tests: each optimiser step draws one count k ~ U{0..K} and puts k uniform
+letters before every window of its batch, exactly the extra tokens of the number task (its offsets
+are relative, so no answer changes). Every batch still holds equal-length rows; the count varies
+from step to step. K = 0 (the default) leaves training as it was.
+
+Only the number task: the letter task's extra tokens must avoid each instance's chain letters
+(:func:`possym.tasks.draw_prefix`), so they cannot be put before windows already drawn.
+
+Example:
+    >>> cfg = TaskConfig(name="number")
+    >>> batch = np.full((2, 17), 5)
+    >>> out = with_random_extra(batch, cfg, 3, np.random.default_rng(0))
+    >>> out.shape[1] - 17 in range(4), bool((out[:, -17:] == 5).all())
+    (True, True)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from possym.config import TaskConfig
+from possym.tasks.vocab import number_alphabet, task_vocab
+
+
+def with_random_extra(tokens: np.ndarray, cfg: TaskConfig, max_extra: int, rng: np.random.Generator) -> np.ndarray:
+    """tokens [batch, pos] -> [batch, k + pos] with k ~ U{0..max_extra} uniform letters before each window."""
+    if cfg.name != "number":
+        raise ValueError(f"random extra tokens are defined for the number task only, not {cfg.name!r}")
+    k = int(rng.integers(0, max_extra + 1))
+    letter_ids = task_vocab(cfg).encode(number_alphabet(cfg.letters))
+    before = letter_ids[rng.integers(0, cfg.letters, size=(len(tokens), k))]
+    return np.concatenate([before, tokens], axis=1)
