@@ -1,0 +1,312 @@
+"""s_POS, s_SYM and entropy of every head of a Hugging Face RoPE LM, with the exact swap engine.
+
+For one layer, one prompt and the query at its last token q, the engine of
+:mod:`possym.scores.swaps` needs the logit table T[c, p] of content c placed at position p. Here
+only the K = M·m positions of the M blocks are ever swapped, so the table is built over those alone,
+
+    T[c, p] = cap(scale · (R_q q)·(R_p k_c)) + mask[p],        c, p ∈ block positions,
+
+(``content_position_logits`` with ``key_positions``), and every other key j ≤ q, which no swap
+moves, is merged into one pseudo-key whose logit is log Σ_j exp L_j. A swap then changes exactly
+what it changes on the full row: the logits at the 2m swapped positions, and the normaliser, to which
+the unswapped keys contribute Σ_j exp L_j whatever the swap. So ``swap_attention`` on the merged
+[K+1, K+1] table gives the swapped rows' weights at every block position and the total weight left
+on the others, exactly (tests compare them with a re-run of the model's own attention module,
+:mod:`possym.heads.reference`). The merge also lets blocks start anywhere: binding pairs begin after
+an instruction, and the query's own key and the question are never swapped.
+
+``cap`` is Gemma-2's logit soft-cap (identity elsewhere) and ``mask`` the row of the attention mask
+the model built (causal, and Gemma's sliding window), so masked positions stay masked whatever
+content moves there. Grouped-query attention: query head h reads key head h // (heads / kv_heads).
+
+Per-frequency scores (paper B's projection heads, :mod:`possym.scores.frequency`) use the same
+merge on each RoPE plane's partial logits alone.
+
+Example (``model``, ``tokenizer`` from :func:`possym.llm.providers.load_local_model`):
+    >>> from possym.heads.prompts import BindingConfig, binding_prompt, encode       # doctest: +SKIP
+    >>> p = encode(binding_prompt(BindingConfig(n_pairs=4), np.random.default_rng(0)), tokenizer)
+    >>> s = score_heads(model, [p])                                                   # doctest: +SKIP
+    >>> s.s_pos.shape                                  # [prompt, layer, head]        # doctest: +SKIP
+    torch.Size([1, 30, 9])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor
+
+from possym.heads.capture import AttentionRecord, RopeSpec, capture_attention, rope_spec
+from possym.scores.metric import TAU, attention_entropy
+from possym.scores.swaps import SwapAttention, content_position_logits, rope_planes, swap_attention
+
+if TYPE_CHECKING:
+    from possym.heads.prompts import EncodedPrompt
+
+
+@dataclass(frozen=True)
+class BlockLayout:
+    """``n_blocks`` swap blocks of ``block_size`` tokens, contiguous from token ``start``.
+
+    >>> BlockLayout(start=3, block_size=2, n_blocks=2).positions.tolist()
+    [3, 4, 5, 6]
+    """
+
+    start: int
+    block_size: int
+    n_blocks: int
+
+    def __post_init__(self) -> None:
+        if self.start < 0:
+            raise ValueError(f"start={self.start} must be >= 0")
+        if self.block_size < 1:
+            raise ValueError(f"block_size={self.block_size} must be >= 1")
+        if self.n_blocks < 2:
+            raise ValueError(f"n_blocks={self.n_blocks} must be >= 2 (a swap needs two blocks)")
+
+    @property
+    def end(self) -> int:
+        """One past the last swapped position."""
+        return self.start + self.block_size * self.n_blocks
+
+    @property
+    def positions(self) -> Tensor:
+        return torch.arange(self.start, self.end)
+
+
+def _cap(logits: Tensor, softcap: float | None) -> Tensor:
+    return logits if softcap is None else softcap * torch.tanh(logits / softcap)
+
+
+def merged_table(table: Tensor, clean: Tensor, layout: BlockLayout) -> Tensor:
+    """Block table [..., K, K] and clean logits [..., q+1] -> the merged table [..., K+1, K+1].
+
+    Entry [K, K] is log Σ exp of the clean logits outside the blocks (the query's key is always
+    there); row and column K are otherwise never read by ``swap_attention``.
+    """
+    k = table.shape[-1]
+    outside = torch.ones(clean.shape[-1], dtype=torch.bool)
+    outside[layout.positions] = False
+    out = table.new_zeros(*table.shape[:-2], k + 1, k + 1)
+    out[..., :k, :k] = table
+    out[..., k, k] = clean[..., outside].logsumexp(-1)
+    return out
+
+
+def layer_swap_attention(
+    record: AttentionRecord, rope: RopeSpec, layout: BlockLayout, query: int, *, per_plane: bool = False
+) -> tuple[SwapAttention, Tensor]:
+    """Every swap of one layer in closed form: (SwapAttention over the merged table, clean rows).
+
+    Shapes: [batch, head, ...] or, with ``per_plane``, [batch, head, plane, ...]; the clean rows are
+    softmax(L) over keys 0..query, the SwapAttention's rows are over the K block positions then the
+    merged rest (its last entry).
+    """
+    if layout.end > query:
+        raise ValueError(f"blocks end at {layout.end} but must end before the query at {query}")
+    q = record.query[:, :, query].double()  # [batch, head, d_head]
+    k = record.keys_per_head()[:, :, : query + 1].double()  # [batch, head, key_pos, d_head]
+    pos = layout.positions
+    mask = record.mask_row(query)  # [batch, key_pos]
+    if per_plane:
+        table, _ = content_position_logits(
+            q, k[:, :, pos], rope.thetas, scale=record.scale, pairing=rope.pairing, key_positions=pos, per_plane=True
+        )  # [batch, head, plane, K, K]
+        q0, q1, _ = rope_planes(q[..., None, :], rope.rot_dim, rope.pairing)
+        k0, k1, _ = rope_planes(k, rope.rot_dim, rope.pairing)
+        clean = ((q0 * k0 + q1 * k1) * record.scale).mT  # [batch, head, plane, key_pos]
+        mask = mask[:, None, None]
+    else:
+        table = content_position_logits(
+            q, k[:, :, pos], rope.thetas, scale=record.scale, pairing=rope.pairing, key_positions=pos
+        )  # [batch, head, K, K]
+        clean = (q[..., None, :] * k).sum(-1) * record.scale  # [batch, head, key_pos]
+        mask = mask[:, None]
+    table = _cap(table, record.softcap) + mask[..., None, pos]  # the mask follows the position, not the content
+    clean = _cap(clean, record.softcap) + mask
+    return swap_attention(merged_table(table, clean, layout), layout.block_size), clean.softmax(-1)
+
+
+def layout_pairs(row: Tensor, swapped: Tensor, layout: BlockLayout, blocks: Tensor) -> tuple[Tensor, Tensor]:
+    """Block means (d_I, d_J) before and after each swap from full rows: row [..., key_pos], swapped
+    [..., swap, key_pos], blocks [swap, 2] -> (clean, swapped), each [..., swap, 2]."""
+
+    def means(r: Tensor) -> Tensor:
+        return r[..., layout.positions].unflatten(-1, (layout.n_blocks, layout.block_size)).mean(-1)
+
+    clean = means(row)[..., blocks]  # [..., swap, 2]
+    after = means(swapped)  # [..., swap, n_blocks]
+    return clean, after.gather(-1, blocks.expand(*after.shape[:-1], 2))
+
+
+@dataclass(frozen=True)
+class PromptScores:
+    """Scores of every (prompt, layer, head) for the query at each prompt's last token."""
+
+    s_pos: Tensor  # [prompt, layer, head]
+    s_sym: Tensor  # [prompt, layer, head]
+    entropy: Tensor  # [prompt, layer, head] nats, of the clean row
+    layers: tuple[int, ...]
+    correct: Tensor  # [prompt] 1.0 / 0.0: greedy next token is the answer's first token; NaN: no answer
+
+    def records(self, n_kv_heads: int, **fields: Any) -> list[dict[str, Any]]:
+        """One record per (layer, head): means and standard deviations over prompts; ``fields`` added to each."""
+        n_heads = self.s_pos.shape[-1]
+        out = []
+        for li, layer in enumerate(self.layers):
+            for head in range(n_heads):
+                sp, ss, ent = (t[:, li, head] for t in (self.s_pos, self.s_sym, self.entropy))
+                ok = ~sp.isnan()
+                out.append(
+                    {
+                        **fields,
+                        "layer": layer,
+                        "head": head,
+                        "kv_head": head // (n_heads // n_kv_heads),
+                        "s_pos": float(sp[ok].mean()),
+                        "s_sym": float(ss[ok].mean()),
+                        "entropy": float(ent[ok].mean()),
+                        "n": int(ok.sum()),
+                        "s_pos_sd": float(sp[ok].std()) if ok.sum() > 1 else float("nan"),
+                        "s_sym_sd": float(ss[ok].std()) if ok.sum() > 1 else float("nan"),
+                    }
+                )
+        return out
+
+
+def _groups(prompts: Sequence[EncodedPrompt], batch_size: int) -> list[list[int]]:
+    """Batches of prompt indices with one length and one layout (no padding is ever needed)."""
+    by_key: dict[tuple, list[int]] = {}
+    for i, p in enumerate(prompts):
+        by_key.setdefault((len(p.ids), p.layout), []).append(i)
+    return [idx[s : s + batch_size] for idx in by_key.values() for s in range(0, len(idx), batch_size)]
+
+
+def _forward(model: torch.nn.Module, ids: Tensor, layers: list[int]) -> tuple[dict[int, AttentionRecord], Tensor]:
+    with torch.no_grad(), capture_attention(model, layers) as records:
+        logits = model(input_ids=ids, use_cache=False).logits[:, -1]
+    return {layer: recs[0] for layer, recs in records.items()}, logits
+
+
+def _check(model: torch.nn.Module) -> None:
+    if model.training:
+        raise ValueError("scores need a model in eval mode (dropout would perturb the attention); call model.eval()")
+
+
+def score_heads(
+    model: torch.nn.Module,
+    prompts: Sequence[EncodedPrompt],
+    *,
+    layers: list[int] | None = None,
+    tau: float = TAU,
+    batch_size: int = 8,
+    progress: Callable[[int], None] | None = None,
+) -> PromptScores:
+    """s_POS, s_SYM and entropy of every head of ``layers`` (default all) on every prompt.
+
+    One forward pass per batch records the rotated q and k of every layer; the engine does the
+    rest. ``progress(k)`` is called after each batch with its number of prompts.
+    """
+    _check(model)
+    n_layers = model.config.num_hidden_layers
+    layers = list(range(n_layers)) if layers is None else list(layers)
+    n_heads = model.config.num_attention_heads
+    shape = (len(prompts), len(layers), n_heads)
+    s_pos, s_sym, ent = (torch.full(shape, float("nan"), dtype=torch.float64) for _ in range(3))
+    correct = torch.full((len(prompts),), float("nan"), dtype=torch.float64)
+    for idx in _groups(prompts, batch_size):
+        ids = torch.tensor([prompts[i].ids for i in idx])
+        records, logits = _forward(model, ids, layers)
+        query, layout = ids.shape[1] - 1, prompts[idx[0]].layout
+        for li, layer in enumerate(layers):
+            sw, row = layer_swap_attention(records[layer], rope_spec(model, layer), layout, query)
+            s_pos[idx, li], s_sym[idx, li] = sw.scores(tau)
+            ent[idx, li] = attention_entropy(row)
+        for j, i in enumerate(idx):
+            if prompts[i].answer_id is not None:
+                correct[i] = float(int(logits[j].argmax()) == prompts[i].answer_id)
+        if progress is not None:
+            progress(len(idx))
+    return PromptScores(s_pos, s_sym, ent, tuple(layers), correct)
+
+
+@dataclass(frozen=True)
+class FrequencyScores:
+    """Per-frequency scores of one head: the mean over prompts of each RoPE plane's projection head."""
+
+    layer: int
+    head: int
+    s_pos: Tensor  # [plane], plane k has frequency ID k + 1 (ID 1 the fastest)
+    s_sym: Tensor  # [plane]
+    thetas: Tensor  # [plane] radians per position
+
+    def records(self, **fields: Any) -> list[dict[str, Any]]:
+        return [
+            {**fields, "layer": self.layer, "head": self.head, "frequency_id": k + 1, "theta": float(self.thetas[k]),
+             "s_pos": float(self.s_pos[k]), "s_sym": float(self.s_sym[k])}
+            for k in range(len(self.thetas))
+        ]
+
+
+def frequency_scores(
+    model: torch.nn.Module,
+    prompts: Sequence[EncodedPrompt],
+    heads: Sequence[tuple[int, int]],
+    *,
+    tau: float = TAU,
+    batch_size: int = 8,
+) -> list[FrequencyScores]:
+    """Per-frequency s_POS and s_SYM of each (layer, head) in ``heads``, averaged over the prompts."""
+    _check(model)
+    layers = sorted({layer for layer, _ in heads})
+    per_batch: dict[tuple[int, int], list[tuple[Tensor, Tensor]]] = {h: [] for h in heads}
+    for idx in _groups(prompts, batch_size):
+        ids = torch.tensor([prompts[i].ids for i in idx])
+        records, _ = _forward(model, ids, layers)
+        query, layout = ids.shape[1] - 1, prompts[idx[0]].layout
+        for layer, head in heads:
+            sw, _ = layer_swap_attention(records[layer], rope_spec(model, layer), layout, query, per_plane=True)
+            s_pos, s_sym = sw.scores(tau)  # [batch, head, plane]
+            per_batch[(layer, head)].append((s_pos[:, head], s_sym[:, head]))
+    out = []
+    for layer, head in heads:
+        s_pos, s_sym = (torch.cat(parts).nanmean(0) for parts in zip(*per_batch[(layer, head)], strict=True))
+        out.append(FrequencyScores(layer, head, s_pos, s_sym, rope_spec(model, layer).thetas))
+    return out
+
+
+def depth_summary(records: Sequence[dict[str, Any]], n_layers: int) -> dict[str, float]:
+    """The metric paper's two LLM findings from per-head records (paper B §5; NOTES §2.3).
+
+    Medians of s_POS and s_SYM over the heads of the early half of the layers (layer < n_layers/2)
+    and of the late half, and Pearson's r (with its two-sided p) between s_POS and s_SYM across
+    heads. Gemma-2-2b-it on binding: median s_POS 0.83 early vs 0.56 late, r = −0.91.
+    """
+    from scipy.stats import pearsonr
+
+    def median(key: str, early: bool) -> float:
+        vals = torch.tensor([r[key] for r in records if (r["layer"] < n_layers / 2) == early])
+        return float(vals.nanmedian()) if len(vals) else float("nan")
+
+    sp = [r["s_pos"] for r in records]
+    ss = [r["s_sym"] for r in records]
+    r, p = pearsonr(sp, ss) if len(records) > 2 else (float("nan"), float("nan"))
+    return {
+        "n_heads": len(records),
+        "median_s_pos_early": median("s_pos", True),
+        "median_s_pos_late": median("s_pos", False),
+        "median_s_sym_early": median("s_sym", True),
+        "median_s_sym_late": median("s_sym", False),
+        "pearson_r": float(r),
+        "pearson_p": float(p),
+    }
+
+
+def extreme_heads(records: Sequence[dict[str, Any]]) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(layer, head) of the most positional and of the most symbolic head: largest s_POS − s_SYM and s_SYM − s_POS."""
+    best_pos = max(records, key=lambda r: r["s_pos"] - r["s_sym"])
+    best_sym = max(records, key=lambda r: r["s_sym"] - r["s_pos"])
+    return (best_pos["layer"], best_pos["head"]), (best_sym["layer"], best_sym["head"])
