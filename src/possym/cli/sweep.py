@@ -1,0 +1,82 @@
+"""``possym sweep SPEC.yaml --out DIR``: a grid of trials on a local pool, Ray or Slurm, then one summary.
+
+Writes into DIR:
+  spec.yaml             the spec as given (a rerun with a different spec is refused per trial)
+  runs/ID/              each trial's run directory (train, score, lengthgen, discrepancy outputs)
+  trials/ID/            its stage markers, DONE record, failed.json, log.txt
+  summary.csv, .md      mean ± sd across seeds per (variant, task)       (possym.sweep.aggregate)
+  seeds.csv             the per-trial facts behind it (hop order, pure layers, Table 1 IDs)
+  figures/              accuracy curves, length curves and per-layer scores with ±sd bands
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+from possym.sweep.engines import ENGINES
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sweep", help="run a grid of trials (train, score, lengthgen, discrepancy) and summarise it")
+    p.add_argument("spec", help="sweep spec (YAML): tasks, seeds, variants, stages; see possym.sweep.spec")
+    p.add_argument("--out", required=True, help="sweep directory (rerun the same command to resume)")
+    p.add_argument("--engine", choices=ENGINES, default="local", help="where trials run (default: local)")
+    p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                   help="parallel trials for local/ray (default: the number of cores)")
+    p.add_argument("--address", help="ray: an existing cluster's address (default: a new local instance)")
+    p.add_argument("--partition", help="slurm: partition")
+    p.add_argument("--time-min", type=int, default=240, help="slurm: time limit per trial, minutes")
+    p.add_argument("--gpus", type=int, default=0, help="slurm: GPUs per trial")
+    p.add_argument("--cluster", choices=["slurm", "local", "debug"], default="slurm",
+                   help="slurm: submitit's executor ('local' runs the jobs as local processes)")
+    p.add_argument("--aggregate-only", action="store_true", help="only redo the summary and figures")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import yaml
+    from tqdm import tqdm
+
+    from possym.runs import atomic_write_text
+    from possym.sweep.engines import make_engine
+    from possym.sweep.run import run_sweep
+    from possym.sweep.spec import expand, load_spec
+
+    spec = load_spec(args.spec)
+    out = Path(args.out)
+    if args.workers < 1:
+        raise ValueError(f"--workers={args.workers} must be >= 1")
+    outcome = None
+    if not args.aggregate_only:
+        engine = make_engine(args.engine, workers=args.workers, out=out, address=args.address,
+                             partition=args.partition, time_min=args.time_min, gpus=args.gpus,
+                             cluster=None if args.cluster == "slurm" else args.cluster)
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out / "spec.yaml", yaml.safe_dump(yaml.safe_load(Path(args.spec).read_text()),
+                                                            sort_keys=False))
+        trials = expand(spec, out)
+        bar = tqdm(total=len(trials), desc="trials", unit="trial", dynamic_ncols=True)
+
+        def on_trial(trial, state: str) -> None:
+            if state == "done":
+                bar.update(1)
+            else:
+                bar.write(f"{trial.id}: {state} (see {trial.state_dir}/failed.json)")
+
+        t0 = time.perf_counter()
+        outcome = run_sweep(spec, out, engine, on_trial=on_trial)
+        bar.update(len(outcome.skipped))
+        bar.close()
+        wall = time.perf_counter() - t0
+        print(f"{len(outcome.done)}/{len(trials)} trials done ({len(outcome.skipped)} already finished), "
+              f"{len(outcome.failed)} failed, engine {args.engine}, {wall:.0f} s wall-clock")
+        for tid, error in outcome.failed.items():
+            print(f"FAILED {tid}: {error.splitlines()[-1] if error else ''}")
+    from possym.sweep.aggregate import write_summary
+
+    paths = write_summary(spec, out)
+    print(f"summary -> {', '.join(str(p) for p in paths)}")
+    return 1 if outcome is not None and outcome.failed else 0

@@ -1,0 +1,190 @@
+"""What a sweep found: per-trial facts read back from the run directories, and mean ± sd across seeds.
+
+Per trial (:func:`trial_facts`), from the files the stages wrote:
+
+- ``metrics.jsonl``: final test accuracy (global and per hop) and the validation curve;
+  ``steps_to_90`` = first evaluated step with validation accuracy ≥ 0.9; the **hop order** = hops
+  sorted by the first step their validation accuracy reaches 0.9, ``=`` between hops that reach it
+  at the same evaluation (the paper: ``1<2<3=4``-like progressive learning on the number task,
+  all at once on the letter task);
+- ``purity.csv`` (γ = 0.1, last-token query): which layers end pure positional / pure symbolic, and
+  the step each first became pure;
+- ``scores.csv``: the last checkpoint's s_POS, s_SYM per layer;
+- ``table1.csv``: the weighted-average frequency ID per layer (paper Table 1);
+- ``lengthgen.csv`` (``n_hops = 0``, all hops): accuracy per number of extra tokens.
+
+Across seeds (:func:`summarise`): for every numeric fact, per (variant, task), the mean, the sample
+standard deviation (ddof = 1; 0 for one seed) and n. Facts that are not numbers (hop order, the
+sets of pure layers) are tallied instead: ``"1<2<3<4" ×3``.
+
+Example:
+    >>> summarise([{"variant": "a", "task": "number", "seed": 0, "test_accuracy": 1.0},
+    ...            {"variant": "a", "task": "number", "seed": 1, "test_accuracy": 0.8}])[0]["test_accuracy"]
+    (0.9, 0.14142135623730948, 2)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from possym.runs import atomic_write_text, csv_text, read_csv, save_figure
+from possym.sweep.spec import SweepSpec, Trial, expand
+
+THRESHOLD = 0.9  # "learned": validation accuracy at or above this
+GAMMA = "0.1"  # purity threshold of paper A Fig. 2C
+
+
+def _metrics(run: Path) -> list[dict[str, Any]]:
+    path = run / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def hop_order(evals: list[dict[str, Any]], threshold: float = THRESHOLD) -> tuple[str, dict[int, int | None]]:
+    """("1<2<3=4", {hop: first step with acc ≥ threshold}) from evaluation records; unreached hops are left out
+    of the order string and map to None.
+
+    >>> hop_order([{"step": 1, "acc_hop1": 0.95, "acc_hop2": 0.1}, {"step": 2, "acc_hop1": 1, "acc_hop2": 0.92}])
+    ('1<2', {1: 1, 2: 2})
+    """
+    hops = sorted(int(k[7:]) for k in (evals[0] if evals else {}) if k.startswith("acc_hop"))
+    first: dict[int, int | None] = {}
+    for h in hops:
+        first[h] = next((int(r["step"]) for r in evals if r[f"acc_hop{h}"] >= threshold), None)
+    reached = sorted((s, h) for h, s in first.items() if s is not None)
+    text = ""
+    for i, (step, h) in enumerate(reached):
+        text += ("" if i == 0 else "=" if step == reached[i - 1][0] else "<") + str(h)
+    return text, first
+
+
+def trial_facts(trial: Trial) -> dict[str, Any] | None:
+    """The facts of one trial (see the module docstring), or None if it never finished training."""
+    run = Path(trial.run_dir)
+    records = _metrics(run)
+    final = next((r for r in records if r.get("event") == "final"), None)
+    if final is None:
+        return None
+    evals = [r for r in records if r.get("event") == "eval"]
+    order, first = hop_order(evals)
+    facts: dict[str, Any] = {"variant": trial.variant, "task": trial.task, "seed": trial.seed,
+                             "test_accuracy": final["accuracy"]}
+    facts |= {f"test_acc_hop{k[7:]}": v for k, v in final.items() if k.startswith("acc_hop")}
+    facts["steps_to_90"] = next((r["step"] for r in evals if r["accuracy"] >= THRESHOLD), math.nan)
+    facts["hop_order"] = order or "none"  # no hop reached the threshold
+    facts |= {f"steps_to_90_hop{h}": math.nan if s is None else s for h, s in first.items()}
+    facts["curve"] = [(r["step"], r["accuracy"]) for r in evals]
+    if (run / "purity.csv").exists():
+        rows = [r for r in read_csv(run / "purity.csv") if r["gamma"] == GAMMA and r["query"] == "last"]
+        for kind in ("positional", "symbolic"):
+            layers = [int(r["layer"]) for r in rows if r["final_kind"] == kind]
+            facts[f"pure_{kind}"] = ",".join(map(str, layers)) or "-"
+            facts[f"n_pure_{kind}"] = len(layers)
+            facts[f"last_pure_{kind}_step"] = max(
+                (int(r["final_kind_step"]) for r in rows if r["final_kind"] == kind), default=math.nan)
+    if (run / "scores.csv").exists():
+        rows = [r for r in read_csv(run / "scores.csv") if r["query"] == "last"]
+        last = max(int(r["step"]) for r in rows)
+        for r in rows:
+            if int(r["step"]) == last:
+                facts[f"s_pos_L{r['layer']}"] = float(r["s_pos"])
+                facts[f"s_sym_L{r['layer']}"] = float(r["s_sym"])
+    if (run / "table1.csv").exists():
+        rows = read_csv(run / "table1.csv")
+        facts["table1_ids"] = " ".join(str(round(float(r["weighted_id"]))) for r in rows)
+        facts |= {f"weighted_id_L{r['layer']}": float(r["weighted_id"]) for r in rows}
+    if (run / "lengthgen.csv").exists():
+        for r in read_csv(run / "lengthgen.csv"):
+            if int(r["n_hops"]) == 0:
+                facts[f"len_acc_{int(r['extra'])}"] = float(r["accuracy"])
+    return facts
+
+
+def _mean_sd(values: list[float]) -> tuple[float, float, int]:
+    values = [v for v in values if not math.isnan(v)]
+    n = len(values)
+    if n == 0:
+        return math.nan, math.nan, 0
+    mean = sum(values) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1)) if n > 1 else 0.0
+    return mean, sd, n
+
+
+def summarise(facts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One record per (variant, task): numeric facts as (mean, sd, n), other facts as a tally string."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for f in facts:
+        groups.setdefault((f["variant"], f["task"]), []).append(f)
+    out = []
+    for (variant, task), rows in groups.items():
+        record: dict[str, Any] = {"variant": variant, "task": task, "seeds": sorted(r["seed"] for r in rows)}
+        keys = list(dict.fromkeys(k for r in rows for k in r if k not in ("variant", "task", "seed", "curve")))
+        for key in keys:
+            values = [r.get(key) for r in rows]
+            if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+                record[key] = _mean_sd([float(v) for v in values])
+            else:
+                record[key] = ", ".join(f"{v} ×{c}" for v, c in Counter(str(v) for v in values).most_common())
+        out.append(record)
+    return out
+
+
+def summary_rows(summary: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The long table: variant, task, metric, mean, sd, n (or the tally in ``value``)."""
+    rows = []
+    for rec in summary:
+        for key, value in rec.items():
+            if key in ("variant", "task", "seeds"):
+                continue
+            base = {"variant": rec["variant"], "task": rec["task"], "metric": key}
+            if isinstance(value, tuple):
+                rows.append(base | {"mean": value[0], "sd": value[1], "n": value[2], "value": ""})
+            else:
+                rows.append(base | {"mean": "", "sd": "", "n": len(rec["seeds"]), "value": value})
+    return rows
+
+
+def _pm(value: Any, digits: int = 3) -> str:
+    if not isinstance(value, tuple):
+        return str(value) if value is not None else ""
+    mean, sd, n = value
+    if n == 0:
+        return "–"
+    return f"{mean:.{digits}f} ± {sd:.{digits}f}" if digits else f"{mean:.0f} ± {sd:.0f}"
+
+
+def summary_markdown(summary: list[dict[str, Any]]) -> str:
+    """The main table in Markdown: accuracy, speed, pure heads and the length curve, mean ± sd."""
+    extras = sorted({int(k[8:]) for rec in summary for k in rec if k.startswith("len_acc_")})
+    head = ["variant", "task", "seeds", "test acc", "steps to 90 %", "hop order", "pure pos. layers",
+            "pure sym. layers", *[f"K={k}" for k in extras]]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for rec in summary:
+        cells = [rec["variant"], rec["task"], str(len(rec["seeds"])), _pm(rec.get("test_accuracy")),
+                 _pm(rec.get("steps_to_90"), 0), rec.get("hop_order", ""), rec.get("pure_positional", ""),
+                 rec.get("pure_symbolic", ""), *[_pm(rec.get(f"len_acc_{k}"), 2) for k in extras]]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_summary(spec: SweepSpec, out: str | Path) -> list[Path]:
+    """Read every finished trial under ``out``; write summary.csv/.md, seeds.csv and figures/; return the paths."""
+    from possym.sweep.plots import accuracy_curves, layer_scores, length_curves
+
+    out = Path(out)
+    facts = [f for f in (trial_facts(t) for t in expand(spec, out)) if f is not None]
+    summary = summarise(facts)
+    paths = [out / "summary.csv", out / "summary.md", out / "seeds.csv"]
+    atomic_write_text(paths[0], csv_text(summary_rows(summary)))
+    atomic_write_text(paths[1], summary_markdown(summary))
+    atomic_write_text(paths[2], csv_text([{k: v for k, v in f.items() if k != "curve"} for f in facts]))
+    import matplotlib.pyplot as plt
+
+    for stem, fig in (("sweep_accuracy", accuracy_curves(facts)), ("sweep_length", length_curves(facts)),
+                      ("sweep_layer_scores", layer_scores(facts))):
+        paths += save_figure(fig, out / "figures" / stem)
+        plt.close(fig)
+    return paths
