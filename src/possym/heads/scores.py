@@ -36,6 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -288,8 +289,8 @@ def depth_summary(records: Sequence[dict[str, Any]], n_layers: int) -> dict[str,
     from scipy.stats import pearsonr
 
     def median(key: str, early: bool) -> float:
-        vals = torch.tensor([r[key] for r in records if (r["layer"] < n_layers / 2) == early])
-        return float(vals.nanmedian()) if len(vals) else float("nan")
+        vals = [r[key] for r in records if (r["layer"] < n_layers / 2) == early]
+        return float(np.nanmedian(vals)) if vals else float("nan")
 
     sp = [r["s_pos"] for r in records]
     ss = [r["s_sym"] for r in records]
