@@ -2,7 +2,8 @@
 
 Round r (r = 0..retries) submits every trial that is neither finished nor out of attempts; a trial
 that fails in every round is reported, with its last error, in ``OUT/trials/ID/failed.json``.
-Finished trials are only read, never re-run, so the same command resumes a killed sweep.
+Finished trials are only read, never re-run, so the same command resumes a killed sweep; a spec
+that would give an existing trial id other training settings is refused before anything runs.
 
 Example:
     >>> outcome = run_sweep(spec, "runs/sweep", LocalEngine(2))   # doctest: +SKIP
@@ -20,7 +21,7 @@ from typing import Any
 
 from possym.runs import atomic_write_text
 from possym.sweep.spec import SweepSpec, Trial, expand
-from possym.sweep.trial import done_record, is_done, run_trial
+from possym.sweep.trial import done_record, is_done, run_trial, settings_conflict
 
 
 @dataclass
@@ -41,6 +42,9 @@ def run_sweep(
     reports each outcome (the CLI's progress bar). ``fn`` is the trial function (tests inject failures)."""
     out = Path(out)
     trials = expand(spec, out)
+    conflicts = [c for c in map(settings_conflict, trials) if c]
+    if conflicts:  # before anything runs: one sweep directory never mixes two configurations of a trial
+        raise ValueError(f"{len(conflicts)} trial(s) of this spec already exist with other settings: {conflicts[0]}")
     outcome = SweepOutcome()
     todo = []
     for trial in trials:

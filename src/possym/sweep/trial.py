@@ -50,18 +50,25 @@ def done_record(trial: Trial) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
-def check_settings(trial: Trial) -> None:
-    """Refuse to continue a trial id that was started with other argv; record them on first use."""
+def settings_conflict(trial: Trial) -> str | None:
+    """Why this trial id cannot continue under ``trial``'s training argv (it was started with others), or None."""
     path = Path(trial.state_dir) / "trial.json"
+    if not path.is_file():
+        return None
+    before = json.loads(path.read_text())["train"]
+    if before == trial.train_argv:
+        return None
+    return (f"trial {trial.id} was started with {before}, not {trial.train_argv}; use a new --out, or delete "
+            f"{trial.state_dir} and {trial.run_dir} to start it again")
+
+
+def check_settings(trial: Trial) -> None:
+    """Refuse to continue a trial id that was started with other settings; record them on first use."""
+    conflict = settings_conflict(trial)
+    if conflict:
+        raise ValueError(conflict)
     settings = {"train": trial.train_argv, "stages": trial.stage_argvs}
-    if path.is_file():
-        before = json.loads(path.read_text())
-        if before["train"] != settings["train"]:
-            raise ValueError(
-                f"trial {trial.id} was started with {before['train']}, not {settings['train']}; "
-                f"use a new --out, or delete {trial.state_dir} and {trial.run_dir} to start it again"
-            )
-    atomic_write_text(path, json.dumps(settings, indent=1) + "\n")
+    atomic_write_text(Path(trial.state_dir) / "trial.json", json.dumps(settings, indent=1) + "\n")
 
 
 def _call(argv: list[str], log: Path) -> int:

@@ -1,0 +1,79 @@
+"""Aggregation: hop order, mean ± sd across seeds (against the standard library), tallies; retries and skips."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from possym.sweep.aggregate import hop_order, summarise, summary_markdown
+from possym.sweep.run import run_sweep
+from possym.sweep.spec import spec_from_dict
+
+
+def evals(rows):
+    return [{"step": s, **{f"acc_hop{h + 1}": a for h, a in enumerate(accs)}} for s, accs in rows]
+
+
+@pytest.mark.parametrize(
+    ("rows", "order"),
+    [
+        ([(100, [0.95, 0.2, 0.1, 0.1]), (200, [1, 0.91, 0.5, 0.4]), (300, [1, 1, 0.9, 0.97])], "1<2<3=4"),
+        ([(100, [0.1, 0.1]), (200, [0.99, 0.95])], "1=2"),
+        ([(100, [0.1, 0.95]), (200, [0.5, 0.96])], "2"),  # hop 1 never learned: left out
+        ([(100, [0.1, 0.2])], ""),
+    ],
+)
+def test_hop_order_sorts_hops_by_the_step_they_are_learned(rows, order):
+    assert hop_order(evals(rows))[0] == order
+
+
+def test_summary_is_mean_and_sample_sd_across_seeds_and_tallies_the_rest():
+    facts = [{"variant": "v", "task": "number", "seed": s, "test_accuracy": a, "hop_order": o}
+             for s, a, o in ((0, 0.9, "1<2"), (1, 0.7, "1<2"), (2, 0.95, "1=2"))]
+    facts.append({"variant": "w", "task": "number", "seed": 0, "test_accuracy": 0.5, "hop_order": "1"})
+    v, w = summarise(facts)
+    mean, sd, n = v["test_accuracy"]
+    assert n == 3 and mean == pytest.approx(statistics.mean([0.9, 0.7, 0.95]))
+    assert sd == pytest.approx(statistics.stdev([0.9, 0.7, 0.95]))
+    assert v["hop_order"] == "1<2 ×2, 1=2 ×1"
+    assert w["test_accuracy"] == (0.5, 0.0, 1)  # one seed: no spread
+    assert "0.850 ± 0.132" in summary_markdown([v])
+
+
+class SequentialEngine:
+    """An in-process engine for the retry logic: calls fn on each item, reports exceptions as errors."""
+
+    def map(self, fn, items):
+        for item in items:
+            try:
+                yield item, fn(item), None
+            except Exception as exc:
+                yield item, None, repr(exc)
+
+
+def test_failed_trials_are_retried_a_bounded_number_of_times_then_reported(tmp_path):
+    spec = spec_from_dict({"tasks": ["number"], "seeds": [0, 1], "retries": 2, "stages": {}})
+    calls = []
+
+    def flaky(trial):
+        calls.append(trial.id)
+        if trial.seed == 1:
+            raise RuntimeError("always fails")
+        done = Path(trial.state_dir)
+        done.mkdir(parents=True)
+        for name in ("train.done", "DONE"):
+            (done / name).write_text(json.dumps({"id": trial.id}))
+        return {"id": trial.id}
+
+    outcome = run_sweep(spec, tmp_path, SequentialEngine(), fn=flaky)
+    assert calls == ["baseline-number-s0", "baseline-number-s1", "baseline-number-s1", "baseline-number-s1"]
+    assert list(outcome.done) == ["baseline-number-s0"] and "always fails" in outcome.failed["baseline-number-s1"]
+    report = json.loads((tmp_path / "trials/baseline-number-s1/failed.json").read_text())
+    assert report["attempts"] == 3 and report["final"]
+    # A second sweep skips the finished trial and tries the failed one again.
+    calls.clear()
+    outcome = run_sweep(spec, tmp_path, SequentialEngine(), fn=flaky)
+    assert outcome.skipped == ["baseline-number-s0"] and calls == ["baseline-number-s1"] * 3
