@@ -22,6 +22,7 @@ SUBCOMMANDS: dict[str, str] = {
     "score": "possym.cli.score",
     "theory": "possym.cli.theory",
     "discrepancy": "possym.cli.theory",
+    "lengthgen": "possym.cli.lengthgen",
     "sweep": "possym.cli.sweep",
     "heads": "possym.cli.heads",
 }

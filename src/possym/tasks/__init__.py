@@ -17,6 +17,7 @@ from possym.tasks.dataset import (
     generate,
     generate_after,
     make_splits,
+    prefix_per_hop,
     row_hashes,
 )
 from possym.tasks.samples import TaskSamples
@@ -36,6 +37,7 @@ __all__ = [
     "generate_after",
     "make_splits",
     "number_alphabet",
+    "prefix_per_hop",
     "row_hashes",
     "solve",
     "task_vocab",

@@ -52,11 +52,24 @@ def draw_prefix(cfg: TaskConfig, length: int, n_hops: int, rng: np.random.Genera
     return TASKS[cfg.name].draw_prefix(cfg, length, n_hops, rng)
 
 
-def generate_after(cfg: TaskConfig, prefix: np.ndarray, n: int, n_hops: int, rng: np.random.Generator) -> TaskSamples:
-    """``n`` ``n_hops``-hop instances, balanced over answer position and value, all after one ``prefix``.
+def prefix_per_hop(cfg: TaskConfig) -> bool:
+    """Whether ``draw_prefix`` needs the hop count (letter task) or one prefix serves them all (number task)."""
+    return TASKS[cfg.name].PREFIX_PER_HOP
 
-    Each row is distributed as a row of ``generate(cfg, ., rng, extra=len(prefix))`` with that hop
-    count (the letter task conditions on a chain that avoids the prefix's letters; see its module).
+
+def generate_after(
+    cfg: TaskConfig,
+    prefix: np.ndarray,
+    n: int,
+    n_hops: int,
+    rng: np.random.Generator,
+    length: int | None = None,
+) -> TaskSamples:
+    """``n`` ``n_hops``-hop instances, balanced over answer position and value, all after ``prefix[:length]``.
+
+    ``length`` (default: all of it) cuts a prefix drawn once for several lengths; the windows do not
+    depend on it. Each row is distributed as a row of ``generate(cfg, ., rng, extra=length)`` with that
+    hop count (the letter task conditions on a chain that avoids the prefix's letters; see its module).
 
     Example:
         >>> cfg = TaskConfig(name="letter")
@@ -66,12 +79,13 @@ def generate_after(cfg: TaskConfig, prefix: np.ndarray, n: int, n_hops: int, rng
         ((8, 117), True, 100)
     """
     _check_hops(cfg, n_hops)
-    if n < 0:
-        raise ValueError(f"n={n} must be >= 0")
+    length = len(prefix) if length is None else length
+    if n < 0 or not 0 <= length <= len(prefix):
+        raise ValueError(f"n={n} must be >= 0 and length={length} must lie in 0..{len(prefix)}")
     task = TASKS[cfg.name]
     combos = task.combinations(cfg)
     combos = balanced_combinations(combos[combos[:, -1] == n_hops], n, rng)
-    return task.sample_after(cfg, combos, rng, np.asarray(prefix, dtype=np.int64))
+    return task.sample_after(cfg, combos, rng, np.asarray(prefix, dtype=np.int64), length)
 
 
 def _check_hops(cfg: TaskConfig, n_hops: int) -> None:

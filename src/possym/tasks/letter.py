@@ -29,10 +29,11 @@ the chain, put before the window.
 
 Shared prefixes (``draw_prefix``, ``sample_after``; for the length-generalisation evaluator, which
 computes one prefix once for many windows): a prefix for h-hop windows uses a random set of
-``n_letters - h`` letters, and the windows that follow it take their chain from the other h letters
-(the answer letter s* uniform among them). Conditioned on its chain, a window is then distributed as
-``sample`` would draw it, and its prefix as ``sample``'s extra tokens are: uniform over the letters off
-the chain. Only the prefix is common to the windows, so they are exchangeable, not independent.
+``n_letters - h`` letters, and the windows that follow it (or any start of it) take their chain from
+the other h letters (the answer letter s* uniform among them). Conditioned on its chain, a window is
+then distributed as ``sample`` would draw it, and its prefix as ``sample``'s extra tokens are: uniform
+over the letters off the chain. Only the prefix is common to the windows, so they are exchangeable,
+not independent.
 """
 
 from __future__ import annotations
@@ -126,6 +127,9 @@ def sample(
     )
 
 
+PREFIX_PER_HOP = True  # a prefix leaves exactly n_hops letters free for the chain
+
+
 def draw_prefix(cfg: TaskConfig, length: int, n_hops: int, rng: np.random.Generator) -> np.ndarray:
     """(length,) uniform (letter, int) tokens over a random set of ``n_letters - n_hops`` letters."""
     target_ids = task_vocab(cfg).encode(letter_int_tokens(cfg)).reshape(cfg.letters, cfg.n_ints)
@@ -133,11 +137,14 @@ def draw_prefix(cfg: TaskConfig, length: int, n_hops: int, rng: np.random.Genera
     return target_ids[letters[rng.integers(0, len(letters), size=length)], rng.integers(0, cfg.n_ints, size=length)]
 
 
-def sample_after(cfg: TaskConfig, combos: np.ndarray, rng: np.random.Generator, prefix: np.ndarray) -> TaskSamples:
-    """One instance per row of ``combos``, every one after the same ``prefix`` of (letter, int) tokens.
+def sample_after(
+    cfg: TaskConfig, combos: np.ndarray, rng: np.random.Generator, prefix: np.ndarray, length: int
+) -> TaskSamples:
+    """One instance per row of ``combos``, every one after ``prefix[:length]``, (letter, int) tokens.
 
-    The prefix's letters are kept off every chain, so no prefix token ever matches a hop; the answer
-    letter s* of each row is re-drawn uniformly from the letters the prefix does not use.
+    The letters of the *whole* prefix are kept off every chain, so no prefix token ever matches a hop
+    and the windows after every cut of one nested prefix use the same chain letters; the answer letter
+    s* of each row is re-drawn uniformly from the letters the prefix does not use.
     """
     vocab = task_vocab(cfg)
     letter_of = {tok: i for i, tok in enumerate(vocab.encode(letter_int_tokens(cfg)))}
@@ -154,4 +161,4 @@ def sample_after(cfg: TaskConfig, combos: np.ndarray, rng: np.random.Generator, 
             f"{combos[:, 3].max()}-hop chains; draw it with draw_prefix(cfg, length, n_hops, rng)"
         )
     combos[:, 1] = free[rng.integers(0, len(free), size=len(combos))]
-    return sample(cfg, combos, rng, off_chain=used).prepend(prefix)
+    return sample(cfg, combos, rng, off_chain=used).prepend(prefix[:length])

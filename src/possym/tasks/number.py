@@ -71,12 +71,17 @@ def sample(cfg: TaskConfig, combos: np.ndarray, rng: np.random.Generator, extra:
     )
 
 
+PREFIX_PER_HOP = False  # any window may follow any prefix, so one prefix serves every hop count
+
+
 def draw_prefix(cfg: TaskConfig, length: int, n_hops: int, rng: np.random.Generator) -> np.ndarray:
     """(length,) uniform letters, the extra tokens ``sample`` puts before a window; ``n_hops`` is unused."""
     letter_ids = task_vocab(cfg).encode(number_alphabet(cfg.letters))
     return letter_ids[rng.integers(0, cfg.letters, size=length)]
 
 
-def sample_after(cfg: TaskConfig, combos: np.ndarray, rng: np.random.Generator, prefix: np.ndarray) -> TaskSamples:
-    """One instance per row of ``combos``, every one after the same ``prefix`` of letters."""
-    return sample(cfg, combos, rng).prepend(prefix)
+def sample_after(
+    cfg: TaskConfig, combos: np.ndarray, rng: np.random.Generator, prefix: np.ndarray, length: int
+) -> TaskSamples:
+    """One instance per row of ``combos``, every one after ``prefix[:length]`` (letters)."""
+    return sample(cfg, combos, rng).prepend(prefix[:length])

@@ -73,3 +73,17 @@ def test_plain_generation_is_unchanged_by_the_prefix_machinery(name, digest):
     # the generator as it was before shared prefixes existed (commit 01f24a9).
     s = generate(TaskConfig(name=name), 500, np.random.default_rng(7), extra=3)
     assert hashlib.sha256(s.tokens.tobytes()).hexdigest()[:16] == digest
+
+
+def test_windows_after_any_cut_of_a_letter_prefix_keep_the_whole_prefix_letters_off_the_chain():
+    # Nested prefixes: the K = 10 windows must use the same chain letters as the K = 5,000 ones.
+    cfg = TaskConfig(name="letter")
+    vocab, rng = task_vocab(cfg), np.random.default_rng(5)
+    prefix = draw_prefix(cfg, 3000, 2, rng)
+    letters = {t[0] for t in vocab.decode(prefix)}
+    for length in (0, 3, 3000):
+        samples = generate_after(cfg, prefix, 100, 2, rng, length=length)
+        assert samples.extra == length and (samples.tokens[:, :length] == prefix[:length]).all()
+        assert not {vocab.tokens[a][0] for a in samples.answer} & letters
+        for record in samples.records(vocab):
+            assert solve(record["tokens"], "letter").answer == record["answer"]
