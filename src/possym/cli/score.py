@@ -117,16 +117,16 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _frequency(run_dir: RunDir, step: int, samples, args: argparse.Namespace) -> list[dict]:
-    from possym.model.rope import rope_frequencies
+    from possym.model.rope import layer_frequencies
     from possym.scores.frequency import dominant_frequency_id, frequency_use, plane_scores, weighted_frequency_id
 
     model = run_dir.load_model(step)
     tokens = torch.as_tensor(samples.tokens)
     use = frequency_use(model, tokens)  # [layer, head, plane]
     per_plane = plane_scores(model, tokens, tau=args.tau, block_size=args.block_size)
-    thetas = rope_frequencies(model.cfg.rot_dim, model.cfg.rope_base)
     use_rows, table, plane_rows = [], [], []
     for layer in range(use.shape[0]):
+        thetas = layer_frequencies(model.cfg, layer)  # 0 where p-RoPE or a NoPE layer stops a plane turning
         for head in range(use.shape[1]):
             for k in range(use.shape[2]):
                 use_rows.append({"step": step, "layer": layer, "head": head, "frequency_id": k + 1,
