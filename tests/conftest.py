@@ -31,3 +31,9 @@ TINY = [
 @pytest.fixture
 def tiny_overrides() -> list[str]:
     return list(TINY)
+
+
+@pytest.fixture(scope="session")
+def tiny_session_overrides() -> list[str]:
+    """TINY for fixtures that outlive one test (module- or session-scoped runs)."""
+    return list(TINY)

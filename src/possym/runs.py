@@ -48,6 +48,10 @@ class RunError(ValueError):
     """A run directory is missing, incomplete or corrupt; the message says which file and why."""
 
 
+_UMASK = os.umask(0)
+os.umask(_UMASK)
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` so that ``path`` holds either the old or the new content, never a mix."""
     path = Path(path)
@@ -58,6 +62,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the permissions open() would
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -35,8 +35,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--grid", type=_grid, default=PAPER_GRID, help="K values, comma-separated (default: the paper's)")
     p.add_argument("--n", type=int, default=500, help="inputs per (K, hop count) point (default 500)")
     p.add_argument("--n-prefixes", type=int, default=8, help="distinct prefixes per point (default 8)")
-    p.add_argument("--mode", choices=("cached", "plain"), default="cached",
-                   help="cached: each prefix's KV cache is computed once (default); plain: full forward per input")
+    p.add_argument(
+        "--mode",
+        choices=("cached", "plain"),
+        default="cached",
+        help="cached: each prefix's KV cache is computed once (default); plain: full forward per input",
+    )
     p.add_argument("--token-budget", type=int, default=2**18, help="tokens per batch (bounds memory)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--step", type=int, help="checkpoint step (default: the last)")
@@ -50,8 +54,9 @@ def settings(cfg: LengthGenConfig, step: int) -> dict:
     return {**dataclasses.asdict(cfg), "grid": list(cfg.grid), "step": step}
 
 
-def measure(run_dir: RunDir, cfg: LengthGenConfig, step: int | None = None, force: bool = False,
-            position: int = 0) -> list[dict]:
+def measure(
+    run_dir: RunDir, cfg: LengthGenConfig, step: int | None = None, force: bool = False, position: int = 0
+) -> list[dict]:
     """Compute (or reuse) RUN/lengthgen.csv; shared by ``lengthgen`` and ``reproduce``."""
     step = run_dir.checkpoint_steps()[-1] if step is None and run_dir.checkpoint_steps() else step
     wanted = settings(cfg, step)
@@ -67,16 +72,26 @@ def measure(run_dir: RunDir, cfg: LengthGenConfig, step: int | None = None, forc
     seconds = time.perf_counter() - start
     run_dir.write_csv("lengthgen.csv", rows)
     # The settings file goes last: its presence says the CSV beside it is complete.
-    atomic_write_text(done, json.dumps({"settings": wanted, "seconds": seconds, "inputs": total,
-                                        "threads": torch.get_num_threads()}, indent=2))
+    atomic_write_text(
+        done,
+        json.dumps(
+            {"settings": wanted, "seconds": seconds, "inputs": total, "threads": torch.get_num_threads()}, indent=2
+        ),
+    )
     return rows
 
 
 def run(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
-    cfg = LengthGenConfig(grid=args.grid, n=args.n, n_prefixes=args.n_prefixes, mode=args.mode,
-                          token_budget=args.token_budget, seed=args.seed)
+    cfg = LengthGenConfig(
+        grid=args.grid,
+        n=args.n,
+        n_prefixes=args.n_prefixes,
+        mode=args.mode,
+        token_budget=args.token_budget,
+        seed=args.seed,
+    )
     run_dir = RunDir.open(args.run)
     rows = measure(run_dir, cfg, args.step, args.force)
     if not args.no_figures:
@@ -89,7 +104,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"{'K':>6} {'accuracy':>9}  95% interval (per prefix)")
     for r in rows:
         if int(r["n_hops"]) == 0:
-            print(f"{int(r['extra']):>6} {float(r['accuracy']):>9.3f}  "
-                  f"[{float(r['cluster_low']):.3f}, {float(r['cluster_high']):.3f}]  n={r['n']}")
+            print(
+                f"{int(r['extra']):>6} {float(r['accuracy']):>9.3f}  "
+                f"[{float(r['cluster_low']):.3f}, {float(r['cluster_high']):.3f}]  n={r['n']}"
+            )
     print(f"wrote {run_dir.path / 'lengthgen.csv'}")
     return 0

@@ -43,7 +43,7 @@ def format_eval(record: dict) -> str:
 
 
 def train_run(run: RunDir, monitor: bool = False, position: int = 0) -> dict:
-    """Train with a progress bar; shared by ``train`` and ``demo``."""
+    """Train with a progress bar; shared by ``train`` and ``reproduce``."""
     from possym.train.loop import train
 
     cfg = run.config

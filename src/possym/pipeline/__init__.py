@@ -1,0 +1,1 @@
+"""The whole reproduction as resumable stages over one output directory (``possym reproduce``)."""

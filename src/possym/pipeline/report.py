@@ -1,0 +1,254 @@
+"""Assemble a reproduction directory into ``report.html``, ``claims.csv``, ``figures/`` and ``tables/``.
+
+Reads what the earlier stages left in DIR (see :mod:`possym.pipeline.evidence`), draws the
+paper-beside-ours figures, copies each run's own figures and key tables under one name scheme
+(``figures/{task}_{stem}.png|svg``, ``tables/{task}_{name}.csv``), checks the claims and renders
+one self-contained page. Whatever a stage has not produced yet is left out, so a report can be
+built from a partial run (and a tiny one, in the tests).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+import yaml
+
+from possym.pipeline.evidence import load_evidence, table
+from possym.reference import paper_numbers
+from possym.report import compare_plots, html
+from possym.report.claims import check_claims, final_kinds, first_steps
+from possym.report.length_plots import plot_length_curves
+from possym.runs import atomic_write_text, csv_text, save_figure
+
+# Each run's own figures, in the order the paper shows them: (stem in RUN/figures, caption).
+RUN_FIGURES = (
+    ("fig2_dynamics", "Learning dynamics: accuracy, scores of three layers, pure-head tally (Fig. 2)"),
+    ("fig3_hop_attention", "Attention along the hops of one 4-hop input (Fig. 3)"),
+    ("fig4b_geometry", "Query and keys in the most used RoPE plane of L1 (Fig. 4B)"),
+    ("fig6_scores", "Scores of every layer over training (Fig. 6)"),
+    ("fig7_purity", "Pure heads over training at two thresholds (Fig. 7)"),
+    ("fig8_frequency_use", "Frequency use per layer (Fig. 8)"),
+)
+RUN_TABLES = (
+    "lengthgen.csv",
+    "table1.csv",
+    "purity.csv",
+    "plane_scores.csv",
+    "theory/discrepancy_summary.csv",
+    "theory/discrepancy_accuracy.csv",
+)
+THEORY_FIGURES = (
+    ("theory_discrepancy", "Exact discrepancy of T_Index and T_Retrieval against Theorem 3.2's bounds"),
+    ("theory_beta", "Smallest softmax β per n0 against Lemma F.1"),
+)
+THEORY_TABLES = ("verification.csv", "bounds.csv", "violations.csv", "counterexamples.csv", "beta.csv")
+
+
+def _copy_figure(src_stem: Path, dst_stem: Path) -> bool:
+    if not src_stem.with_suffix(".png").exists():
+        return False
+    for ext in (".png", ".svg"):
+        if src_stem.with_suffix(ext).exists():
+            shutil.copyfile(src_stem.with_suffix(ext), dst_stem.with_suffix(ext))
+    return True
+
+
+def _save(fig, stem: Path) -> Path:
+    save_figure(fig, stem)
+    plt.close(fig)
+    return stem
+
+
+def learning_rows(evidence) -> list[dict[str, Any]]:
+    rows = []
+    for task, te in evidence.tasks.items():
+        first = first_steps(te.metrics)
+        final = next((r for r in reversed(te.metrics) if r.get("event") == "final"), {})
+        for key, step in first.items():
+            rows.append({"task": task, "accuracy": key, "first_step_0.9": step, "final_test": final.get(key, "")})
+    return rows
+
+
+def final_score_rows(evidence) -> list[dict[str, Any]]:
+    rows = []
+    for task, te in evidence.tasks.items():
+        last = max((int(r["step"]) for r in te.scores), default=None)
+        kinds = final_kinds(te.scores)
+        for r in te.scores:
+            if int(r["step"]) == last and r.get("query") == "last":
+                rows.append(
+                    {
+                        "task": task,
+                        "step": last,
+                        "layer": r["layer"],
+                        "head": r["head"],
+                        "s_pos": r["s_pos"],
+                        "s_sym": r["s_sym"],
+                        "pure": kinds.get(int(r["layer"]), ""),
+                    }
+                )
+    return rows
+
+
+def build_report(out: Path, stages: list[dict[str, Any]] | None = None, title: str = "") -> Path:
+    """Write DIR/report.html, DIR/claims.csv, DIR/figures/ and DIR/tables/; returns the report's path."""
+    figures, tables = out / "figures", out / "tables"
+    figures.mkdir(parents=True, exist_ok=True)
+    tables.mkdir(parents=True, exist_ok=True)
+    paper = paper_numbers()
+    evidence = load_evidence(out)
+    claims = check_claims(evidence)
+    atomic_write_text(out / "claims.csv", csv_text(claims))
+    atomic_write_text(tables / "claims.csv", csv_text(claims))
+
+    learning, finals = learning_rows(evidence), final_score_rows(evidence)
+    for name, rows in (("learning", learning), ("final_scores", finals), ("stages", stages or [])):
+        if rows:
+            atomic_write_text(tables / f"{name}.csv", csv_text(rows))
+    for task in evidence.tasks:
+        for name in RUN_TABLES:
+            if (out / task / name).exists():
+                shutil.copyfile(out / task / name, tables / f"{task}_{Path(name).name}")
+    for name in THEORY_TABLES:
+        if (out / "theory" / name).exists():
+            shutil.copyfile(out / "theory" / name, tables / f"theory_{name}")
+
+    tasks = evidence.tasks
+    compared: list[tuple[Path, str]] = []
+    if any(te.metrics for te in tasks.values()):
+        fig = compare_plots.fig2a_compare({t: te.metrics for t, te in tasks.items()}, paper)
+        compared.append(
+            (
+                _save(fig, figures / "compare_fig2a_accuracy"),
+                "Test accuracy over training, ours beside the paper's digitised Fig. 2A",
+            )
+        )
+    if finals:
+        fig = compare_plots.fig6_compare(
+            {t: [r for r in finals if r["task"] == t] for t in tasks}, paper["fig6_final_scores_last_token_step_6000"]
+        )
+        compared.append(
+            (
+                _save(fig, figures / "compare_fig6_final_scores"),
+                "Final scores per layer, ours beside the paper's Fig. 6",
+            )
+        )
+    if any(te.table1 for te in tasks.values()):
+        fig = compare_plots.table1_compare(
+            {t: te.table1 for t, te in tasks.items()}, paper["table1_weighted_frequency_id"]
+        )
+        compared.append(
+            (
+                _save(fig, figures / "compare_table1_frequency_ids"),
+                "Weighted frequency ID per layer, ours beside the paper's Table 1",
+            )
+        )
+    if evidence.fig5a:
+        fig = compare_plots.fig5a_compare(evidence.fig5a, paper["fig5a_discrepancy_bounds"])
+        compared.append(
+            (
+                _save(fig, figures / "compare_fig5a_bounds"),
+                "Theorem 3.2's bounds, ours beside the paper's digitised Fig. 5A",
+            )
+        )
+    if any(te.lengthgen for te in tasks.values()):
+        fig = plot_length_curves(
+            {t: te.lengthgen for t, te in tasks.items() if te.lengthgen}, paper["fig5b_length_generalisation"]
+        )
+        compared.append(
+            (
+                _save(fig, figures / "compare_fig5b_length"),
+                "Length generalisation, ours (band: per-prefix 95% interval) beside the paper's digitised Fig. 5B",
+            )
+        )
+
+    per_run: list[tuple[Path, str]] = []
+    for task in tasks:
+        for stem, caption in RUN_FIGURES:
+            if _copy_figure(out / task / "figures" / stem, figures / f"{task}_{stem}"):
+                per_run.append((figures / f"{task}_{stem}", f"{task} task: {caption}"))
+        if _copy_figure(out / task / "theory" / "discrepancy_heads", figures / f"{task}_discrepancy_heads"):
+            per_run.append(
+                (
+                    figures / f"{task}_discrepancy_heads",
+                    f"{task} task: discrepancy of the trained heads against extra length (the paper's future work)",
+                )
+            )
+    theory_figs = [
+        (figures / stem, caption)
+        for stem, caption in THEORY_FIGURES
+        if _copy_figure(out / "theory" / stem, figures / stem)
+    ]
+
+    def images(items: list[tuple[Path, str]]) -> list[html.Image]:
+        return [html.Image(caption, stem.with_suffix(".png").read_bytes()) for stem, caption in items]
+
+    sections = [
+        html.Section(
+            "The paper beside ours",
+            "Solid lines and filled markers are ours; hollow markers on dashed lines "
+            "are the paper's values, digitised from its figures (<code>possym/data/paper_numbers.json</code>, "
+            "with its source).",
+            images(compared),
+        ),
+        html.Section(
+            "Learning",
+            tables=[html.Table("first step at which each accuracy reaches 0.9; final test accuracy", learning)],
+        ),
+        html.Section(
+            "Scores, purity and frequency use, per run",
+            images=images(per_run),
+            tables=[html.Table("final scores per layer (γ = 0.1 purity)", finals)],
+        ),
+        html.Section(
+            "Theory",
+            images=images(theory_figs),
+            tables=[html.Table("Theorem 3.2's bounds: where they hold", table(out / "theory" / "bounds.csv"))],
+        ),
+        html.Section(
+            "Length generalisation",
+            tables=[
+                html.Table(f"{t}: accuracy per K, pooled over hops", [r for r in te.lengthgen if r["n_hops"] == 0])
+                for t, te in tasks.items()
+                if te.lengthgen
+            ],
+        ),
+        html.Section(
+            "Run: config, seeds, versions, timings",
+            tables=[html.Table("stages", stages or [])],
+            pre=_run_info(out, tasks),
+        ),
+    ]
+    intro = (
+        "A reproduction of Urrutia et al., <i>Positional versus Symbolic Attention Heads</i> (arXiv 2605.31558), "
+        "made by <code>possym reproduce</code>. Verdicts come from the rules in <code>possym.report.claims</code>, "
+        "repeated in each row."
+    )
+    page = html.render(title or f"possym reproduction: {out.name}", sections, claims, intro)
+    atomic_write_text(out / "report.html", page)
+    return out / "report.html"
+
+
+def _run_info(out: Path, tasks) -> str:
+    lines = []
+    for task in tasks:
+        meta = json.loads((out / task / "meta.json").read_text())
+        config = yaml.safe_load((out / task / "config.yaml").read_text())
+        lines.append(f"== {task} ==")
+        lines.append(
+            yaml.safe_dump(
+                {
+                    "config": config,
+                    "seeds": meta.get("seeds"),
+                    "git_commit": meta.get("git_commit"),
+                    "versions": meta.get("versions"),
+                    "created": meta.get("created"),
+                },
+                sort_keys=False,
+            ).rstrip()
+        )
+    return "\n".join(lines)

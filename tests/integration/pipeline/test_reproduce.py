@@ -1,0 +1,157 @@
+"""`possym reproduce` on tiny runs: every stage, the report, resuming after SIGKILL, and a real browser."""
+
+import base64
+import io
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import matplotlib.image as mpimg
+import pytest
+from safetensors.torch import load_file
+
+from possym.cli import main
+from possym.runs import RunDir, read_csv
+
+FAST = [
+    "--lengthgen-grid",
+    "0,10,40",
+    "--lengthgen-n",
+    "8",
+    "--lengthgen-prefixes",
+    "2",
+    "--score-inputs",
+    "8",
+    "--discrepancy-extras",
+    "0,10",
+    "--discrepancy-samples",
+    "4",
+]
+
+
+def reproduce_args(out, tiny, skip=("theory",)):
+    # The theory stage has its own tests (tests/integration/theory); here it would only add a minute.
+    return ["reproduce", "--preset", "quick", "--out", str(out), *FAST, "--skip", ",".join(skip), *tiny]
+
+
+@pytest.fixture(scope="module")
+def tiny_reproduction(tmp_path_factory, tiny_session_overrides):
+    out = tmp_path_factory.mktemp("repro") / "out"
+    assert main(reproduce_args(out, tiny_session_overrides)) == 0
+    return out
+
+
+def test_every_stage_ran_once_and_left_its_outputs(tiny_reproduction):
+    out = tiny_reproduction
+    stages = json.loads((out / "stages.json").read_text())["stages"]
+    assert list(stages) == [
+        "data",
+        "train",
+        "score:number",
+        "score:letter",
+        "discrepancy:number",
+        "discrepancy:letter",
+        "lengthgen:number",
+        "lengthgen:letter",
+        "report",
+    ]
+    assert all(s["status"] == "done" and s["runs"] == 1 and s["seconds"] >= 0 for s in stages.values())
+    data = read_csv(out / "tables" / "data.csv")
+    assert len(data) == 6 and all(r["solver_agrees"] == r["solver_checked"] for r in data)
+    for task in ("number", "letter"):
+        assert (out / task / "scores.csv").exists() and (out / task / "lengthgen.csv").exists()
+        assert (out / "logs" / f"score_{task}.log").stat().st_size > 0
+    claims = read_csv(out / "claims.csv")
+    assert {"claim", "paper", "ours", "verdict", "rule"} <= set(claims[0]) and len(claims) >= 15
+
+
+def test_the_report_embeds_every_figure_it_names_and_each_decodes(tiny_reproduction):
+    out = tiny_reproduction
+    page = (out / "report.html").read_text()
+    images = re.findall(r"<img alt='([^']*)' src='data:image/png;base64,([^']+)'", page)
+    assert len(images) >= 10
+    for _, data in images:
+        assert mpimg.imread(io.BytesIO(base64.b64decode(data))).shape[1] > 100
+    # Every figure in figures/ comes as PNG and SVG, and the comparisons with the paper are there.
+    pngs = sorted(p.stem for p in (out / "figures").glob("*.png"))
+    assert pngs == sorted(p.stem for p in (out / "figures").glob("*.svg"))
+    assert {
+        "compare_fig2a_accuracy",
+        "compare_fig5b_length",
+        "compare_fig6_final_scores",
+        "number_fig2_dynamics",
+        "letter_fig8_frequency_use",
+    } <= set(pngs)
+    assert len(images) == len(pngs)
+
+
+def test_a_second_call_only_rebuilds_the_report_and_other_settings_are_refused(
+    tiny_reproduction, tiny_session_overrides, capsys
+):
+    TINY = tiny_session_overrides
+    out = tiny_reproduction
+    assert main(reproduce_args(out, TINY)) == 0
+    stages = json.loads((out / "stages.json").read_text())["stages"]
+    assert stages["train"]["runs"] == 1 and stages["report"]["runs"] == 2
+    capsys.readouterr()
+    assert main(reproduce_args(out, [*TINY, "train.lr=0.01"])) == 2
+    assert "was made with other settings (overrides differ" in capsys.readouterr().err
+
+
+def test_the_report_renders_in_headless_chromium_with_no_missing_image(tiny_reproduction):
+    browser = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert browser, "Debian's chromium is needed (`make setup` and .ci/run install it: apt-get install chromium)"
+    dom = subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--virtual-time-budget=10000",
+            "--dump-dom",
+            (tiny_reproduction / "report.html").as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+    body = re.search(r"<body[^>]*data-images-loaded=\"(\d+)\"[^>]*data-images-total=\"(\d+)\"", dom)
+    assert body, "the page's load script did not run"
+    loaded, total = map(int, body.groups())
+    assert total >= 10 and loaded == total
+
+
+def test_a_killed_reproduction_resumes_where_it_stopped(tmp_path, tiny_overrides):
+    # Long enough training that the kill lands inside the train stage, after a few checkpoints.
+    tiny = [o for o in tiny_overrides if not o.startswith("train.steps")] + ["train.steps=400"]
+    out = tmp_path / "out"
+    args = reproduce_args(out, tiny, skip=("theory", "discrepancy", "score"))
+    argv = [sys.executable, "-m", "possym", *args]
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    ckpts = out / "number" / "checkpoints"
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and len(list(ckpts.glob("*.safetensors"))) < 3 and proc.poll() is None:
+        time.sleep(0.2)
+    assert proc.poll() is None, "the reproduction ended before it could be killed"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    stages = json.loads((out / "stages.json").read_text())["stages"]
+    assert stages["data"]["status"] == "done" and stages["train"]["status"] == "running"
+
+    assert main(args) == 0
+    stages = json.loads((out / "stages.json").read_text())["stages"]
+    assert stages["data"]["runs"] == 1 and stages["train"]["runs"] == 2
+    assert all(s["status"] == "done" for s in stages.values())
+    # The resumed training ends exactly where an uninterrupted one does.
+    fresh = tmp_path / "fresh"
+    assert main(["train", "--task", "number", "--out", str(fresh), *tiny]) == 0
+    a = load_file(RunDir.open(out / "number").checkpoint_path(400))
+    b = load_file(RunDir.open(fresh).checkpoint_path(400))
+    assert all((a[k] == b[k]).all() for k in a)

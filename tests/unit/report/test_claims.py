@@ -1,0 +1,108 @@
+"""The claim rules on hand-made evidence: each verdict can come out either way."""
+
+import pytest
+
+from possym.report.claims import (
+    Evidence,
+    TaskEvidence,
+    check_claims,
+    verdict_for_set,
+    verdict_for_value,
+)
+
+
+def metrics(first: dict[str, int], total: int = 1000) -> list[dict]:
+    """Eval records in which each accuracy key jumps from 0 to 1 at its given step."""
+    keys = list(first)
+    return [{"event": "eval", "step": s, **{k: float(s >= first[k]) for k in keys}} for s in range(0, total + 1, 50)]
+
+
+def claim(claims: list[dict], text: str) -> dict:
+    return next(c for c in claims if text in c["claim"])
+
+
+def scores(kinds: list[str], step: int = 1000) -> list[dict]:
+    value = {"positional": (1.0, 0.0), "symbolic": (0.0, 1.0), "": (0.5, 0.5)}
+    return [
+        {"step": step, "query": "last", "layer": i, "head": 0, "s_pos": value[k][0], "s_sym": value[k][1]}
+        for i, k in enumerate(kinds)
+    ]
+
+
+def purity(kinds: list[str]) -> list[dict]:
+    return [
+        {"layer": i, "head": 0, "query": "last", "gamma": 0.1, "kind": k, "final_kind": k} for i, k in enumerate(kinds)
+    ]
+
+
+def test_value_and_set_rules():
+    assert verdict_for_value(0.78, 0.74) == "match"
+    assert verdict_for_value(0.85, 0.74) == "partial"
+    assert verdict_for_value(0.90, 0.74, half_width=0.2) == "match"
+    assert verdict_for_value(0.20, 0.74) == "differs"
+    assert verdict_for_set({0, 1, 2, 3}, {0, 1, 2, 3}) == "match"
+    assert verdict_for_set({5, 6}, {0, 1, 2, 3}) == "differs"
+
+
+@pytest.mark.parametrize("steps,verdict", [((100, 200, 300, 300), "match"), ((300, 200, 300, 400), "differs")])
+def test_hop_order(steps, verdict):
+    m = metrics({f"acc_hop{h}": s for h, s in zip(range(1, 5), steps, strict=True)} | {"accuracy": 400})
+    ev = Evidence(tasks={"number": TaskEvidence(n_layers=12, metrics=m)})
+    assert claim(check_claims(ev), "learned in order")["verdict"] == verdict
+
+
+def test_layer_sets_need_the_papers_twelve_layers_and_follow_jaccard():
+    twelve = ["positional"] * 4 + ["symbolic"] * 8
+    ev = Evidence(tasks={"number": TaskEvidence(n_layers=12, purity=purity(twelve), scores=scores(twelve))})
+    assert claim(check_claims(ev), "become pure positional")["verdict"] == "match"
+    for shift, verdict in ((1, "partial"), (2, "differs")):  # J = 3/5, then 2/6
+        shifted = ["symbolic"] * shift + ["positional"] * 4 + ["symbolic"] * (8 - shift)
+        ev = Evidence(tasks={"number": TaskEvidence(n_layers=12, purity=purity(shifted), scores=scores(shifted))})
+        assert claim(check_claims(ev), "become pure positional")["verdict"] == verdict
+    six = ["positional"] * 2 + ["symbolic"] * 4
+    ev = Evidence(tasks={"number": TaskEvidence(n_layers=6, purity=purity(six), scores=scores(six))})
+    assert claim(check_claims(ev), "become pure positional")["verdict"] == "n/a"
+
+
+def test_positional_layers_in_the_number_task_only():
+    number = TaskEvidence(n_layers=12, scores=scores(["positional"] + ["symbolic"] * 11))
+    clean = TaskEvidence(n_layers=12, scores=scores(["symbolic"] * 12))
+    dirty = TaskEvidence(n_layers=12, scores=scores(["positional"] + ["symbolic"] * 11))
+    assert claim(check_claims(Evidence({"number": number, "letter": clean})), "number task only")["verdict"] == "match"
+    assert (
+        claim(check_claims(Evidence({"number": number, "letter": dirty})), "number task only")["verdict"] == "differs"
+    )
+
+
+def curve(values: dict[int, float], half: float = 0.01) -> list[dict]:
+    return [
+        {"extra": k, "n_hops": 0, "accuracy": v, "cluster_low": v - half, "cluster_high": v + half}
+        for k, v in values.items()
+    ]
+
+
+def test_length_claims_compare_with_the_digitised_curve_and_each_other():
+    letter = TaskEvidence(n_layers=12, lengthgen=curve({50: 1.0, 100: 1.0, 800: 0.90, 5000: 0.2}))
+    number = TaskEvidence(n_layers=12, lengthgen=curve({50: 0.9, 100: 0.72, 800: 0.6, 5000: 0.04}))
+    claims = check_claims(Evidence({"number": number, "letter": letter}))
+    assert claim(claims, "letter task: accuracy at +800")["verdict"] == "match"  # paper 0.89
+    assert claim(claims, "letter task: accuracy at +5000")["verdict"] == "differs"  # paper 0.48
+    assert claim(claims, "number task: accuracy at +800")["verdict"] == "differs"  # paper 0.25
+    assert claim(claims, "number task: accuracy at +100")["verdict"] == "match"  # paper 0.74
+    assert claim(claims, "extrapolates much further")["verdict"] == "match"
+    swapped = check_claims(Evidence({"number": letter, "letter": number}))
+    assert claim(swapped, "extrapolates much further")["verdict"] == "differs"
+
+
+@pytest.mark.parametrize(
+    "failed,verdict",
+    [({"max": 0, "min": 0}, "match"), ({"max": 3, "min": 0}, "partial"), ({"max": 3, "min": 1}, "differs")],
+)
+def test_bound_claims_read_the_definition_that_holds(failed, verdict):
+    bounds = [{"function": "index", "definition": d, "n_failed": n} for d, n in failed.items()]
+    assert claim(check_claims(Evidence({}, bounds=bounds)), "Δ_Index")["verdict"] == verdict
+
+
+def test_every_claim_carries_its_rule_and_a_known_verdict():
+    claims = check_claims(Evidence({}))
+    assert claims and all(c["rule"] and c["verdict"] in ("match", "partial", "differs", "n/a") for c in claims)
