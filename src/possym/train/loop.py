@@ -148,7 +148,13 @@ def train(
             on_step(info)
 
     model.eval()
-    final = {"event": "final", "step": total, "split": "test", **evaluate(model, splits["test"])}
+    final = {
+        "event": "final",
+        "step": total,
+        "split": "test",
+        **evaluate(model, splits["test"]),
+        "time": round(time.time(), 3),
+    }
     run.log(final)
     return final
 
@@ -170,6 +176,7 @@ def _checkpoint_and_eval(
         t = time.perf_counter()
         record = {"event": "eval", "step": step, "split": "val", **evaluate(model, eval_set)}
         record["eval_s"] = time.perf_counter() - t
+        record["time"] = round(time.time(), 3)  # wall-clock, so a run's own records give its duration
         if monitor is not None:
             t = time.perf_counter()
             model.eval()
