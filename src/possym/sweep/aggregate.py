@@ -170,17 +170,34 @@ def summary_markdown(summary: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def seeds_markdown(facts: list[dict[str, Any]]) -> str:
+    """One row per trial: what varies from seed to seed (hop order, pure layers and when, Table 1 IDs, length)."""
+    extras = sorted({int(k[8:]) for f in facts for k in f if k.startswith("len_acc_")})
+    head = ["variant", "task", "seed", "test acc", "steps to 90 %", "hop order", "pure pos. (settled by step)",
+            "pure sym. (settled by step)", "Table 1 IDs", *[f"K={k}" for k in extras]]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for f in facts:
+        when = {k: f.get(f"last_pure_{k}_step", math.nan) for k in ("positional", "symbolic")}
+        cells = [f["variant"], f["task"], str(f["seed"]), f"{f['test_accuracy']:.3f}", f"{f['steps_to_90']:.0f}",
+                 f["hop_order"], *[f"{f.get('pure_' + k, '')} ({'–' if math.isnan(w) else f'{w:.0f}'})"
+                                   for k, w in when.items()],
+                 f.get("table1_ids", ""), *[f"{f.get(f'len_acc_{k}', math.nan):.2f}" for k in extras]]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def write_summary(spec: SweepSpec, out: str | Path) -> list[Path]:
-    """Read every finished trial under ``out``; write summary.csv/.md, seeds.csv and figures/; return the paths."""
+    """Read every finished trial under ``out``; write summary.csv/.md, seeds.csv/.md and figures/; return the paths."""
     from possym.sweep.plots import accuracy_curves, layer_scores, length_curves
 
     out = Path(out)
     facts = [f for f in (trial_facts(t) for t in expand(spec, out)) if f is not None]
     summary = summarise(facts)
-    paths = [out / "summary.csv", out / "summary.md", out / "seeds.csv"]
+    paths = [out / "summary.csv", out / "summary.md", out / "seeds.csv", out / "seeds.md"]
     atomic_write_text(paths[0], csv_text(summary_rows(summary)))
     atomic_write_text(paths[1], summary_markdown(summary))
     atomic_write_text(paths[2], csv_text([{k: v for k, v in f.items() if k != "curve"} for f in facts]))
+    atomic_write_text(paths[3], seeds_markdown(facts))
     import matplotlib.pyplot as plt
 
     for stem, fig in (("sweep_accuracy", accuracy_curves(facts)), ("sweep_length", length_curves(facts)),

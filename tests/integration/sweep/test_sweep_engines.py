@@ -40,7 +40,8 @@ def assert_finished(out: Path, spec: Path) -> None:
 
 
 def test_local_engine_runs_every_stage_then_resumes_without_redoing_work(tmp_path, tiny_overrides):
-    stages = {"score": SCORE, "discrepancy": ["--samples", "4", "--extras", "0,10"]}
+    stages = {"score": SCORE, "lengthgen": ["--grid", "0,10", "--n", "4", "--n-prefixes", "2", "--no-figures"],
+              "discrepancy": ["--samples", "4", "--extras", "0,10"]}
     spec = write_spec(tmp_path / "spec.yaml", tiny_overrides, stages=stages,
                       variants={"base": [], "nope1": ["model.nope_from_layer=1"]})
     out = tmp_path / "sweep"
@@ -50,6 +51,7 @@ def test_local_engine_runs_every_stage_then_resumes_without_redoing_work(tmp_pat
     rows = (out / "summary.csv").read_text().splitlines()
     assert rows[0] == "variant,task,metric,mean,sd,n,value"
     assert any(r.startswith("nope1,number,test_accuracy,") and r.endswith(",2,") for r in rows)
+    assert any(r.startswith("base,number,len_acc_10,") for r in rows)  # the length curve, all hops
     assert (out / "figures/sweep_accuracy.png").exists() and (out / "figures/sweep_layer_scores.svg").exists()
     # Rerunning skips everything; a stage added to the spec runs alone on the finished trials.
     assert main(["sweep", str(spec), "--out", str(out), "--workers", "2"]) == 0
