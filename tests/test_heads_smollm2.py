@@ -149,11 +149,16 @@ def test_cli_writes_scores_summary_and_figures_that_decode(tiny_dir, tmp_path, c
     assert summary["n_blocks"] == 4 and -1 <= summary["pearson_r"] <= 1 and 0 <= summary["accuracy"] <= 1
     freq = (out / "frequency_scores.csv").read_text().splitlines()
     assert freq[0].startswith("layer,head,frequency_id") and any(r.startswith("1,3,") for r in freq[1:])
-    for stem in ("heads_heatmap", "heads_plane", "heads_frequency"):
-        with Image.open(out / f"{stem}.png") as im:
-            im.load()
-            assert im.size[0] > 100 and im.size[1] > 100
-        assert (out / f"{stem}.svg").read_text().lstrip().startswith("<?xml")
+    for replot in (False, True):
+        if replot:  # figures redrawn from the run directory alone
+            for f in out.glob("heads_*"):
+                f.unlink()
+            assert main(["heads", "--replot", "--out", str(out), "--label", "tiny"]) == 0
+        for stem in ("heads_heatmap", "heads_plane", "heads_frequency"):
+            with Image.open(out / f"{stem}.png") as im:
+                im.load()
+                assert im.size[0] > 100 and im.size[1] > 100
+            assert (out / f"{stem}.svg").read_text().lstrip().startswith("<?xml")
 
 
 def test_cli_scores_a_user_file_with_even_blocks(tiny_dir, tmp_path):
@@ -174,10 +179,11 @@ def test_cli_scores_a_user_file_with_even_blocks(tiny_dir, tmp_path):
         (["--n", "0"], "--n 0 must be >= 1"),
         (["--frequency-heads", "3"], "is not LAYER:HEAD"),
         (["--tau", "0"], "--tau 0.0 must be > 0"),
+        (["--prompts", None], "--prompts is required (only --replot works without it)"),
     ],
 )
 def test_cli_refuses_bad_input_naming_what_is_allowed(argv, message, tmp_path, capsys):
     args = {"--model": "SmolLM2-135M-Instruct", "--prompts": "binding", "--out": str(tmp_path)}
     args.update(dict(zip(argv[::2], argv[1::2], strict=True)))
-    assert main(["heads", *[x for kv in args.items() for x in kv]]) == 2
+    assert main(["heads", *[x for k, v in args.items() if v is not None for x in (k, v)]]) == 2
     assert message in capsys.readouterr().err

