@@ -44,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from possym.sweep.engines import make_engine
     from possym.sweep.run import run_sweep
     from possym.sweep.spec import expand, load_spec
+    from possym.sweep.trial import is_done
 
     spec = load_spec(args.spec)
     out = Path(args.out)
@@ -58,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
         atomic_write_text(out / "spec.yaml", yaml.safe_dump(yaml.safe_load(Path(args.spec).read_text()),
                                                             sort_keys=False))
         trials = expand(spec, out)
-        bar = tqdm(total=len(trials), desc="trials", unit="trial", dynamic_ncols=True)
+        finished = sum(map(is_done, trials))  # shown as done from the start; run_sweep skips them
+        bar = tqdm(total=len(trials), initial=finished, desc="trials", unit="trial", dynamic_ncols=True)
 
         def on_trial(trial, state: str) -> None:
             if state == "done":
@@ -68,7 +70,6 @@ def run(args: argparse.Namespace) -> int:
 
         t0 = time.perf_counter()
         outcome = run_sweep(spec, out, engine, on_trial=on_trial)
-        bar.update(len(outcome.skipped))
         bar.close()
         wall = time.perf_counter() - t0
         print(f"{len(outcome.done)}/{len(trials)} trials done ({len(outcome.skipped)} already finished), "
