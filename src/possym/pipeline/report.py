@@ -64,12 +64,24 @@ def _save(fig, stem: Path) -> Path:
 
 
 def learning_rows(evidence) -> list[dict[str, Any]]:
+    """Per task and accuracy key: the first step reaching 0.9, the final test accuracy, and the
+    training wall-clock from the run's own timestamps (blank for runs made before they existed)."""
     rows = []
     for task, te in evidence.tasks.items():
         first = first_steps(te.metrics)
         final = next((r for r in reversed(te.metrics) if r.get("event") == "final"), {})
+        times = [r["time"] for r in te.metrics if "time" in r]
+        minutes = round((max(times) - min(times)) / 60, 1) if len(times) > 1 else ""
         for key, step in first.items():
-            rows.append({"task": task, "accuracy": key, "first_step_0.9": step, "final_test": final.get(key, "")})
+            rows.append(
+                {
+                    "task": task,
+                    "accuracy": key,
+                    "first_step_0.9": step,
+                    "final_test": final.get(key, ""),
+                    "train_minutes": minutes,
+                }
+            )
     return rows
 
 

@@ -1,0 +1,94 @@
+"""Length generalisation (Fig. 5B) with shared-prefix KV caches, against the plain forward pass.
+
+Part 1: the whole curve for one model with the defaults of ``possym lengthgen`` (the paper's 28-point
+grid, K up to 5,000; 500 inputs per (K, hop count); 8 prefixes): wall-clock and peak memory (the
+process's maximum resident set). Goals: <= 3 minutes and <= 4 GB on 2 cores.
+
+Part 2: both modes on the same inputs (K in --compare-grid, --compare-n inputs per point), in the same
+process: time per mode and the speed-up, plus the largest logit difference on one batch. The plain
+mode on the full curve would take most of an hour, hence the subset; per input, the plain pass costs
+(K + 17)^2 attention work against the cached mode's 17 (K + 17).
+
+    python benchmarks/bench_lengthgen.py [--run runs/paper_letter] [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import time
+
+import numpy as np
+import torch
+
+from possym.config import ModelConfig, TaskConfig
+from possym.evaluate.lengthgen import (
+    LengthGenConfig,
+    last_logits_after,
+    last_logits_plain,
+    length_curve,
+    point_samples,
+    prefix_cache,
+    slice_cache,
+)
+from possym.model.gptj import GPTJ
+from possym.runs import RunDir
+from possym.tasks import draw_prefix, task_vocab
+
+
+def peak_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # ru_maxrss is in KiB on Linux
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--run", help="a trained run (default: the paper's model with random weights, same cost)")
+    p.add_argument("--task", default="letter", choices=("number", "letter"), help="without --run")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--compare-grid", default="0,1000,5000")
+    p.add_argument("--compare-n", type=int, default=8)
+    p.add_argument("--skip-curve", action="store_true", help="only part 2")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+    if args.run:
+        run = RunDir.open(args.run)
+        model, task = run.load_model(), run.config.task
+    else:
+        task = TaskConfig(name=args.task)
+        model = GPTJ(ModelConfig(d_vocab=len(task_vocab(task)), dropout=0.0), torch.Generator().manual_seed(0)).eval()
+    print(f"model: {args.run or 'random paper-size GPT-J'} ({task.name} task), {args.threads} threads")
+
+    if not args.skip_curve:
+        cfg = LengthGenConfig()
+        t0 = time.perf_counter()
+        rows = length_curve(model, task, cfg)
+        seconds = time.perf_counter() - t0
+        n = sum(r["n"] for r in rows if r["n_hops"] == 0)
+        print(f"part 1: whole curve, {len(cfg.grid)} K values up to {cfg.grid[-1]}, {n} inputs: "
+              f"{seconds:.1f} s ({seconds / 60:.2f} min; goal <= 3), peak memory {peak_gb():.2f} GB (goal <= 4)")
+        for r in rows:
+            if r["n_hops"] == 0 and r["extra"] in (0, 100, 800, 5000):
+                print(f"    K={r['extra']:>5}  accuracy {r['accuracy']:.3f}")
+
+    grid = tuple(int(k) for k in args.compare_grid.split(","))
+    times, correct = {}, {}
+    for mode in ("cached", "plain"):
+        cfg = LengthGenConfig(grid=grid, n=args.compare_n, n_prefixes=2, mode=mode)
+        t0 = time.perf_counter()
+        correct[mode] = [r["correct"] for r in length_curve(model, task, cfg)]
+        times[mode] = time.perf_counter() - t0
+    assert correct["cached"] == correct["plain"], "the two modes must make the same predictions"
+    speedup = times["plain"] / times["cached"]
+    print(f"part 2: K in {list(grid)}, {args.compare_n} inputs per (K, hop count), 2 prefixes: cached "
+          f"{times['cached']:.1f} s, plain {times['plain']:.1f} s, speed-up {speedup:.1f}x (same predictions)")
+    k = grid[-1]
+    long = draw_prefix(task, k, task.max_hops, np.random.default_rng(0))
+    samples = point_samples(task, LengthGenConfig(grid=(k,), n=4, n_prefixes=1), task.max_hops, 0, k, long)
+    tokens = torch.as_tensor(samples.tokens)
+    cached = last_logits_after(model, tokens[:, k:], slice_cache(prefix_cache(model, long), k), 2**18)
+    plain = last_logits_plain(model, tokens, 2**18)
+    print(f"        max |logit difference| at K={k}, float32: {(cached - plain).abs().max().item():.2e}")
+
+
+if __name__ == "__main__":
+    main()
