@@ -216,3 +216,20 @@ def test_one_hop_prompts_span_the_window_and_keep_the_oracle_answer():
 def test_head_prompt_span_is_validated():
     with pytest.raises(ValueError, match="does not lie inside"):
         HeadPrompt("abc", "file", (0, 9))
+
+
+def test_frequency_scores_of_one_head_are_those_of_its_planes_among_all_heads(llama):
+    """Per-frequency scores computed for one head alone equal that head's slice of all heads' planes."""
+    from possym.heads.prompts import EncodedPrompt
+    from possym.heads.scores import frequency_scores
+
+    layout = BlockLayout(1, 2, 5)
+    prompts = [EncodedPrompt(tuple(_ids(14, seed).tolist()[0]), layout, None, "file") for seed in range(2)]
+    (curve,) = frequency_scores(llama, prompts, [(1, 3)])
+    ids = torch.tensor([p.ids for p in prompts])
+    records, _ = _forward(llama, ids, [1])
+    sw, _ = layer_swap_attention(records[1], rope_spec(llama, 1), layout, 13, per_plane=True)
+    s_pos, s_sym = sw.scores()
+    torch.testing.assert_close(curve.s_pos, s_pos[:, 3].mean(0))
+    torch.testing.assert_close(curve.s_sym, s_sym[:, 3].mean(0))
+    assert len(curve.thetas) == 4  # d_head 8: four RoPE planes

@@ -33,7 +33,7 @@ import importlib
 import math
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from torch import Tensor, nn
@@ -60,6 +60,11 @@ class AttentionRecord:
     def n_rep(self) -> int:
         """Query heads per key head (grouped-query attention); head h reads key head h // n_rep."""
         return self.query.shape[1] // self.key.shape[1]
+
+    def head(self, head: int) -> AttentionRecord:
+        """The record of query head ``head`` alone (and of the key head it reads)."""
+        kv = head // self.n_rep
+        return replace(self, query=self.query[:, head : head + 1], key=self.key[:, kv : kv + 1])
 
     def keys_per_head(self) -> Tensor:
         """The keys each query head sees: [batch, head, pos, d_head] (HF's ``repeat_kv``)."""

@@ -269,9 +269,10 @@ def frequency_scores(
         records, _ = _forward(model, ids, layers)
         query, layout = ids.shape[1] - 1, prompts[idx[0]].layout
         for layer, head in heads:
-            sw, _ = layer_swap_attention(records[layer], rope_spec(model, layer), layout, query, per_plane=True)
-            s_pos, s_sym = sw.scores(tau)  # [batch, head, plane]
-            per_batch[(layer, head)].append((s_pos[:, head], s_sym[:, head]))
+            one = records[layer].head(head)  # the per-plane tables of one head, not of all
+            sw, _ = layer_swap_attention(one, rope_spec(model, layer), layout, query, per_plane=True)
+            s_pos, s_sym = sw.scores(tau)  # [batch, 1, plane]
+            per_batch[(layer, head)].append((s_pos[:, 0], s_sym[:, 0]))
     out = []
     for layer, head in heads:
         s_pos, s_sym = (torch.cat(parts).nanmean(0) for parts in zip(*per_batch[(layer, head)], strict=True))
