@@ -174,52 +174,28 @@ def build_stages(out: Path, settings: dict, jobs: int) -> list[Stage]:
         return 0
 
     skip = set(settings["skip"])
+    # Each per-task stage is a subcommand run in-process on DIR/{task}.
+    commands = {
+        "score": ["score", "--n-inputs", str(settings["score_inputs"])],
+        "discrepancy": ["discrepancy", "--extras", settings["discrepancy_extras"],
+                        "--samples", str(settings["discrepancy_samples"])],
+        "lengthgen": ["lengthgen", "--grid", settings["lengthgen_grid"], "--n", str(settings["lengthgen_n"]),
+                      "--n-prefixes", str(settings["lengthgen_prefixes"]), "--no-figures"],
+    }  # fmt: skip
+
+    def per_task(kind: str) -> list[Stage]:
+        name, *options = commands[kind]
+        return [Stage(f"{kind}:{t}", lambda t=t: _cli([name, str(runs[t]), *options])) for t in TASK_NAMES]
+
     stages = ([] if "data" in skip else [Stage("data", data)]) + [Stage("train", train)]
     if "score" not in skip:
-        stages += [
-            Stage(f"score:{t}", lambda t=t: _cli(["score", str(runs[t]), "--n-inputs", str(settings["score_inputs"])]))
-            for t in TASK_NAMES
-        ]
+        stages += per_task("score")
     if "theory" not in skip:
         quick = ["--quick"] if settings["theory"] == "quick" else []
         stages.append(Stage("theory", lambda: _theory(out, quick)))
-    if "discrepancy" not in skip:
-        stages += [
-            Stage(
-                f"discrepancy:{t}",
-                lambda t=t: _cli(
-                    [
-                        "discrepancy",
-                        str(runs[t]),
-                        "--extras",
-                        settings["discrepancy_extras"],
-                        "--samples",
-                        str(settings["discrepancy_samples"]),
-                    ]
-                ),
-            )
-            for t in TASK_NAMES
-        ]
-    if "lengthgen" not in skip:
-        stages += [
-            Stage(
-                f"lengthgen:{t}",
-                lambda t=t: _cli(
-                    [
-                        "lengthgen",
-                        str(runs[t]),
-                        "--grid",
-                        settings["lengthgen_grid"],
-                        "--n",
-                        str(settings["lengthgen_n"]),
-                        "--n-prefixes",
-                        str(settings["lengthgen_prefixes"]),
-                        "--no-figures",
-                    ]
-                ),
-            )
-            for t in TASK_NAMES
-        ]
+    for kind in ("discrepancy", "lengthgen"):
+        if kind not in skip:
+            stages += per_task(kind)
     stages.append(Stage("report", lambda: _report(out), always=True))
     return stages
 

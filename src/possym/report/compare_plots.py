@@ -93,13 +93,8 @@ def table1_compare(table1: Mapping[str, Sequence[Mapping[str, Any]]], paper: Map
         want = paper.get(f"{task}_task")
         if want:
             ax.plot(range(len(want)), want, color=colour, **PAPER_STYLE, label=f"{task} (paper)")
-    ax.set_xlabel("layer")
-    ax.set_ylabel("weighted-average frequency ID (1 = fastest)")
-    ax.set_title("Frequency use per layer (paper Table 1)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    return fig
+    return _finish(fig, ax, "layer", "weighted-average frequency ID (1 = fastest)",
+                   "Frequency use per layer (paper Table 1)")
 
 
 def fig5a_compare(bounds: Sequence[Mapping[str, Any]], paper: Mapping[str, Any]) -> Figure:
@@ -116,9 +111,14 @@ def fig5a_compare(bounds: Sequence[Mapping[str, Any]], paper: Mapping[str, Any])
         )
         pts = [(n, v) for n, v in zip(paper["n"], paper[function], strict=True) if v is not None]
         ax.plot([p[0] for p in pts], [p[1] for p in pts], color=colour, **PAPER_STYLE, label=f"{function} (paper)")
-    ax.set_xlabel("input length n")
-    ax.set_ylabel("discrepancy bound")
-    ax.set_title("Theorem 3.2's bounds (paper Fig. 5A)")
+    return _finish(fig, ax, "input length n", "discrepancy bound", "Theorem 3.2's bounds (paper Fig. 5A)")
+
+
+def _finish(fig: Figure, ax, xlabel: str, ylabel: str, title: str) -> Figure:
+    """Labels, grid and legend of a one-panel comparison."""
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
