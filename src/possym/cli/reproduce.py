@@ -91,6 +91,7 @@ def register(sub: argparse._SubParsersAction) -> None:
             default=None,
             help=f"(default: quick {ANALYSIS['quick'][key]}, paper {ANALYSIS['paper'][key]})",
         )
+    p.add_argument("--sweep", type=Path, help="a `possym sweep` directory to include in the report (any call)")
     p.add_argument("overrides", nargs="*", help="section.key=value for both training runs, e.g. train.steps=500")
     p.set_defaults(func=run)
 
@@ -144,7 +145,7 @@ def _cli(argv: list[str]) -> int:
     return 0
 
 
-def build_stages(out: Path, settings: dict, jobs: int) -> list[Stage]:
+def build_stages(out: Path, settings: dict, jobs: int, sweep: Path | None = None) -> list[Stage]:
     runs = {task: out / task for task in TASK_NAMES}
 
     def data() -> int:
@@ -196,7 +197,7 @@ def build_stages(out: Path, settings: dict, jobs: int) -> list[Stage]:
     for kind in ("discrepancy", "lengthgen"):
         if kind not in skip:
             stages += per_task(kind)
-    stages.append(Stage("report", lambda: _report(out), always=True))
+    stages.append(Stage("report", lambda: _report(out, sweep), always=True))
     return stages
 
 
@@ -210,11 +211,11 @@ def _theory(out: Path, quick: list[str]) -> int:
     return rc
 
 
-def _report(out: Path) -> int:
+def _report(out: Path, sweep: Path | None) -> int:
     from possym.pipeline.report import build_report
 
     stages = json.loads((out / "stages.json").read_text())["stages"]
-    build_report(out, [{"stage": name, **info} for name, info in stages.items() if name != "report"])
+    build_report(out, [{"stage": name, **info} for name, info in stages.items() if name != "report"], sweep=sweep)
     return 0
 
 
@@ -222,7 +223,9 @@ def run(args: argparse.Namespace) -> int:
     settings = resolve(args)
     out: Path = args.out
     t0 = time.perf_counter()
-    log = run_stages(out, build_stages(out, settings, args.jobs), settings, log_dir=out / "logs")
+    if args.sweep is not None and not (args.sweep / "summary.csv").exists():
+        raise ValueError(f"--sweep {args.sweep}: no summary.csv there; give a directory made by `possym sweep`")
+    log = run_stages(out, build_stages(out, settings, args.jobs, args.sweep), settings, log_dir=out / "logs")
     total = sum(r.get("seconds", 0.0) for r in log.rows())
     print(
         f"\nreproduction in {out} ({time.perf_counter() - t0:.0f} s this call; {total / 60:.1f} min of stages in all)"

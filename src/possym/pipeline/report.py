@@ -106,8 +106,14 @@ def final_score_rows(evidence) -> list[dict[str, Any]]:
     return rows
 
 
-def build_report(out: Path, stages: list[dict[str, Any]] | None = None, title: str = "") -> Path:
-    """Write DIR/report.html, DIR/claims.csv, DIR/figures/ and DIR/tables/; returns the report's path."""
+def build_report(
+    out: Path, stages: list[dict[str, Any]] | None = None, title: str = "", sweep: Path | None = None
+) -> Path:
+    """Write DIR/report.html, DIR/claims.csv, DIR/figures/ and DIR/tables/; returns the report's path.
+
+    ``sweep``: a ``possym sweep`` output directory whose per-seed table, mean ± sd summary and band
+    figures become a section of the report (and ``tables/sweep_*.csv``, ``figures/sweep_*``).
+    """
     figures, tables = out / "figures", out / "tables"
     figures.mkdir(parents=True, exist_ok=True)
     tables.mkdir(parents=True, exist_ok=True)
@@ -229,6 +235,7 @@ def build_report(out: Path, stages: list[dict[str, Any]] | None = None, title: s
                 if te.lengthgen
             ],
         ),
+        *([_sweep_section(sweep, figures, tables)] if sweep is not None else []),
         html.Section(
             "Run: config, seeds, versions, timings",
             tables=[html.Table("stages", stages or [])],
@@ -243,6 +250,30 @@ def build_report(out: Path, stages: list[dict[str, Any]] | None = None, title: s
     page = html.render(title or f"possym reproduction: {out.name}", sections, claims, intro)
     atomic_write_text(out / "report.html", page)
     return out / "report.html"
+
+
+def _sweep_section(sweep: Path, figures: Path, tables: Path) -> html.Section:
+    """Seeds and variants from ``possym sweep``: its tables and ±sd band figures, copied in."""
+    if not (sweep / "summary.csv").exists():
+        raise ValueError(f"{sweep} has no summary.csv: give a directory made by `possym sweep`")
+    for name in ("summary.csv", "seeds.csv"):
+        if (sweep / name).exists():
+            shutil.copyfile(sweep / name, tables / f"sweep_{name}")
+    stems = sorted(p.with_suffix("") for p in (sweep / "figures").glob("*.png"))
+    for stem in stems:
+        _copy_figure(stem, figures / stem.name)
+    images = [
+        html.Image(f"sweep: {stem.name}", (figures / stem.name).with_suffix(".png").read_bytes()) for stem in stems
+    ]
+    seeds = table(sweep / "seeds.csv")
+    keep = ("variant", "task", "seed", "test_accuracy", "steps_to_90", "hop_order", "pure_positional", "pure_symbolic")
+    return html.Section(
+        f"Sweep: {sweep.name}",
+        "Trials of <code>possym sweep</code> (one row per variant, task and seed); bands in the figures are ±1 sd "
+        "across seeds.",
+        images,
+        [html.Table("per trial", [{k: r.get(k, "") for k in keep} for r in seeds])],
+    )
 
 
 def _run_info(out: Path, tasks) -> str:

@@ -155,3 +155,25 @@ def test_a_killed_reproduction_resumes_where_it_stopped(tmp_path, tiny_overrides
     a = load_file(RunDir.open(out / "number").checkpoint_path(400))
     b = load_file(RunDir.open(fresh).checkpoint_path(400))
     assert all((a[k] == b[k]).all() for k in a)
+
+
+def test_a_sweep_given_to_the_report_becomes_a_section_with_its_figures(tiny_reproduction, tiny_session_overrides):
+    import matplotlib.pyplot as plt
+
+    from possym.runs import csv_text
+
+    sweep = tiny_reproduction.parent / "sweep"
+    (sweep / "figures").mkdir(parents=True)
+    row = {"variant": "baseline", "task": "number", "seed": 0, "test_accuracy": 1.0, "hop_order": "1<2<3<4"}
+    (sweep / "seeds.csv").write_text(csv_text([row]))
+    (sweep / "summary.csv").write_text(csv_text([{"variant": "baseline", "metric": "test_accuracy", "mean": 1.0}]))
+    fig, ax = plt.subplots()
+    ax.plot([0, 1])
+    fig.savefig(sweep / "figures" / "sweep_accuracy.png")
+    plt.close(fig)
+    args = reproduce_args(tiny_reproduction, [])
+    assert main([*args, "--sweep", str(sweep), *tiny_session_overrides]) == 0
+    page = (tiny_reproduction / "report.html").read_text()
+    assert "Sweep: sweep" in page and "sweep: sweep_accuracy" in page and "1&lt;2&lt;3&lt;4" in page
+    assert (tiny_reproduction / "tables" / "sweep_seeds.csv").exists()
+    assert main([*args, "--sweep", str(sweep / "nowhere"), *tiny_session_overrides]) == 2
