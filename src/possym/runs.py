@@ -88,6 +88,21 @@ def read_csv(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+def typed_row(row: dict[str, str]) -> dict[str, Any]:
+    """A CSV row with numbers turned back into ints and floats ('' and other text stay as they are)."""
+    out: dict[str, Any] = {}
+    for key, value in row.items():
+        for cast in (int, float):
+            try:
+                out[key] = cast(value)
+                break
+            except (TypeError, ValueError):
+                continue
+        else:
+            out[key] = value
+    return out
+
+
 def git_commit() -> str | None:
     try:
         here = Path(__file__).resolve().parent

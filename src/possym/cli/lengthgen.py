@@ -58,7 +58,9 @@ def measure(
     run_dir: RunDir, cfg: LengthGenConfig, step: int | None = None, force: bool = False, position: int = 0
 ) -> list[dict]:
     """Compute (or reuse) RUN/lengthgen.csv; shared by ``lengthgen`` and ``reproduce``."""
-    step = run_dir.checkpoint_steps()[-1] if step is None and run_dir.checkpoint_steps() else step
+    if step is None:
+        steps = run_dir.checkpoint_steps()
+        step = steps[-1] if steps else None
     wanted = settings(cfg, step)
     done = run_dir.path / "lengthgen.json"
     if not force and done.exists() and json.loads(done.read_text())["settings"] == wanted:

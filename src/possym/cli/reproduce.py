@@ -151,11 +151,10 @@ def build_stages(out: Path, settings: dict, jobs: int, sweep: Path | None = None
     def data() -> int:
         from possym.tasks.audit import audit_splits
 
-        rows = [
-            r
-            for task in TASK_NAMES
-            for r in audit_splits(_run_config(task, settings).task, _run_config(task, settings).seeds.data)
-        ]
+        rows = []
+        for task in TASK_NAMES:
+            cfg = _run_config(task, settings)
+            rows += audit_splits(cfg.task, cfg.seeds.data)
         atomic_write_text(out / "tables" / "data.csv", csv_text(rows))
         bad = [r for r in rows if r["solver_agrees"] != r["solver_checked"] or r["overlap_earlier"]]
         if bad:

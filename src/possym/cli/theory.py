@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from possym.runs import RunDir, atomic_write_text, csv_text, read_csv, save_figure
+from possym.runs import RunDir, atomic_write_text, csv_text, read_csv, save_figure, typed_row
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -63,20 +63,6 @@ def _dense_grid(n_max: int) -> np.ndarray:
     """Every n up to 300, every 10th to 1000, every 50th beyond: where the costly reductions are evaluated."""
     grid = np.concatenate([np.arange(2, 301), np.arange(310, 1001, 10), np.arange(1050, n_max + 1, 50)])
     return np.unique(grid[grid <= n_max])
-
-
-def _typed(row: dict[str, str]) -> dict:
-    """A CSV row back to numbers where it holds numbers."""
-    out: dict = {}
-    for k, v in row.items():
-        try:
-            out[k] = int(v)
-        except ValueError:
-            try:
-                out[k] = float(v)
-            except ValueError:
-                out[k] = v
-    return out
 
 
 def run_theory(args: argparse.Namespace) -> int:
@@ -161,8 +147,8 @@ def run_discrepancy(args: argparse.Namespace) -> int:
     task = run.config.task
     t0 = time.perf_counter()
     if args.replot:
-        disc_rows = [_typed(r) for r in read_csv(out / "discrepancy_heads.csv")]
-        acc_rows = [_typed(r) for r in read_csv(out / "discrepancy_accuracy.csv")]
+        disc_rows = [typed_row(r) for r in read_csv(out / "discrepancy_heads.csv")]
+        acc_rows = [typed_row(r) for r in read_csv(out / "discrepancy_accuracy.csv")]
         step = disc_rows[0]["step"]
     else:
         dtype = torch.float64 if args.dtype == "float64" else torch.float32

@@ -582,8 +582,12 @@ class HFProvider:
         device: str = "cpu",
         stop_when_decided: bool = False,
     ) -> HFProvider:
-        model, tokenizer = load_local_model(model_id, gguf_file, device=device)
-        return cls(model_id, model, tokenizer, settings, batch_size=batch_size, stop_when_decided=stop_when_decided)
+        provider = cls.lazy(
+            model_id, settings, gguf_file=gguf_file, batch_size=batch_size, device=device,
+            stop_when_decided=stop_when_decided,
+        )
+        provider._ensure_loaded()  # read the weights now
+        return provider
 
     @classmethod
     def lazy(

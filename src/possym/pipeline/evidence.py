@@ -11,28 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from possym.report.claims import Evidence, TaskEvidence
-from possym.runs import RunDir, read_csv
+from possym.runs import RunDir, read_csv, typed_row
 
 TASK_DIRS = ("number", "letter")
 
 
-def typed(row: dict[str, str]) -> dict[str, Any]:
-    """A CSV row with numbers turned back into ints and floats ('' stays '')."""
-    out: dict[str, Any] = {}
-    for key, value in row.items():
-        for cast in (int, float):
-            try:
-                out[key] = cast(value)
-                break
-            except (TypeError, ValueError):
-                continue
-        else:
-            out[key] = value
-    return out
-
-
 def table(path: Path) -> list[dict[str, Any]]:
-    return [typed(r) for r in read_csv(path)] if path.exists() else []
+    return [typed_row(r) for r in read_csv(path)] if path.exists() else []
 
 
 def task_evidence(run: RunDir) -> TaskEvidence:
