@@ -119,11 +119,9 @@ def last_logits_after(model: GPTJ, windows: Tensor, past: list[KV] | None, token
     return torch.cat([model(windows[i : i + step], past=past)[:, -1] for i in range(0, len(windows), step)])
 
 
-@torch.inference_mode()
 def last_logits_plain(model: GPTJ, tokens: Tensor, token_budget: int) -> Tensor:
     """Last-position logits of ``tokens`` [batch, pos] by the plain full-sequence forward pass."""
-    step = max(1, token_budget // tokens.shape[1])
-    return torch.cat([model(tokens[i : i + step])[:, -1] for i in range(0, len(tokens), step)])
+    return last_logits_after(model, tokens, None, token_budget)
 
 
 def prefix_cache(model: GPTJ, prefix: np.ndarray) -> list[KV] | None:
