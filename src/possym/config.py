@@ -227,8 +227,10 @@ def parse_freq_gate(spec: str, n_layers: int, n_planes: int) -> dict[int, frozen
     gate: dict[int, frozenset[int]] = {}
     for entry in spec.split(";"):
         layers, sep, ids = entry.partition("@")
-        _require(bool(sep) and bool(layers.strip()) and bool(ids.strip()),
-                 f"{where}: entry {entry.strip()!r} must look like LAYERS@IDS, e.g. 0-2@9-16")
+        _require(
+            bool(sep) and bool(layers.strip()) and bool(ids.strip()),
+            f"{where}: entry {entry.strip()!r} must look like LAYERS@IDS, e.g. 0-2@9-16",
+        )
         allowed = frozenset(_int_ranges(ids, where))
         bad_ids = sorted(i for i in allowed if not 1 <= i <= n_planes)
         _require(not bad_ids, f"{where}: frequency IDs {bad_ids} do not exist; allowed: 1..{n_planes} (rot_dim/2)")
@@ -248,6 +250,8 @@ class TrainConfig:
     decay on biases and LayerNorms are HF Trainer defaults, which the paper's code ran under.
     ``random_extra=K > 0`` (number task only) puts k ~ U{0..K} random letters before every window of
     each training batch, a fresh k per step (:mod:`possym.train.augment`); 0 trains as the paper.
+    ``precision="bf16"`` feeds the big matmuls of the training step bfloat16 (float32 accumulation,
+    weights and optimiser state stay float32; :mod:`possym.train.fused`); evaluation is float32.
     """
 
     lr: float = 1e-4
@@ -263,6 +267,7 @@ class TrainConfig:
     checkpoint_every: int = 50
     threads: int | None = None
     random_extra: int = 0
+    precision: str = "fp32"
 
     def __post_init__(self) -> None:
         _require(self.lr > 0 and math.isfinite(self.lr), f"train.lr={self.lr} must be a positive number")
@@ -278,6 +283,7 @@ class TrainConfig:
             _require(getattr(self, name) >= 1, f"train.{name}={getattr(self, name)} must be >= 1")
         _require(self.threads is None or self.threads >= 1, f"train.threads={self.threads} must be >= 1")
         _require(self.random_extra >= 0, f"train.random_extra={self.random_extra} must be >= 0 (0: no extra tokens)")
+        _require(self.precision in ("fp32", "bf16"), f"train.precision={self.precision!r} must be 'fp32' or 'bf16'")
 
 
 @dataclass(frozen=True)

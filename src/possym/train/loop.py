@@ -3,11 +3,13 @@
 No argparse and no prints: the CLI passes a callback for the progress bar. Everything the loop
 writes goes through the :class:`~possym.runs.RunDir`.
 
+Each step is :func:`possym.train.fused.loss_and_grads` (the hand-written forward and backward,
+held equal to the module's autograd by the tests) then fused AdamW.
+
 Determinism: the batch order of epoch e is a permutation drawn from ``(seeds.order, e)``; weights
-come from a generator seeded by ``seeds.init``; dropout draws from torch's global generator, which
-this entry point seeds from ``seeds.dropout`` and whose state is saved with every resumable state.
-So a run killed at any point and resumed ends with bitwise the same weights as an uninterrupted
-one (CPU, same thread count).
+come from a generator seeded by ``seeds.init``; dropout masks from a generator seeded by
+``seeds.dropout``, whose state is saved with every resumable state. So a run killed at any point
+and resumed ends with bitwise the same weights as an uninterrupted one (CPU, same thread count).
 
 Example:
     >>> run = RunDir.create("runs/x", load_config("number", "quick"))   # doctest: +SKIP
@@ -29,6 +31,7 @@ from possym.model.gptj import GPTJ
 from possym.runs import RunDir
 from possym.tasks import TaskSamples
 from possym.train.augment import with_random_extra
+from possym.train.fused import draw_masks, loss_and_grads
 from possym.train.schedule import lr_factor
 
 Monitor = Callable[[GPTJ, Tensor], list[dict[str, Any]]]
@@ -105,19 +108,25 @@ def train(
     train_tokens, train_answers = torch.as_tensor(train_set.tokens), torch.as_tensor(train_set.answer)
 
     model = build_model(run)
-    opt = torch.optim.AdamW(_param_groups(model, tc.weight_decay), lr=tc.lr, betas=(tc.beta1, tc.beta2))
+    groups = _param_groups(model, tc.weight_decay)
+    opt = torch.optim.AdamW(groups, lr=tc.lr, betas=(tc.beta1, tc.beta2), fused=True)  # 4x foreach's speed on CPU
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, tc.warmup_steps, total))
+    dropout = torch.Generator().manual_seed(cfg.seeds.dropout)
 
     state = run.load_state()
     if state is None:
-        torch.manual_seed(cfg.seeds.dropout)
         start = 0
-        _checkpoint_and_eval(run, model, opt, sched, 0, eval_set, monitor, monitor_size)
+        _checkpoint_and_eval(run, model, opt, sched, dropout, 0, eval_set, monitor, monitor_size)
     else:
+        if "dropout_rng" not in state:
+            raise ValueError(
+                f"{run.path}: this run was trained by an older possym whose dropout stream differs; "
+                "resuming it would not reproduce it. Finish it with that version, or start a new run"
+            )
         model.load_state_dict(state["model"])
         opt.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["scheduler"])
-        torch.set_rng_state(state["torch_rng"])
+        dropout.set_state(state["dropout_rng"])
         start = state["step"]
         run.truncate_metrics(start)
 
@@ -129,10 +138,8 @@ def train(
         if tc.random_extra:  # drawn from (order seed, step), so a resumed run sees the same tokens
             rng = np.random.default_rng([cfg.seeds.order, step, 1])
             batch = torch.as_tensor(with_random_extra(batch.numpy(), cfg.task, tc.random_extra, rng))
-        logits = last_token_logits(model, batch)
-        loss = F.cross_entropy(logits, train_answers[idx])
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
+        masks = draw_masks(model.cfg, *batch.shape, dropout)
+        loss = loss_and_grads(model, batch, train_answers[idx], masks, tc.precision)
         if tc.grad_clip is not None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
         opt.step()
@@ -140,8 +147,7 @@ def train(
         done = step + 1
         info: dict[str, Any] = {"step": done, "total": total, "loss": loss.item(), "lr": sched.get_last_lr()[0]}
         if done % tc.eval_every == 0 or done % tc.checkpoint_every == 0 or done == total:
-            info["eval"] = _checkpoint_and_eval(run, model, opt, sched, done, eval_set, monitor, monitor_size)
-            model.train()
+            info["eval"] = _checkpoint_and_eval(run, model, opt, sched, dropout, done, eval_set, monitor, monitor_size)
         if on_step is not None:
             elapsed = time.perf_counter() - t0
             info["steps_per_s"] = (done - last) / elapsed if elapsed > 0 else 0.0
@@ -164,6 +170,7 @@ def _checkpoint_and_eval(
     model: GPTJ,
     opt: torch.optim.Optimizer,
     sched: torch.optim.lr_scheduler.LRScheduler,
+    dropout: torch.Generator,
     step: int,
     eval_set: TaskSamples,
     monitor: Monitor | None,
@@ -192,7 +199,7 @@ def _checkpoint_and_eval(
                 "model": model.state_dict(),
                 "optimizer": opt.state_dict(),
                 "scheduler": sched.state_dict(),
-                "torch_rng": torch.get_rng_state(),
+                "dropout_rng": dropout.get_state(),
             }
         )
     return record

@@ -1,0 +1,257 @@
+"""The training step of :class:`~possym.model.gptj.GPTJ`, forward and backward written by hand.
+
+Same parameters, same maths as the module (which stays the reference: a test holds the two equal to
+1e-10 in float64, dropout masks included), but shaped for a small model on a CPU:
+
+- GPT-J's parallel block reads one LayerNorm output ``h`` into both branches, so ``W_Q, W_K, W_V``
+  and the MLP's ``W_in`` are one matmul ``h @ [W_QKV; W_in]^T`` forward, and one each for ``dh``
+  and ``dW`` backward: 2 big matmuls instead of 8;
+- RoPE is one complex multiply: GPT-J's adjacent pairs read as complex numbers times a per-layer
+  rotor ``e^{i p θ_k}`` that also folds the plane options (1 for a NoPE plane, 0 for a gated one);
+  its backward multiplies by the conjugate;
+- the loss reads the last position only, so the last block computes that one row (from every
+  position's keys and values) and the final LayerNorm and unembedding run on B rows;
+- no autograd graph: only the tensors the backward needs are kept;
+- dropout masks come from a passed-in :class:`torch.Generator`, four 16-bit uniforms per 64-bit
+  draw (:func:`draw_masks`), 2.5x cheaper than ``bernoulli_``;
+- ``precision="bf16"`` runs the six big matmuls per layer with bfloat16 inputs and float32
+  accumulation (oneDNN), everything else in float32; weights and optimiser state stay float32.
+
+The maths per block (rows r = batch x pos, dropout masks m already scaled by 1/(1-p)):
+    h = LN(x);  [q k v u] = h W1^T + [0 0 0 b_in];  q, k = rope(q), rope(k)
+    P = softmax(q k^T / sqrt(d_head) + causal);  z = (P * m_P) v;  g = gelu_tanh(u)
+    x' = x + (z W_O^T) * m_a + (g W_out^T + b_out) * m_f
+and its backward, given dx':
+    da = dx' * m_a, df = dx' * m_f;  dW_O = da^T z, dz = da W_O;  dW_out = df^T g, dg = df W_out
+    du = gelu'(u) dg;  dP = (dz v^T) * m_P;  ds = P * (dP - rowsum(dP * P)) / sqrt(d_head)
+    dq = ds k, dk = ds^T q, dv = (P * m_P)^T dz  (then un-rotated);  dW1 = dy1^T h, dh = dy1 W1
+    dx = dx' + LN_backward(dh)
+
+Example (gradients land in ``.grad``, ready for ``optimizer.step()``):
+    >>> cfg = ModelConfig(n_layers=2, d_model=16, d_mlp=32, d_vocab=10, dropout=0.1)
+    >>> model = GPTJ(cfg, torch.Generator().manual_seed(0))
+    >>> tokens, answers = torch.randint(0, 10, (4, 5)), torch.randint(0, 10, (4,))
+    >>> masks = draw_masks(cfg, 4, 5, torch.Generator().manual_seed(1))
+    >>> loss = loss_and_grads(model, tokens, answers, masks)
+    >>> model.unembed.weight.grad.shape
+    torch.Size([10, 16])
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import torch
+from torch import Tensor
+
+from possym.config import ModelConfig
+from possym.model.gptj import GPTJ
+from possym.model.rope import rope_cos_sin
+
+Precision = Literal["fp32", "bf16"]
+# Dropout keeps an element when its 16-bit uniform is >= this many of 65,536: p is met to within
+# 2^-17 (p = 0.1 becomes 6,554 / 65,536 = 0.100006).
+_UNIFORMS = 1 << 16
+
+
+@dataclass(frozen=True)
+class DropoutMasks:
+    """Every dropout mask of one training step, already scaled: each entry is 0 or 1/(1-p).
+
+    ``embed`` [batch, pos, d_model]; per layer ``pattern`` [batch, head, pos, pos] (attention
+    weights), ``attn`` and ``mlp`` [batch, pos, d_model] (each branch's output). ``None`` when p = 0.
+    """
+
+    embed: Tensor | None
+    layers: tuple[tuple[Tensor | None, Tensor | None, Tensor | None], ...]
+
+
+def draw_masks(cfg: ModelConfig, batch: int, pos: int, generator: torch.Generator) -> DropoutMasks:
+    """All of a step's masks at the model's dropout rate, from ``generator`` only.
+
+    Each 64-bit draw is four uniform 16-bit integers, one per mask entry (a quarter of the random
+    bits ``bernoulli_`` spends on a float each).
+    """
+    p = cfg.dropout
+    if p == 0.0:
+        return DropoutMasks(None, tuple((None, None, None) for _ in range(cfg.n_layers)))
+    d, h = cfg.d_model, cfg.n_heads
+    per_layer = ((batch, h, pos, pos), (batch, pos, d), (batch, pos, d))  # pattern, attention out, MLP out
+    shapes = [(batch, pos, d)] + [s for _ in range(cfg.n_layers) for s in per_layer]
+    sizes = [math.prod(s) for s in shapes]
+    words = torch.empty(-(-sum(sizes) // 4), dtype=torch.int64).random_(-(2**63), None, generator=generator)
+    uniforms = words.view(torch.int16)[: sum(sizes)]  # int16 is signed: uniform on [-2^15, 2^15)
+    scaled = torch.empty(sum(sizes), dtype=torch.get_default_dtype())
+    torch.ge(uniforms, round(p * _UNIFORMS) - _UNIFORMS // 2, out=scaled).mul_(1.0 / (1.0 - p))
+    parts = [t.view(s) for t, s in zip(scaled.split(sizes), shapes, strict=True)]
+    return DropoutMasks(parts[0], tuple(tuple(parts[1 + 3 * i : 4 + 3 * i]) for i in range(cfg.n_layers)))
+
+
+def rope_rotors(cfg: ModelConfig, layer: int, pos: int, dtype: torch.dtype) -> Tensor:
+    """Complex [pos, d_model / 2]: RoPE of ``layer`` is ``x -> x * rotor`` on x's adjacent pairs read as complex.
+
+    GPT-J rotates dims (2k, 2k+1) as one complex number by ``e^{i p θ_k}``; each head repeats the
+    planes. Planes past rot_dim and NoPE planes (p-RoPE, ``nope_from_layer``) get 1, gated planes 0
+    (they are zeroed in q and k). The backward of ``x * w`` is ``d * conj(w)``.
+    """
+    cos, sin = rope_cos_sin(torch.arange(pos), cfg.rot_dim, cfg.rope_base, torch.float64)
+    rotates = torch.tensor(cfg.plane_rotates(layer), dtype=torch.bool)
+    gate = torch.tensor(cfg.plane_allowed(layer), dtype=torch.float64)
+    rotor = torch.complex(torch.where(rotates, cos, 1.0), torch.where(rotates, sin, 0.0)) * gate
+    free = torch.ones(pos, (cfg.d_head - cfg.rot_dim) // 2, dtype=torch.complex128)
+    return torch.cat((rotor, free), dim=1).repeat(1, cfg.n_heads).to(torch.promote_types(dtype, torch.complex64))
+
+
+def _rotate(x: Tensor, rotor: Tensor, out: Tensor | None = None) -> Tensor:
+    """x [..., pos, d] (real, pairs adjacent) times rotor [pos, d/2] (complex); real, into ``out`` if given."""
+    pairs = torch.view_as_complex(x.unflatten(-1, (-1, 2)))
+    if out is None:
+        return torch.view_as_real(pairs * rotor).flatten(-2)
+    torch.mul(pairs, rotor, out=torch.view_as_complex(out.unflatten(-1, (-1, 2))))
+    return out
+
+
+_GELU_K = 2.0 * math.sqrt(2.0 / math.pi)  # 0.5 (1 + tanh(y)) = sigmoid(2y)
+_GELU_C = 0.044715
+
+
+def _gelu_tanh(u: Tensor) -> tuple[Tensor, Tensor]:
+    """HF's ``gelu_new`` as ``u * sigmoid(K (u + C u^3))`` (K = 2 sqrt(2/pi)); returns (value, sigmoid).
+
+    Equal to ``0.5 u (1 + tanh(sqrt(2/pi) (u + C u^3)))``; torch's sigmoid kernel is ~5x its tanh here.
+    """
+    s = torch.addcmul(u, u * u, u, value=_GELU_C).mul_(_GELU_K).sigmoid_()
+    return u * s, s
+
+
+def _gelu_tanh_backward(dg: Tensor, u: Tensor, s: Tensor) -> Tensor:
+    """d/du [u s(w)] = s + u s (1 - s) w',  w' = K (1 + 3 C u^2)."""
+    w_prime = (u * u).mul_(3 * _GELU_C * _GELU_K).add_(_GELU_K)
+    return (s - s * s).mul_(w_prime).mul_(u).add_(s).mul_(dg)
+
+
+def _mul(x: Tensor, mask: Tensor | None) -> Tensor:
+    return x if mask is None else x * mask
+
+
+@torch.no_grad()
+def loss_and_grads(
+    model: GPTJ, tokens: Tensor, answers: Tensor, masks: DropoutMasks, precision: Precision = "fp32"
+) -> Tensor:
+    """Mean last-token cross-entropy of ``tokens`` [batch, pos] against ``answers`` [batch].
+
+    Writes every parameter's ``.grad`` (replacing what was there) and returns the loss (0-d, the
+    model's dtype). ``masks`` from :func:`draw_masks`; a p = 0 set gives the eval-mode function.
+    """
+    cfg, dtype = model.cfg, model.embed.weight.dtype
+    mm = torch.bfloat16 if precision == "bf16" else dtype  # the big matmuls' input dtype
+    B, T = tokens.shape
+    D, H, dh = cfg.d_model, cfg.n_heads, cfg.d_head
+    r, scale = B * T, 1.0 / math.sqrt(dh)
+    causal = torch.full((T, T), float("-inf"), dtype=dtype).triu(1)
+    rotors: dict[tuple, Tensor] = {}
+
+    def heads(t: Tensor) -> Tensor:  # [B, n, D] -> [B*H, n, dh]
+        return t.view(B, -1, H, dh).transpose(1, 2).reshape(B * H, -1, dh)
+
+    def unheads(t: Tensor) -> Tensor:  # [B*H, n, dh] -> [B, n, D]
+        return t.view(B, H, -1, dh).transpose(1, 2).reshape(B, -1, D)
+
+    def matmul(a: Tensor, b: Tensor) -> Tensor:  # in the matmul dtype, back to the model's
+        return (a.to(mm) @ b).to(dtype)
+
+    # ---- forward ----
+    x = _mul(model.embed.weight[tokens], masks.embed)
+    saved = []
+    for layer, block in enumerate(model.blocks):
+        # The loss reads the last position only, so the last block computes that row alone (its keys
+        # and values still span every position); every other block computes all rows.
+        o = slice(T - 1, T) if layer == cfg.n_layers - 1 else slice(0, T)
+        n = o.stop - o.start
+        key = (cfg.plane_rotates(layer), cfg.plane_allowed(layer))
+        if key not in rotors:
+            rotors[key] = rope_rotors(cfg, layer, T, dtype)
+        rotor = rotors[key]
+        m_p, m_a, m_f = (None if m is None else m[:, :, o] if m.dim() == 4 else m[:, o] for m in masks.layers[layer])
+        W = [w.to(mm) for w in (block.attn.qkv.weight, block.mlp[0].weight, block.attn.out.weight, block.mlp[2].weight)]
+        h, mean, rstd = torch.native_layer_norm(x, [D], block.ln.weight, block.ln.bias, cfg.ln_eps)
+        h = h.to(mm)
+        h_o = h[:, o].reshape(B * n, D)
+        y = (h.view(r, D) @ W[0].mT).to(dtype)  # [r, 3D]: q | k | v
+        qk = _rotate(y[:, : 2 * D].view(B, T, 2, D), rotor[:, None])
+        q, k = heads(qk[:, o, 0]), heads(qk[:, :, 1])
+        v = heads(y[:, 2 * D :].view(B, T, D))
+        P = torch.baddbmm(causal[o], q, k.mT, alpha=scale).softmax(-1)
+        Pd = P if m_p is None else P * m_p.reshape(B * H, n, T)
+        z = unheads(Pd @ v).view(B * n, D).to(mm)
+        u = (h_o @ W[1].mT).to(dtype).add_(block.mlp[0].bias)
+        g, sig = _gelu_tanh(u)
+        g = g.to(mm)
+        a = (z @ W[2].mT).to(dtype).view(B, n, D)
+        f = (g @ W[3].mT).to(dtype).add_(block.mlp[2].bias).view(B, n, D)
+        x_next = x[:, o] + a if m_a is None else torch.addcmul(x[:, o], a, m_a)
+        x_next = x_next.add_(f) if m_f is None else x_next.addcmul_(f, m_f)
+        saved.append((o, x, mean, rstd, h, h_o, W, rotor, q, k, v, P, Pd, z, u, sig, g, m_p, m_a, m_f))
+        x = x_next
+    last = x[:, -1]
+    hf, mean_f, rstd_f = torch.native_layer_norm(last, [D], model.ln_final.weight, model.ln_final.bias, cfg.ln_eps)
+    logits = torch.addmm(model.unembed.bias, hf, model.unembed.weight.mT)
+    logp = logits.log_softmax(-1)
+    loss = -logp.gather(1, answers[:, None]).mean()
+
+    # ---- backward ----
+    dlogits = logp.exp()
+    dlogits[torch.arange(B), answers] -= 1.0
+    dlogits /= B
+    _set_grad(model.unembed.weight, dlogits.mT @ hf)
+    _set_grad(model.unembed.bias, dlogits.sum(0))
+    dlast, dw, db = torch.ops.aten.native_layer_norm_backward(
+        dlogits @ model.unembed.weight, last, [D], mean_f, rstd_f,
+        model.ln_final.weight, model.ln_final.bias, [True, True, True],
+    )  # fmt: skip
+    _set_grad(model.ln_final.weight, dw)
+    _set_grad(model.ln_final.bias, db)
+    dx = dlast[:, None]  # gradient of the last block's output rows
+    for block, (o, x, mean, rstd, h, h_o, W, rotor, q, k, v, P, Pd, z, u, sig, g, m_p, m_a, m_f) in reversed(
+        list(zip(model.blocks, saved, strict=True))
+    ):
+        n = o.stop - o.start
+        da = _mul(dx, m_a).reshape(B * n, D).to(mm)
+        df = _mul(dx, m_f).reshape(B * n, D)
+        _set_grad(block.mlp[2].bias, df.sum(0))
+        df = df.to(mm)
+        _set_grad(block.attn.out.weight, matmul(da.mT, z))
+        _set_grad(block.mlp[2].weight, matmul(df.mT, g))
+        du = _gelu_tanh_backward(matmul(df, W[3]), u, sig)
+        _set_grad(block.mlp[0].bias, du.sum(0))
+        dz = heads(matmul(da, W[2]).view(B, n, D))
+        dP = dz @ v.mT
+        ds = torch._softmax_backward_data(dP if m_p is None else dP * m_p.reshape(B * H, n, T), P, -1, dtype)
+        ds *= scale
+        dy = (torch.empty if n == T else torch.zeros)(B, T, 3 * D, dtype=dtype)  # d(q | k | v), in place
+        back = rotor.conj()
+        _rotate(unheads(ds @ k), back[o], out=dy[:, o, :D])
+        _rotate(unheads(ds.mT @ q), back, out=dy[..., D : 2 * D])
+        dy[..., 2 * D :] = unheads(Pd.mT @ dz)
+        dy, du = dy.view(r, 3 * D).to(mm), du.to(mm)
+        _set_grad(block.attn.qkv.weight, matmul(dy.mT, h.view(r, D)))
+        _set_grad(block.mlp[0].weight, matmul(du.mT, h_o))
+        d_h = matmul(dy, W[0]).view(B, T, D)
+        d_h[:, o] += matmul(du, W[1]).view(B, n, D)
+        dx_in, dw, db = torch.ops.aten.native_layer_norm_backward(
+            d_h, x, [D], mean, rstd, block.ln.weight, block.ln.bias, [True, True, True]
+        )
+        _set_grad(block.ln.weight, dw)
+        _set_grad(block.ln.bias, db)
+        dx_in[:, o] += dx  # the residual path
+        dx = dx_in
+    dE = torch.zeros_like(model.embed.weight)
+    dE.index_add_(0, tokens.flatten(), _mul(dx, masks.embed).view(r, D))
+    _set_grad(model.embed.weight, dE)
+    return loss
+
+
+def _set_grad(param: Tensor, grad: Tensor) -> None:
+    param.grad = grad.contiguous()

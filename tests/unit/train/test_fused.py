@@ -1,0 +1,118 @@
+"""The hand-written training step against the module's own autograd (the reference), in float64."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from possym.config import ModelConfig
+from possym.model.gptj import GPTJ
+from possym.train.fused import DropoutMasks, draw_masks, loss_and_grads
+
+VARIANTS = {
+    "paper-like": {},
+    "two heads": {"n_heads": 2},
+    "partial rotary": {"rotary_dim": 4},
+    "p-RoPE": {"p_rope": 0.5},
+    "NoPE from layer 1": {"nope_from_layer": 1},
+    "gated planes, two heads": {"n_heads": 2, "freq_gate": "0@2-3;1@1"},
+}
+
+
+def _model(dropout: float, **kw) -> GPTJ:
+    cfg = ModelConfig(n_layers=2, d_model=16, d_mlp=32, d_vocab=11, dropout=dropout, **kw)
+    return GPTJ(cfg, torch.Generator().manual_seed(0)).double()
+
+
+def _batch(seed: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 11, (5, 7), generator=g), torch.randint(0, 11, (5,), generator=g)
+
+
+def _reference(model: GPTJ, tokens, answers, masks: DropoutMasks | None = None):
+    """Loss and grads by autograd through the module; ``masks`` replace its dropout calls, in order."""
+    model.zero_grad(set_to_none=True)
+    model.train(masks is not None)
+    queue = [] if masks is None else [masks.embed] + [m for layer in masks.layers for m in layer]
+    real = F.dropout
+
+    def fake(x, p=0.5, training=True, inplace=False):
+        return x * queue.pop(0) if training else real(x, p, training, inplace)
+
+    # A pattern hook sends attention through the explicit softmax path, whose dropout is F.dropout.
+    read = {f"blocks.{i}.attn.hook_pattern": lambda t: None for i in range(model.cfg.n_layers)}
+    with pytest.MonkeyPatch.context() as mp, model.hooks(read):
+        mp.setattr(torch.nn.functional, "dropout", fake)
+        loss = F.cross_entropy(model(tokens)[:, -1], answers)
+    loss.backward()
+    assert not queue, "every mask must be used exactly once"
+    return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+def _fused(model: GPTJ, tokens, answers, masks: DropoutMasks, precision="fp32"):
+    model.zero_grad(set_to_none=True)
+    loss = loss_and_grads(model, tokens, answers, masks, precision)
+    return loss, {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_equals_autograd_without_dropout(variant):
+    model = _model(0.0, **VARIANTS[variant])
+    tokens, answers = _batch()
+    want_loss, want = _reference(model, tokens, answers)
+    got_loss, got = _fused(model, tokens, answers, draw_masks(model.cfg, 5, 7, torch.Generator()))
+    torch.testing.assert_close(got_loss, want_loss, rtol=0, atol=1e-12)
+    for name in want:
+        torch.testing.assert_close(got[name], want[name], rtol=0, atol=1e-10, msg=name)
+
+
+@pytest.mark.parametrize("variant", ["paper-like", "two heads", "p-RoPE"])
+def test_equals_autograd_with_the_same_dropout_masks(variant):
+    model = _model(0.3, **VARIANTS[variant])
+    tokens, answers = _batch()
+    masks = draw_masks(model.cfg, 5, 7, torch.Generator().manual_seed(4))
+    masks = DropoutMasks(  # float64 like the model, so the reference multiplies exactly the same numbers
+        masks.embed.double(), tuple(tuple(m.double() for m in layer) for layer in masks.layers)
+    )
+    want_loss, want = _reference(model, tokens, answers, masks)
+    got_loss, got = _fused(model, tokens, answers, masks)
+    torch.testing.assert_close(got_loss, want_loss, rtol=0, atol=1e-12)
+    for name in want:
+        torch.testing.assert_close(got[name], want[name], rtol=0, atol=1e-10, msg=name)
+    # and the masks matter: without them the gradients differ
+    _, plain = _reference(model, tokens, answers)
+    assert not torch.allclose(plain["unembed.weight"], want["unembed.weight"])
+
+
+def test_masks_rate_scale_shapes_and_determinism():
+    cfg = ModelConfig(n_layers=3, d_model=32, n_heads=2, d_mlp=64, d_vocab=11, dropout=0.1)
+    masks = draw_masks(cfg, 64, 17, torch.Generator().manual_seed(0))
+    again = draw_masks(cfg, 64, 17, torch.Generator().manual_seed(0))
+    other = draw_masks(cfg, 64, 17, torch.Generator().manual_seed(1))
+    assert masks.embed.shape == (64, 17, 32) and len(masks.layers) == 3
+    assert [m.shape for m in masks.layers[0]] == [(64, 2, 17, 17), (64, 17, 32), (64, 17, 32)]
+    every = torch.cat([masks.embed.flatten()] + [m.flatten() for layer in masks.layers for m in layer])
+    assert every.unique().tolist() == pytest.approx([0.0, 1 / 0.9])
+    n, dropped = every.numel(), float((every == 0).float().mean())
+    assert abs(dropped - 0.1) < 4 * (0.1 * 0.9 / n) ** 0.5  # 4 sd of a binomial rate
+    assert torch.equal(masks.embed, again.embed) and not torch.equal(masks.embed, other.embed)
+    # independent sites: the attention and MLP masks of a layer are not the same draw
+    assert not torch.equal(masks.layers[0][1], masks.layers[0][2])
+    none = draw_masks(ModelConfig(n_layers=2, d_model=8, d_vocab=5, dropout=0.0), 4, 3, torch.Generator())
+    assert none.embed is None and none.layers == ((None, None, None), (None, None, None))
+
+
+def test_bf16_matmuls_stay_close_to_fp32():
+    cfg = ModelConfig(n_layers=4, d_model=64, d_mlp=256, d_vocab=40, dropout=0.1)
+    model = GPTJ(cfg, torch.Generator().manual_seed(0))
+    tokens = torch.randint(0, 40, (32, 17), generator=torch.Generator().manual_seed(1))
+    answers = torch.randint(0, 40, (32,), generator=torch.Generator().manual_seed(2))
+    masks = draw_masks(cfg, 32, 17, torch.Generator().manual_seed(3))
+    loss32, g32 = _fused(model, tokens, answers, masks, "fp32")
+    loss16, g16 = _fused(model, tokens, answers, masks, "bf16")
+    assert abs(float(loss16) - float(loss32)) < 1e-2 * float(loss32)
+    for name, want in g32.items():
+        rel = float((g16[name] - want).norm() / want.norm().clamp_min(1e-12))
+        assert rel < 3e-2, f"{name}: relative gradient error {rel:.3g}"
+    assert any(not torch.equal(g16[n], g32[n]) for n in g32), "bf16 must actually change the arithmetic"
