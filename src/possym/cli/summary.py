@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from possym.evaluate.accuracy import learning_summary
+from possym.evaluate.accuracy import curve_gap, learning_summary
 from possym.runs import RunDir
 
 
@@ -14,19 +14,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run", metavar="RUN")
     p.add_argument("--threshold", type=float, default=0.9)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument(
+        "--against", metavar="OTHER", help="a second run: print it beside RUN, and how far apart the curves are"
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    run_dir = RunDir.open(args.run)
-    s = learning_summary(run_dir.metrics(), args.threshold)
+    runs = [RunDir.open(args.run)] + ([RunDir.open(args.against)] if args.against else [])
+    summaries = [learning_summary(r.metrics(), args.threshold) for r in runs]
+    gap = curve_gap(runs[0].metrics(), runs[1].metrics()) if args.against else None
     if args.json:
-        print(json.dumps(s, indent=2))
+        out = summaries[0] if not args.against else {"run": summaries[0], "against": summaries[1], "curve_gap": gap}
+        print(json.dumps(out, indent=2))
         return 0
-    print(f"{run_dir.path} ({run_dir.config.task.name}, preset {run_dir.config.preset})")
-    print(f"{'':12s} {'final test':>10s} {'first step >= ' + str(args.threshold):>20s}")
-    for key, step in s["first_step"].items():
-        acc = s["final_test"].get(key)
-        print(f"{key:12s} {'-' if acc is None else format(acc, '.4f'):>10} {str(step):>20s}")
-    print(f"best evaluation accuracy {s['best_accuracy']} at step {s['best_step']}")
+    for run_dir, s in zip(runs, summaries, strict=True):
+        print(f"{run_dir.path} ({run_dir.config.task.name}, preset {run_dir.config.preset})")
+        print(f"{'':12s} {'final test':>10s} {'first step >= ' + str(args.threshold):>20s}")
+        for key, step in s["first_step"].items():
+            acc = s["final_test"].get(key)
+            print(f"{key:12s} {'-' if acc is None else format(acc, '.4f'):>10} {str(step):>20s}")
+        print(f"best evaluation accuracy {s['best_accuracy']} at step {s['best_step']}")
+    if gap is not None:
+        print(
+            f"curve gap |RUN - OTHER| on the steps both evaluated ({next(iter(gap.values()))['steps'] if gap else 0}):"
+        )
+        for key, g in gap.items():
+            print(f"{key:12s} max {g['max']:.4f} (step {g['at_step']}), mean {g['mean']:.4f}")
     return 0

@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -31,26 +32,25 @@ from possym.model.gptj import GPTJ
 from possym.runs import RunDir
 from possym.tasks import TaskSamples
 from possym.train.augment import with_random_extra
-from possym.train.fused import draw_masks, loss_and_grads
+from possym.train.fused import draw_masks, last_token_logits, loss_and_grads
 from possym.train.schedule import lr_factor
 
 Monitor = Callable[[GPTJ, Tensor], list[dict[str, Any]]]
 
 
-def last_token_logits(model: GPTJ, tokens: Tensor) -> Tensor:
-    """[batch, pos] -> [batch, d_vocab]: the logits at the query (last) position."""
-    return model(tokens)[:, -1]
-
-
 @torch.no_grad()
-def predict(model: GPTJ, tokens: Tensor, batch_size: int = 2048) -> Tensor:
+def predict(model: GPTJ, tokens: Tensor, batch_size: int = 256) -> Tensor:
     """Greedy answer id at the last position.  [batch, pos] -> [batch]."""
     return torch.cat([last_token_logits(model, t).argmax(-1) for t in tokens.split(batch_size)])
 
 
 @torch.no_grad()
-def evaluate(model: GPTJ, samples: TaskSamples, batch_size: int = 2048) -> dict[str, float]:
-    """Global and per-hop accuracy, and mean loss, of the last-token prediction."""
+def evaluate(model: GPTJ, samples: TaskSamples, batch_size: int = 256) -> dict[str, float]:
+    """Global and per-hop accuracy, and mean loss, of the last-token prediction.
+
+    Batches of 256 stay in cache (2048 was 1.6x slower on this CPU); the forward is the training
+    step's own, which computes only the query row in the last block.
+    """
     was_training = model.training
     model.eval()
     tokens = torch.as_tensor(samples.tokens)
@@ -80,8 +80,15 @@ def batch_indices(step: int, n_train: int, batch_size: int, order_seed: int) -> 
     """Training-set rows of optimiser step ``step``: epoch-wise permutations, the tail dropped."""
     per_epoch = max(1, n_train // batch_size)
     epoch, within = divmod(step, per_epoch)
-    perm = np.random.default_rng([order_seed, epoch]).permutation(n_train)
-    return perm[within * batch_size : (within + 1) * batch_size]
+    return _epoch_order(n_train, order_seed, epoch)[within * batch_size : (within + 1) * batch_size].copy()
+
+
+@functools.lru_cache(maxsize=2)
+def _epoch_order(n_train: int, order_seed: int, epoch: int) -> np.ndarray:
+    # Drawn once per epoch, not per step: a 432,000-row permutation costs 11 ms, a tenth of a step.
+    order = np.random.default_rng([order_seed, epoch]).permutation(n_train)
+    order.flags.writeable = False
+    return order
 
 
 def build_model(run: RunDir) -> GPTJ:

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from possym.config import ModelConfig
 from possym.model.gptj import GPTJ
-from possym.train.fused import DropoutMasks, draw_masks, loss_and_grads
+from possym.train.fused import DropoutMasks, draw_masks, last_token_logits, loss_and_grads
 
 VARIANTS = {
     "paper-like": {},
@@ -116,3 +116,10 @@ def test_bf16_matmuls_stay_close_to_fp32():
         rel = float((g16[name] - want).norm() / want.norm().clamp_min(1e-12))
         assert rel < 3e-2, f"{name}: relative gradient error {rel:.3g}"
     assert any(not torch.equal(g16[n], g32[n]) for n in g32), "bf16 must actually change the arithmetic"
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_eval_logits_equal_the_module(variant):
+    model = _model(0.1, **VARIANTS[variant]).eval()
+    tokens, _ = _batch()
+    torch.testing.assert_close(last_token_logits(model, tokens), model(tokens)[:, -1], rtol=0, atol=1e-12)
