@@ -84,8 +84,11 @@ def test_an_oracle_scores_one_and_a_constant_scores_its_share(mode):
     assert all(r["n"] == (160 if r["n_hops"] == 0 else 40) and r["n_prefixes"] == 4 for r in rows)
     # A model that always says "a" is right exactly on the windows whose answer is "a".
     const = length_curve(WindowOracle(task, fixed="a"), task, cfg)
-    samples = [point_samples(task, cfg, h, j, 60, draw_prefix(task, 60, h, np.random.default_rng(0)))
-               for h in task.hops for j in range(4)]
+    samples = [
+        point_samples(task, cfg, h, j, 60, draw_prefix(task, 60, h, np.random.default_rng(0)))
+        for h in task.hops
+        for j in range(4)
+    ]
     expected = sum(int((s.answer == task_vocab(task).id("a")).sum()) for s in samples)
     assert [r["correct"] for r in const if r["extra"] == 60 and r["n_hops"] == 0] == [expected]
 
