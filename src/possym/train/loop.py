@@ -32,24 +32,26 @@ from possym.model.gptj import GPTJ
 from possym.runs import RunDir
 from possym.tasks import TaskSamples
 from possym.train.augment import with_random_extra
-from possym.train.fused import draw_masks, last_token_logits, loss_and_grads
+from possym.train.fused import Precision, draw_masks, last_token_logits, loss_and_grads
 from possym.train.schedule import lr_factor
 
 Monitor = Callable[[GPTJ, Tensor], list[dict[str, Any]]]
 
 
 @torch.no_grad()
-def predict(model: GPTJ, tokens: Tensor, batch_size: int = 256) -> Tensor:
+def predict(model: GPTJ, tokens: Tensor, batch_size: int = 256, precision: Precision = "fp32") -> Tensor:
     """Greedy answer id at the last position.  [batch, pos] -> [batch]."""
-    return torch.cat([last_token_logits(model, t).argmax(-1) for t in tokens.split(batch_size)])
+    return torch.cat([last_token_logits(model, t, precision).argmax(-1) for t in tokens.split(batch_size)])
 
 
 @torch.no_grad()
-def evaluate(model: GPTJ, samples: TaskSamples, batch_size: int = 256) -> dict[str, float]:
+def evaluate(
+    model: GPTJ, samples: TaskSamples, batch_size: int = 256, precision: Precision = "fp32"
+) -> dict[str, float]:
     """Global and per-hop accuracy, and mean loss, of the last-token prediction.
 
     Batches of 256 stay in cache (2048 was 1.6x slower on this CPU); the forward is the training
-    step's own, which computes only the query row in the last block.
+    step's own, which computes only the query row in the last block, at the run's ``precision``.
     """
     was_training = model.training
     model.eval()
@@ -57,7 +59,7 @@ def evaluate(model: GPTJ, samples: TaskSamples, batch_size: int = 256) -> dict[s
     answers = torch.as_tensor(samples.answer)
     losses, preds = [], []
     for t, a in zip(tokens.split(batch_size), answers.split(batch_size), strict=True):
-        logits = last_token_logits(model, t)
+        logits = last_token_logits(model, t, precision)
         losses.append(F.cross_entropy(logits.float(), a, reduction="sum"))
         preds.append(logits.argmax(-1))
     model.train(was_training)
@@ -188,7 +190,8 @@ def _checkpoint_and_eval(
     # Evaluation runs in eval mode and draws no random numbers, so it cannot perturb the training stream.
     if step % tc.eval_every == 0 or step == total:
         t = time.perf_counter()
-        record = {"event": "eval", "step": step, "split": "val", **evaluate(model, eval_set)}
+        # At the training precision, as HF Trainer evaluates a mixed-precision run; the final test is fp32.
+        record = {"event": "eval", "step": step, "split": "val", **evaluate(model, eval_set, precision=tc.precision)}
         record["eval_s"] = time.perf_counter() - t
         record["time"] = round(time.time(), 3)  # wall-clock, so a run's own records give its duration
         if monitor is not None:

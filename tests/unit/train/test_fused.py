@@ -123,3 +123,11 @@ def test_eval_logits_equal_the_module(variant):
     model = _model(0.1, **VARIANTS[variant]).eval()
     tokens, _ = _batch()
     torch.testing.assert_close(last_token_logits(model, tokens), model(tokens)[:, -1], rtol=0, atol=1e-12)
+
+
+def test_bf16_eval_logits_stay_close_and_differ():
+    cfg = ModelConfig(n_layers=4, d_model=64, d_mlp=256, d_vocab=40)
+    model = GPTJ(cfg, torch.Generator().manual_seed(0)).eval()
+    tokens = torch.randint(0, 40, (32, 17), generator=torch.Generator().manual_seed(1))
+    want, got = last_token_logits(model, tokens), last_token_logits(model, tokens, "bf16")
+    assert not torch.equal(got, want) and float((got - want).norm() / want.norm()) < 2e-2
