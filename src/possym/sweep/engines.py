@@ -6,6 +6,8 @@ finishes (``error`` is a short message, ``None`` on success), in completion orde
 
 - ``local`` (default, nothing to install): ``concurrent.futures.ProcessPoolExecutor`` with ``spawn``
   workers, one fresh process per trial (torch state never leaks from one trial into the next).
+  A worker exits within a second of the sweep's death (even by SIGKILL), so a killed sweep leaves
+  no trial running behind it; the trial's markers let the next call resume it.
 - ``ray`` (``pip install 'possym[ray]'``): a task per trial on the running Ray instance, on
   ``--address``, or on a new local one of ``workers`` CPUs; each task asks for 1 CPU and, where the
   cluster has GPUs, 1 GPU.
@@ -22,6 +24,8 @@ Example:
 from __future__ import annotations
 
 import multiprocessing
+import os
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -44,9 +48,7 @@ def _require_extra(module: str, extra: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError:
-        raise MissingExtra(
-            f"the {extra} engine needs the '{module}' package: pip install 'possym[{extra}]'"
-        ) from None
+        raise MissingExtra(f"the {extra} engine needs the '{module}' package: pip install 'possym[{extra}]'") from None
 
 
 def _error(exc: BaseException) -> str:
@@ -55,13 +57,26 @@ def _error(exc: BaseException) -> str:
     return "".join(lines[-3:]).strip()[-1500:]
 
 
+def _exit_with_parent(parent: int) -> None:
+    """Pool initializer: end this worker once its parent is gone (it is then re-parented)."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, daemon=True).start()
+
+
 @dataclass
 class LocalEngine:
     workers: int = 1
 
     def map(self, fn: Callable[[Any], Any], items: list[Any]) -> Iterator[Outcome]:
         ctx = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(self.workers, mp_context=ctx, max_tasks_per_child=1) as pool:
+        with ProcessPoolExecutor(
+            self.workers, mp_context=ctx, max_tasks_per_child=1, initializer=_exit_with_parent, initargs=(os.getpid(),)
+        ) as pool:
             pending = {pool.submit(fn, item): item for item in items}
             try:
                 while pending:
@@ -142,8 +157,17 @@ class SlurmEngine:
                 job.cancel(check=False)
 
 
-def make_engine(name: str, *, workers: int, out: Path, address: str | None = None, partition: str | None = None,
-                time_min: int = 240, gpus: int = 0, cluster: str | None = None):
+def make_engine(
+    name: str,
+    *,
+    workers: int,
+    out: Path,
+    address: str | None = None,
+    partition: str | None = None,
+    time_min: int = 240,
+    gpus: int = 0,
+    cluster: str | None = None,
+):
     """The engine called ``name`` (one of :data:`ENGINES`)."""
     if name == "local":
         return LocalEngine(workers)

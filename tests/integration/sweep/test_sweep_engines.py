@@ -21,8 +21,14 @@ SCORE = ["--n-inputs", "4", "--no-figures", "--no-frequency"]
 
 
 def write_spec(path: Path, tiny: list[str], seeds=(0, 1), stages=None, **extra) -> Path:
-    data = {"tasks": ["number"], "seeds": list(seeds), "overrides": tiny,
-            "stages": stages if stages is not None else {"score": SCORE}, "retries": 0, **extra}
+    data = {
+        "tasks": ["number"],
+        "seeds": list(seeds),
+        "overrides": tiny,
+        "stages": stages if stages is not None else {"score": SCORE},
+        "retries": 0,
+        **extra,
+    }
     path.write_text(yaml.safe_dump(data))
     return path
 
@@ -40,10 +46,17 @@ def assert_finished(out: Path, spec: Path) -> None:
 
 
 def test_local_engine_runs_every_stage_then_resumes_without_redoing_work(tmp_path, tiny_overrides):
-    stages = {"score": SCORE, "lengthgen": ["--grid", "0,10", "--n", "4", "--n-prefixes", "2", "--no-figures"],
-              "discrepancy": ["--samples", "4", "--extras", "0,10"]}
-    spec = write_spec(tmp_path / "spec.yaml", tiny_overrides, stages=stages,
-                      variants={"base": [], "nope1": ["model.nope_from_layer=1"]})
+    stages = {
+        "score": SCORE,
+        "lengthgen": ["--grid", "0,10", "--n", "4", "--n-prefixes", "2", "--no-figures"],
+        "discrepancy": ["--samples", "4", "--extras", "0,10"],
+    }
+    spec = write_spec(
+        tmp_path / "spec.yaml",
+        tiny_overrides,
+        stages=stages,
+        variants={"base": [], "nope1": ["model.nope_from_layer=1"]},
+    )
     out = tmp_path / "sweep"
     assert main(["sweep", str(spec), "--out", str(out), "--workers", "2"]) == 0
     assert_finished(out, spec)
@@ -60,8 +73,9 @@ def test_local_engine_runs_every_stage_then_resumes_without_redoing_work(tmp_pat
 
 
 def test_a_failing_stage_keeps_the_finished_ones_and_a_rerun_completes_it(tmp_path, tiny_overrides, capsys):
-    bad = write_spec(tmp_path / "bad.yaml", tiny_overrides, seeds=[0],
-                     stages={"score": SCORE, "discrepancy": ["--extras", "ten"]})
+    bad = write_spec(
+        tmp_path / "bad.yaml", tiny_overrides, seeds=[0], stages={"score": SCORE, "discrepancy": ["--extras", "ten"]}
+    )
     out = tmp_path / "sweep"
     assert main(["sweep", str(bad), "--out", str(out), "--workers", "1"]) == 1
     assert "FAILED baseline-number-s0" in capsys.readouterr().out
@@ -69,8 +83,12 @@ def test_a_failing_stage_keeps_the_finished_ones_and_a_rerun_completes_it(tmp_pa
     report = json.loads((trial / "failed.json").read_text())
     assert "`possym discrepancy` exited with 2" in report["error"] and report["final"]
     assert (trial / "train.done").exists() and (trial / "score.done").exists()
-    good = write_spec(tmp_path / "good.yaml", tiny_overrides, seeds=[0],
-                      stages={"score": SCORE, "discrepancy": ["--samples", "4", "--extras", "0,10"]})
+    good = write_spec(
+        tmp_path / "good.yaml",
+        tiny_overrides,
+        seeds=[0],
+        stages={"score": SCORE, "discrepancy": ["--samples", "4", "--extras", "0,10"]},
+    )
     assert main(["sweep", str(good), "--out", str(out), "--workers", "1"]) == 0
     assert stage_runs(trial, "train") == 1 and stage_runs(trial, "discrepancy") == 2
     assert not (trial / "failed.json").exists()
@@ -86,16 +104,30 @@ def test_a_changed_trial_config_is_refused_not_mixed(tmp_path, tiny_overrides, c
 
 
 def test_killing_the_sweep_loses_no_finished_trial(tmp_path, tiny_overrides):
-    spec = write_spec(tmp_path / "spec.yaml", [*tiny_overrides, "train.steps=150", "train.checkpoint_every=25"],
-                      seeds=[0, 1], stages={})
+    spec = write_spec(
+        tmp_path / "spec.yaml",
+        [*tiny_overrides, "train.steps=150", "train.checkpoint_every=25"],
+        seeds=[0, 1],
+        stages={},
+    )
     out = tmp_path / "sweep"
-    cmd = [sys.executable, "-c", "import sys; from possym.cli import main; sys.exit(main())",
-           "sweep", str(spec), "--out", str(out), "--workers", "1"]
+    cmd = [
+        sys.executable,
+        "-c",
+        "import sys; from possym.cli import main; sys.exit(main())",
+        "sweep",
+        str(spec),
+        "--out",
+        str(out),
+        "--workers",
+        "1",
+    ]
     proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     first, second = out / "trials/baseline-number-s0", out / "runs/baseline-number-s1"
     deadline = time.monotonic() + 240
-    while not ((first / "DONE").exists() and (second / "checkpoints").is_dir()
-               and any((second / "checkpoints").iterdir())):
+    while not (
+        (first / "DONE").exists() and (second / "checkpoints").is_dir() and any((second / "checkpoints").iterdir())
+    ):
         assert proc.poll() is None and time.monotonic() < deadline, "the sweep stopped or hung"
         time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGKILL)  # the driver and its worker, mid-training of the second trial
@@ -122,8 +154,10 @@ def test_slurm_engine_through_submitit_local_executor(tmp_path, tiny_overrides):
     pytest.importorskip("submitit")
     spec = write_spec(tmp_path / "spec.yaml", tiny_overrides)
     out = tmp_path / "sweep"
-    assert main(["sweep", str(spec), "--out", str(out), "--engine", "slurm", "--cluster", "local",
-                 "--time-min", "10"]) == 0
+    assert (
+        main(["sweep", str(spec), "--out", str(out), "--engine", "slurm", "--cluster", "local", "--time-min", "10"])
+        == 0
+    )
     assert_finished(out, spec)
     assert any((out / "submitit").iterdir())  # submitit's own job folders
 
@@ -133,3 +167,36 @@ def test_missing_engine_extra_is_named(monkeypatch, tmp_path, tiny_overrides, ca
     spec = write_spec(tmp_path / "spec.yaml", tiny_overrides)
     with pytest.raises(ImportError, match=r"pip install 'possym\[ray\]'"):
         main(["sweep", str(spec), "--out", str(tmp_path / "o"), "--engine", "ray"])
+
+
+def _alive(pid: int) -> bool:
+    """Running, not a zombie waiting for its new parent to reap it."""
+    try:
+        return "State:\tZ" not in Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return False
+
+
+def test_a_local_worker_dies_with_a_killed_sweep(tmp_path):
+    (tmp_path / "probe.py").write_text(
+        "import os, time\n\ndef hold(path):\n    open(path, 'w').write(str(os.getpid()))\n    time.sleep(60)\n"
+    )
+    pid_file = tmp_path / "worker.pid"
+    driver = (
+        f"import sys; sys.path.insert(0, {str(tmp_path)!r}); from probe import hold; "
+        f"from possym.sweep.engines import LocalEngine; list(LocalEngine(1).map(hold, [{str(pid_file)!r}]))"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", driver], start_new_session=True)
+    deadline = time.monotonic() + 60
+    while not (pid_file.exists() and pid_file.read_text()):
+        assert proc.poll() is None and time.monotonic() < deadline, "the worker never started"
+        time.sleep(0.1)
+    worker = int(pid_file.read_text())
+    os.kill(proc.pid, signal.SIGKILL)  # the driver alone: its worker is orphaned mid-trial
+    proc.wait()
+    deadline = time.monotonic() + 10
+    while _alive(worker):
+        if time.monotonic() > deadline:
+            os.kill(worker, signal.SIGKILL)
+            pytest.fail("the orphaned worker kept running after its sweep was killed")
+        time.sleep(0.1)
