@@ -151,7 +151,7 @@ def test_a_killed_reproduction_resumes_where_it_stopped(tmp_path, tiny_overrides
     assert all(s["status"] == "done" for s in stages.values())
     # The resumed training ends exactly where an uninterrupted one does.
     fresh = tmp_path / "fresh"
-    assert main(["train", "--task", "number", "--out", str(fresh), *tiny]) == 0
+    assert main(["train", "--task", "number", "--preset", "quick", "--out", str(fresh), *tiny]) == 0
     a = load_file(RunDir.open(out / "number").checkpoint_path(400))
     b = load_file(RunDir.open(fresh).checkpoint_path(400))
     assert all((a[k] == b[k]).all() for k in a)
