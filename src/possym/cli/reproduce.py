@@ -222,8 +222,10 @@ def run(args: argparse.Namespace) -> int:
     settings = resolve(args)
     out: Path = args.out
     t0 = time.perf_counter()
-    if args.sweep is not None and not (args.sweep / "summary.csv").exists():
-        raise ValueError(f"--sweep {args.sweep}: no summary.csv there; give a directory made by `possym sweep`")
+    if args.sweep is not None:  # before any stage runs, not at the report
+        from possym.pipeline.report import require_sweep_dir
+
+        require_sweep_dir(args.sweep)
     log = run_stages(out, build_stages(out, settings, args.jobs, args.sweep), settings, log_dir=out / "logs")
     total = sum(r.get("seconds", 0.0) for r in log.rows())
     print(

@@ -22,8 +22,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     runs = [RunDir.open(args.run)] + ([RunDir.open(args.against)] if args.against else [])
-    summaries = [learning_summary(r.metrics(), args.threshold) for r in runs]
-    gap = curve_gap(runs[0].metrics(), runs[1].metrics()) if args.against else None
+    metrics = [r.metrics() for r in runs]
+    summaries = [learning_summary(m, args.threshold) for m in metrics]
+    gap = curve_gap(*metrics) if args.against else None
     if args.json:
         out = summaries[0] if not args.against else {"run": summaries[0], "against": summaries[1], "curve_gap": gap}
         print(json.dumps(out, indent=2))
@@ -36,9 +37,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"{key:12s} {'-' if acc is None else format(acc, '.4f'):>10} {str(step):>20s}")
         print(f"best evaluation accuracy {s['best_accuracy']} at step {s['best_step']}")
     if gap is not None:
-        print(
-            f"curve gap |RUN - OTHER| on the steps both evaluated ({next(iter(gap.values()))['steps'] if gap else 0}):"
-        )
+        print("curve gap |RUN - OTHER| on the steps both evaluated:")
         for key, g in gap.items():
-            print(f"{key:12s} max {g['max']:.4f} (step {g['at_step']}), mean {g['mean']:.4f}")
+            print(f"{key:12s} max {g['max']:.4f} (step {g['at_step']}), mean {g['mean']:.4f}, {g['steps']} steps")
     return 0

@@ -252,10 +252,15 @@ def build_report(
     return out / "report.html"
 
 
-def _sweep_section(sweep: Path, figures: Path, tables: Path) -> html.Section:
-    """Seeds and variants from ``possym sweep``: its tables and ±sd band figures, copied in."""
+def require_sweep_dir(sweep: Path) -> None:
+    """A ``possym sweep`` output directory (it holds summary.csv), or a ValueError that says so."""
     if not (sweep / "summary.csv").exists():
         raise ValueError(f"{sweep} has no summary.csv: give a directory made by `possym sweep`")
+
+
+def _sweep_section(sweep: Path, figures: Path, tables: Path) -> html.Section:
+    """Seeds and variants from ``possym sweep``: its tables and ±sd band figures, copied in."""
+    require_sweep_dir(sweep)
     for name in ("summary.csv", "seeds.csv"):
         if (sweep / name).exists():
             shutil.copyfile(sweep / name, tables / f"sweep_{name}")

@@ -66,6 +66,11 @@ class DropoutMasks:
     embed: Tensor | None
     layers: tuple[tuple[Tensor | None, Tensor | None, Tensor | None], ...]
 
+    @classmethod
+    def none(cls, n_layers: int) -> DropoutMasks:
+        """No dropout anywhere (p = 0, or evaluation)."""
+        return cls(None, tuple((None, None, None) for _ in range(n_layers)))
+
 
 def draw_masks(cfg: ModelConfig, batch: int, pos: int, generator: torch.Generator) -> DropoutMasks:
     """All of a step's masks at the model's dropout rate, from ``generator`` only.
@@ -75,7 +80,7 @@ def draw_masks(cfg: ModelConfig, batch: int, pos: int, generator: torch.Generato
     """
     p = cfg.dropout
     if p == 0.0:
-        return DropoutMasks(None, tuple((None, None, None) for _ in range(cfg.n_layers)))
+        return DropoutMasks.none(cfg.n_layers)
     d, h = cfg.d_model, cfg.n_heads
     per_layer = ((batch, h, pos, pos), (batch, pos, d), (batch, pos, d))  # pattern, attention out, MLP out
     shapes = [(batch, pos, d)] + [s for _ in range(cfg.n_layers) for s in per_layer]
@@ -196,9 +201,10 @@ def last_token_logits(model: GPTJ, tokens: Tensor, precision: Precision = "fp32"
     With fp32, equal to ``model(tokens)[:, -1]`` (tested) at about 0.8x its cost; bf16 runs the big
     matmuls as the training step does (HF Trainer likewise evaluates a mixed-precision run under autocast).
     """
-    cfg, dtype = model.cfg, model.embed.weight.dtype
-    no_dropout = DropoutMasks(None, tuple((None, None, None) for _ in range(cfg.n_layers)))
-    last = _forward(model, tokens, no_dropout, torch.bfloat16 if precision == "bf16" else dtype, None)
+    dtype = model.embed.weight.dtype
+    last = _forward(
+        model, tokens, DropoutMasks.none(model.cfg.n_layers), torch.bfloat16 if precision == "bf16" else dtype, None
+    )
     return model.unembed(model.ln_final(last))
 
 

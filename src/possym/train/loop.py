@@ -53,8 +53,6 @@ def evaluate(
     Batches of 256 stay in cache (2048 was 1.6x slower on this CPU); the forward is the training
     step's own, which computes only the query row in the last block, at the run's ``precision``.
     """
-    was_training = model.training
-    model.eval()
     tokens = torch.as_tensor(samples.tokens)
     answers = torch.as_tensor(samples.answer)
     losses, preds = [], []
@@ -62,7 +60,6 @@ def evaluate(
         logits = last_token_logits(model, t, precision)
         losses.append(F.cross_entropy(logits.float(), a, reduction="sum"))
         preds.append(logits.argmax(-1))
-    model.train(was_training)
     correct = (torch.cat(preds) == answers).numpy()
     out = {"accuracy": float(correct.mean()), "loss": float(torch.stack(losses).sum()) / len(samples)}
     for h in np.unique(samples.n_hops):
@@ -116,7 +113,9 @@ def train(
     eval_set = splits["val"].take(np.arange(min(tc.eval_size, len(splits["val"]))))
     train_tokens, train_answers = torch.as_tensor(train_set.tokens), torch.as_tensor(train_set.answer)
 
-    model = build_model(run)
+    # The step brings its own dropout masks, so the module itself only ever runs in eval mode
+    # (the live monitor's forward passes).
+    model = build_model(run).eval()
     groups = _param_groups(model, tc.weight_decay)
     opt = torch.optim.AdamW(groups, lr=tc.lr, betas=(tc.beta1, tc.beta2), fused=True)  # 4x foreach's speed on CPU
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, tc.warmup_steps, total))
@@ -139,7 +138,6 @@ def train(
         start = state["step"]
         run.truncate_metrics(start)
 
-    model.train()
     t0, last = time.perf_counter(), start
     for step in range(start, total):
         idx = torch.as_tensor(batch_indices(step, len(train_set), tc.batch_size, cfg.seeds.order))
@@ -162,7 +160,6 @@ def train(
             info["steps_per_s"] = (done - last) / elapsed if elapsed > 0 else 0.0
             on_step(info)
 
-    model.eval()
     final = {
         "event": "final",
         "step": total,
@@ -187,7 +184,7 @@ def _checkpoint_and_eval(
 ) -> dict[str, Any] | None:
     tc, total = run.config.train, run.config.total_steps
     record = None
-    # Evaluation runs in eval mode and draws no random numbers, so it cannot perturb the training stream.
+    # Evaluation draws no random numbers, so it cannot perturb the training stream.
     if step % tc.eval_every == 0 or step == total:
         t = time.perf_counter()
         # At the training precision, as HF Trainer evaluates a mixed-precision run; the final test is fp32.
@@ -196,7 +193,6 @@ def _checkpoint_and_eval(
         record["time"] = round(time.time(), 3)  # wall-clock, so a run's own records give its duration
         if monitor is not None:
             t = time.perf_counter()
-            model.eval()
             with torch.no_grad():
                 record["scores"] = monitor(model, torch.as_tensor(eval_set.tokens[:monitor_size]))
             record["monitor_s"] = time.perf_counter() - t
