@@ -246,12 +246,16 @@ class TrainConfig:
     """AdamW with linear warm-up then linear decay (paper App. C.2), last-token loss.
 
     ``steps=None`` means one epoch of the training split. Evaluation and checkpoints happen every
-    ``eval_every`` / ``checkpoint_every`` steps and at the last step. ``grad_clip=1.0`` and no weight
-    decay on biases and LayerNorms are HF Trainer defaults, which the paper's code ran under.
+    ``eval_every`` / ``checkpoint_every`` steps and at the last step; the resumable state (weights,
+    AdamW, scheduler, dropout generator) every ``state_every`` steps (None: with every checkpoint)
+    and at the last step, so a resumed run replays at most ``state_every - 1`` steps, to the same
+    bits. ``grad_clip=1.0`` and no weight decay on biases and LayerNorms are HF Trainer defaults,
+    which the paper's code ran under.
     ``random_extra=K > 0`` (number task only) puts k ~ U{0..K} random letters before every window of
     each training batch, a fresh k per step (:mod:`possym.train.augment`); 0 trains as the paper.
     ``precision="bf16"`` feeds the big matmuls of the training step bfloat16 (float32 accumulation,
-    weights and optimiser state stay float32; :mod:`possym.train.fused`); evaluation is float32.
+    weights and optimiser state stay float32; :mod:`possym.train.fused`); the evaluations and the
+    final test run at the same precision, as HF Trainer evaluates a mixed-precision run.
     """
 
     lr: float = 1e-4
@@ -265,6 +269,7 @@ class TrainConfig:
     eval_every: int = 50
     eval_size: int = 1_200
     checkpoint_every: int = 50
+    state_every: int | None = None
     threads: int | None = None
     random_extra: int = 0
     precision: str = "fp32"
@@ -281,6 +286,10 @@ class TrainConfig:
         _require(self.steps is None or self.steps >= 1, f"train.steps={self.steps} must be >= 1 or null")
         for name in ("eval_every", "eval_size", "checkpoint_every"):
             _require(getattr(self, name) >= 1, f"train.{name}={getattr(self, name)} must be >= 1")
+        _require(
+            self.state_every is None or self.state_every >= 1,
+            f"train.state_every={self.state_every} must be >= 1 or null (null: with every checkpoint)",
+        )
         _require(self.threads is None or self.threads >= 1, f"train.threads={self.threads} must be >= 1")
         _require(self.random_extra >= 0, f"train.random_extra={self.random_extra} must be >= 0 (0: no extra tokens)")
         _require(self.precision in ("fp32", "bf16"), f"train.precision={self.precision!r} must be 'fp32' or 'bf16'")

@@ -81,6 +81,26 @@ def test_resume_after_an_interruption_is_bitwise_identical(tmp_path, tiny_overri
     assert [r["step"] for r in run.metrics() if r["event"] == "eval"] == [0, 10, 20, 30]
 
 
+def test_resume_from_a_state_older_than_the_newest_checkpoint_replays_to_the_same_bits(tmp_path, tiny_overrides):
+    ref = make_run(tmp_path, "ref", tiny_overrides)
+    splits = make_splits(ref.config.task, 0)
+    train(ref, splits)
+
+    run = make_run(tmp_path, "cut", [*tiny_overrides, "train.state_every=20"])
+
+    def cut(info):
+        if info["step"] == 17:  # checkpoints 0 and 10 exist; the only state is step 0's
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        train(run, splits, on_step=cut)
+    assert run.checkpoint_steps() == [0, 10] and run.load_state()["step"] == 0
+    train(RunDir.open(run.path), splits)
+    wa, wb = final_weights(ref), final_weights(run)
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert [r["step"] for r in run.metrics() if r["event"] == "eval"] == [0, 10, 20, 30]
+
+
 def test_batches_are_epoch_permutations():
     rows = [batch_indices(s, 100, 10, order_seed=3) for s in range(10)]
     assert sorted(int(i) for r in rows for i in r) == list(range(100))
@@ -99,8 +119,12 @@ def test_killed_process_resumes_to_the_same_weights(tmp_path, tiny_overrides):
     ref = subprocess.run([*cmd, "--out", str(tmp_path / "ref"), *overrides], env=env, capture_output=True)
     assert ref.returncode == 0, ref.stderr.decode()[-2000:]
 
-    proc = subprocess.Popen([*cmd, "--out", str(tmp_path / "cut"), *overrides], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [*cmd, "--out", str(tmp_path / "cut"), *overrides],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     marker = tmp_path / "cut" / "checkpoints" / "step_000100.safetensors"
     deadline = time.time() + 300
     while not marker.exists() and proc.poll() is None and time.time() < deadline:
@@ -127,6 +151,7 @@ def test_killed_process_resumes_to_the_same_weights(tmp_path, tiny_overrides):
         (["train", "--resume", "{d}"], "is not a run directory"),
         (["train", "--task", "number", "--out", "{d}/x", "train.lr=-1"], "train.lr=-1.0 must be a positive"),
         (["train", "--task", "number", "--out", "{d}/x", "bogus"], "must look like section.key=value"),
+        (["train", "--task", "number", "--out", "{d}/x", "train.state_every=0"], "train.state_every=0 must be >= 1"),
         (["export", "{d}/nothing", "--out", "{d}/e"], "is not a directory"),
     ],
 )

@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from possym.config import ModelConfig
@@ -87,8 +88,7 @@ def draw_masks(cfg: ModelConfig, batch: int, pos: int, generator: torch.Generato
     sizes = [math.prod(s) for s in shapes]
     words = torch.empty(-(-sum(sizes) // 4), dtype=torch.int64).random_(-(2**63), None, generator=generator)
     uniforms = words.view(torch.int16)[: sum(sizes)]  # int16 is signed: uniform on [-2^15, 2^15)
-    scaled = torch.empty(sum(sizes), dtype=torch.get_default_dtype())
-    torch.ge(uniforms, round(p * _UNIFORMS) - _UNIFORMS // 2, out=scaled).mul_(1.0 / (1.0 - p))
+    scaled = torch.where(uniforms >= round(p * _UNIFORMS) - _UNIFORMS // 2, 1.0 / (1.0 - p), 0.0)
     parts = [t.view(s) for t, s in zip(scaled.split(sizes), shapes, strict=True)]
     return DropoutMasks(parts[0], tuple(tuple(parts[1 + 3 * i : 4 + 3 * i]) for i in range(cfg.n_layers)))
 
@@ -115,25 +115,6 @@ def _rotate(x: Tensor, rotor: Tensor, out: Tensor | None = None) -> Tensor:
         return torch.view_as_real(pairs * rotor).flatten(-2)
     torch.mul(pairs, rotor, out=torch.view_as_complex(out.unflatten(-1, (-1, 2))))
     return out
-
-
-_GELU_K = 2.0 * math.sqrt(2.0 / math.pi)  # 0.5 (1 + tanh(y)) = sigmoid(2y)
-_GELU_C = 0.044715
-
-
-def _gelu_tanh(u: Tensor) -> tuple[Tensor, Tensor]:
-    """HF's ``gelu_new`` as ``u * sigmoid(K (u + C u^3))`` (K = 2 sqrt(2/pi)); returns (value, sigmoid).
-
-    Equal to ``0.5 u (1 + tanh(sqrt(2/pi) (u + C u^3)))``; torch's sigmoid kernel is ~5x its tanh here.
-    """
-    s = torch.addcmul(u, u * u, u, value=_GELU_C).mul_(_GELU_K).sigmoid_()
-    return u * s, s
-
-
-def _gelu_tanh_backward(dg: Tensor, u: Tensor, s: Tensor) -> Tensor:
-    """d/du [u s(w)] = s + u s (1 - s) w',  w' = K (1 + 3 C u^2)."""
-    w_prime = (u * u).mul_(3 * _GELU_C * _GELU_K).add_(_GELU_K)
-    return (s - s * s).mul_(w_prime).mul_(u).add_(s).mul_(dg)
 
 
 def _mul(x: Tensor, mask: Tensor | None) -> Tensor:
@@ -181,15 +162,14 @@ def _forward(model: GPTJ, tokens: Tensor, masks: DropoutMasks, mm: torch.dtype, 
         P = torch.baddbmm(causal[o], q, k.mT, alpha=1.0 / math.sqrt(cfg.d_head)).softmax(-1)
         Pd = P if m_p is None else P * m_p.reshape(B * H, n, T)
         z = _unheads(Pd @ v, B, H).view(B * n, D).to(mm)
-        u = (h_o @ W[1].mT).to(dtype).add_(block.mlp[0].bias)
-        g, sig = _gelu_tanh(u)
-        g = g.to(mm)
+        u = torch.add(h_o @ W[1].mT, block.mlp[0].bias)  # promotes to float32 in the same pass
+        g = F.gelu(u, approximate="tanh").to(mm)
         a = (z @ W[2].mT).to(dtype).view(B, n, D)
-        f = (g @ W[3].mT).to(dtype).add_(block.mlp[2].bias).view(B, n, D)
+        f = torch.add(g @ W[3].mT, block.mlp[2].bias).view(B, n, D)
         x_next = x[:, o] + a if m_a is None else torch.addcmul(x[:, o], a, m_a)
         x_next = x_next.add_(f) if m_f is None else x_next.addcmul_(f, m_f)
         if saved is not None:
-            saved.append((o, x, mean, rstd, h, h_o, W, rotor, q, k, v, P, Pd, z, u, sig, g, m_p, m_a, m_f))
+            saved.append((o, x, mean, rstd, h, h_o, W, rotor, q, k, v, P, Pd, z, u, g, m_p, m_a, m_f))
         x = x_next
     return x[:, -1]
 
@@ -251,7 +231,7 @@ def loss_and_grads(
     _set_grad(model.ln_final.weight, dw)
     _set_grad(model.ln_final.bias, db)
     dx = dlast[:, None]  # gradient of the last block's output rows
-    for block, (o, x, mean, rstd, h, h_o, W, rotor, q, k, v, P, Pd, z, u, sig, g, m_p, m_a, m_f) in reversed(
+    for block, (o, x, mean, rstd, h, h_o, W, rotor, q, k, v, P, Pd, z, u, g, m_p, m_a, m_f) in reversed(
         list(zip(model.blocks, saved, strict=True))
     ):
         n = o.stop - o.start
@@ -261,7 +241,7 @@ def loss_and_grads(
         df = df.to(mm)
         _set_grad(block.attn.out.weight, matmul(da.mT, z))
         _set_grad(block.mlp[2].weight, matmul(df.mT, g))
-        du = _gelu_tanh_backward(matmul(df, W[3]), u, sig)
+        du = torch.ops.aten.gelu_backward(df @ W[3], u, approximate="tanh")  # float32 out, as u
         _set_grad(block.mlp[0].bias, du.sum(0))
         dz = heads(matmul(da, W[2]).view(B, n, D))
         dP = dz @ v.mT

@@ -109,6 +109,7 @@ def train(
     """
     cfg, tc = run.config, run.config.train
     total = cfg.total_steps
+    state_every = tc.state_every or tc.checkpoint_every
     train_set = splits["train"]
     eval_set = splits["val"].take(np.arange(min(tc.eval_size, len(splits["val"]))))
     train_tokens, train_answers = torch.as_tensor(train_set.tokens), torch.as_tensor(train_set.answer)
@@ -153,7 +154,7 @@ def train(
         sched.step()
         done = step + 1
         info: dict[str, Any] = {"step": done, "total": total, "loss": loss.item(), "lr": sched.get_last_lr()[0]}
-        if done % tc.eval_every == 0 or done % tc.checkpoint_every == 0 or done == total:
+        if any(done % every == 0 for every in (tc.eval_every, tc.checkpoint_every, state_every)) or done == total:
             info["eval"] = _checkpoint_and_eval(run, model, opt, sched, dropout, done, eval_set, monitor, monitor_size)
         if on_step is not None:
             elapsed = time.perf_counter() - t0
@@ -164,7 +165,8 @@ def train(
         "event": "final",
         "step": total,
         "split": "test",
-        **evaluate(model, splits["test"]),
+        **evaluate(model, splits["test"], precision=tc.precision),
+        "precision": tc.precision,
         "time": round(time.time(), 3),
     }
     run.log(final)
@@ -187,7 +189,7 @@ def _checkpoint_and_eval(
     # Evaluation draws no random numbers, so it cannot perturb the training stream.
     if step % tc.eval_every == 0 or step == total:
         t = time.perf_counter()
-        # At the training precision, as HF Trainer evaluates a mixed-precision run; the final test is fp32.
+        # At the training precision, as HF Trainer evaluates a mixed-precision run (the final test too).
         record = {"event": "eval", "step": step, "split": "val", **evaluate(model, eval_set, precision=tc.precision)}
         record["eval_s"] = time.perf_counter() - t
         record["time"] = round(time.time(), 3)  # wall-clock, so a run's own records give its duration
@@ -199,6 +201,7 @@ def _checkpoint_and_eval(
         run.log(record)
     if step % tc.checkpoint_every == 0 or step == total:
         run.save_checkpoint(step, model.state_dict())
+    if step % (tc.state_every or tc.checkpoint_every) == 0 or step == total:
         run.save_state(
             {
                 "step": step,
