@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from possym.runs import atomic_write_text, csv_text, read_csv, save_figure
+from possym.sweep.claims import claims_by_seed, claims_markdown
 from possym.sweep.spec import SweepSpec, Trial, expand
 
 THRESHOLD = 0.9  # "learned": validation accuracy at or above this
@@ -70,8 +71,12 @@ def trial_facts(trial: Trial) -> dict[str, Any] | None:
         return None
     evals = [r for r in records if r.get("event") == "eval"]
     order, first = hop_order(evals)
-    facts: dict[str, Any] = {"variant": trial.variant, "task": trial.task, "seed": trial.seed,
-                             "test_accuracy": final["accuracy"]}
+    facts: dict[str, Any] = {
+        "variant": trial.variant,
+        "task": trial.task,
+        "seed": trial.seed,
+        "test_accuracy": final["accuracy"],
+    }
     facts |= {f"test_acc_hop{k[7:]}": v for k, v in final.items() if k.startswith("acc_hop")}
     facts["steps_to_90"] = next((r["step"] for r in evals if r["accuracy"] >= THRESHOLD), math.nan)
     facts["hop_order"] = order or "none"  # no hop reached the threshold
@@ -84,7 +89,8 @@ def trial_facts(trial: Trial) -> dict[str, Any] | None:
             facts[f"pure_{kind}"] = ",".join(map(str, layers)) or "-"
             facts[f"n_pure_{kind}"] = len(layers)
             facts[f"last_pure_{kind}_step"] = max(
-                (int(r["final_kind_step"]) for r in rows if r["final_kind"] == kind), default=math.nan)
+                (int(r["final_kind_step"]) for r in rows if r["final_kind"] == kind), default=math.nan
+            )
     if (run / "scores.csv").exists():
         rows = [r for r in read_csv(run / "scores.csv") if r["query"] == "last"]
         last = max(int(r["step"]) for r in rows)
@@ -159,13 +165,30 @@ def _pm(value: Any, digits: int = 3) -> str:
 def summary_markdown(summary: list[dict[str, Any]]) -> str:
     """The main table in Markdown: accuracy, speed, pure heads and the length curve, mean ± sd."""
     extras = sorted({int(k[8:]) for rec in summary for k in rec if k.startswith("len_acc_")})
-    head = ["variant", "task", "seeds", "test acc", "steps to 90 %", "hop order", "pure pos. layers",
-            "pure sym. layers", *[f"K={k}" for k in extras]]
+    head = [
+        "variant",
+        "task",
+        "seeds",
+        "test acc",
+        "steps to 90 %",
+        "hop order",
+        "pure pos. layers",
+        "pure sym. layers",
+        *[f"K={k}" for k in extras],
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for rec in summary:
-        cells = [rec["variant"], rec["task"], str(len(rec["seeds"])), _pm(rec.get("test_accuracy")),
-                 _pm(rec.get("steps_to_90"), 0), rec.get("hop_order", ""), rec.get("pure_positional", ""),
-                 rec.get("pure_symbolic", ""), *[_pm(rec.get(f"len_acc_{k}"), 2) for k in extras]]
+        cells = [
+            rec["variant"],
+            rec["task"],
+            str(len(rec["seeds"])),
+            _pm(rec.get("test_accuracy")),
+            _pm(rec.get("steps_to_90"), 0),
+            rec.get("hop_order", ""),
+            rec.get("pure_positional", ""),
+            rec.get("pure_symbolic", ""),
+            *[_pm(rec.get(f"len_acc_{k}"), 2) for k in extras],
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -173,35 +196,61 @@ def summary_markdown(summary: list[dict[str, Any]]) -> str:
 def seeds_markdown(facts: list[dict[str, Any]]) -> str:
     """One row per trial: what varies from seed to seed (hop order, pure layers and when, Table 1 IDs, length)."""
     extras = sorted({int(k[8:]) for f in facts for k in f if k.startswith("len_acc_")})
-    head = ["variant", "task", "seed", "test acc", "steps to 90 %", "hop order", "pure pos. (settled by step)",
-            "pure sym. (settled by step)", "Table 1 IDs", *[f"K={k}" for k in extras]]
+    head = [
+        "variant",
+        "task",
+        "seed",
+        "test acc",
+        "steps to 90 %",
+        "hop order",
+        "pure pos. (settled by step)",
+        "pure sym. (settled by step)",
+        "Table 1 IDs",
+        *[f"K={k}" for k in extras],
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for f in facts:
         when = {k: f.get(f"last_pure_{k}_step", math.nan) for k in ("positional", "symbolic")}
-        cells = [f["variant"], f["task"], str(f["seed"]), f"{f['test_accuracy']:.3f}", f"{f['steps_to_90']:.0f}",
-                 f["hop_order"], *[f"{f.get('pure_' + k, '')} ({'–' if math.isnan(w) else f'{w:.0f}'})"
-                                   for k, w in when.items()],
-                 f.get("table1_ids", ""), *[f"{f.get(f'len_acc_{k}', math.nan):.2f}" for k in extras]]
+        cells = [
+            f["variant"],
+            f["task"],
+            str(f["seed"]),
+            f"{f['test_accuracy']:.3f}",
+            f"{f['steps_to_90']:.0f}",
+            f["hop_order"],
+            *[f"{f.get('pure_' + k, '')} ({'–' if math.isnan(w) else f'{w:.0f}'})" for k, w in when.items()],
+            f.get("table1_ids", ""),
+            *[f"{f.get(f'len_acc_{k}', math.nan):.2f}" for k in extras],
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
 def write_summary(spec: SweepSpec, out: str | Path) -> list[Path]:
-    """Read every finished trial under ``out``; write summary.csv/.md, seeds.csv/.md and figures/; return the paths."""
+    """Read every finished trial under ``out``; write summary.csv/.md, seeds.csv/.md, claims_by_seed.csv/.md
+    (:mod:`possym.sweep.claims`) and figures/; return the paths."""
     from possym.sweep.plots import accuracy_curves, layer_scores, length_curves
 
     out = Path(out)
-    facts = [f for f in (trial_facts(t) for t in expand(spec, out)) if f is not None]
+    trials = expand(spec, out)
+    facts = [f for f in (trial_facts(t) for t in trials) if f is not None]
     summary = summarise(facts)
+    claims = claims_by_seed(trials)
     paths = [out / "summary.csv", out / "summary.md", out / "seeds.csv", out / "seeds.md"]
+    paths += [out / "claims_by_seed.csv", out / "claims_by_seed.md"]
     atomic_write_text(paths[0], csv_text(summary_rows(summary)))
     atomic_write_text(paths[1], summary_markdown(summary))
     atomic_write_text(paths[2], csv_text([{k: v for k, v in f.items() if k != "curve"} for f in facts]))
     atomic_write_text(paths[3], seeds_markdown(facts))
+    atomic_write_text(paths[4], csv_text(claims))
+    atomic_write_text(paths[5], claims_markdown(claims))
     import matplotlib.pyplot as plt
 
-    for stem, fig in (("sweep_accuracy", accuracy_curves(facts)), ("sweep_length", length_curves(facts)),
-                      ("sweep_layer_scores", layer_scores(facts))):
+    for stem, fig in (
+        ("sweep_accuracy", accuracy_curves(facts)),
+        ("sweep_length", length_curves(facts)),
+        ("sweep_layer_scores", layer_scores(facts)),
+    ):
         paths += save_figure(fig, out / "figures" / stem)
         plt.close(fig)
     return paths

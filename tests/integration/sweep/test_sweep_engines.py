@@ -15,6 +15,9 @@ import pytest
 import yaml
 
 from possym.cli import main
+from possym.pipeline.evidence import load_evidence
+from possym.report.claims import frequency_claims, head_claims, learning_claims, length_claims
+from possym.runs import read_csv
 from possym.sweep.spec import expand, load_spec
 
 SCORE = ["--n-inputs", "4", "--no-figures", "--no-frequency"]
@@ -66,6 +69,17 @@ def test_local_engine_runs_every_stage_then_resumes_without_redoing_work(tmp_pat
     assert any(r.startswith("nope1,number,test_accuracy,") and r.endswith(",2,") for r in rows)
     assert any(r.startswith("base,number,len_acc_10,") for r in rows)  # the length curve, all hops
     assert (out / "figures/sweep_accuracy.png").exists() and (out / "figures/sweep_layer_scores.svg").exists()
+    # The claims table per seed: seed 1's verdicts are those of its run read as a reproduction alone.
+    claims = read_csv(out / "claims_by_seed.csv")
+    assert {(r["variant"], r["seed"]) for r in claims} == {(v, s) for v in ("base", "nope1") for s in ("0", "1")}
+    (tmp_path / "alone").mkdir()
+    (tmp_path / "alone/number").symlink_to(out / "runs/base-number-s1")
+    ev = load_evidence(tmp_path / "alone")
+    alone = learning_claims(ev) + head_claims(ev) + frequency_claims(ev) + length_claims(ev)
+    mine = [r for r in claims if r["variant"] == "base" and r["seed"] == "1"]
+    fields = ("claim", "ours", "verdict")
+    assert [tuple(r[f] for f in fields) for r in mine] == [tuple(c[f] for f in fields) for c in alone]
+    assert "| number-task hops are learned in order |" in (out / "claims_by_seed.md").read_text()
     # Rerunning skips everything; a stage added to the spec runs alone on the finished trials.
     assert main(["sweep", str(spec), "--out", str(out), "--workers", "2"]) == 0
     trial = out / "trials/base-number-s0"

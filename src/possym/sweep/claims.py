@@ -1,0 +1,90 @@
+"""The claims table seed by seed: which of the paper's findings hold for every seed of a sweep.
+
+For each (variant, seed), the finished trials' run directories (number and letter side by side)
+are read as one reproduction's evidence and checked by the claims table's own rules
+(:mod:`possym.report.claims`: every claim but the theory's, which a sweep has no tables for).
+A claim's robustness across the seeds that could judge it (verdict other than ``n/a``):
+
+- ``holds for every seed``: ``match`` on every seed;
+- ``holds qualitatively for every seed``: ``match`` or ``partial`` on every seed, not all ``match``;
+- ``fails for every seed``: ``differs`` on every seed;
+- ``varies``: anything else; the tally says how.
+
+A seed whose evidence cannot judge the claim (``n/a``, or no record: e.g. the frequency claim needs
+pure positional layers) is left out, and the words say on how many seeds the claim was judged.
+
+Example:
+    >>> robustness(["match", "match", "match"])
+    'holds for every seed'
+    >>> robustness(["match", "differs", "n/a"])
+    'varies (match ×1, differs ×1) (judged on 2 of 3 seeds)'
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from possym.pipeline.evidence import task_evidence
+from possym.report.claims import Evidence, frequency_claims, head_claims, learning_claims, length_claims
+from possym.runs import RunDir
+from possym.sweep.spec import Trial
+
+
+def robustness(verdicts: list[str]) -> str:
+    """One claim's verdicts across seeds, in words (module docstring)."""
+    judged = [v for v in verdicts if v != "n/a"]
+    if not judged:
+        return "n/a"
+    kinds, tally = set(judged), Counter(judged)
+    if kinds == {"match"}:
+        words = "holds for every seed"
+    elif kinds <= {"match", "partial"}:
+        words = "holds qualitatively for every seed"
+    elif kinds == {"differs"}:
+        words = "fails for every seed"
+    else:
+        words = "varies (" + ", ".join(f"{v} ×{tally[v]}" for v in ("match", "partial", "differs") if tally[v]) + ")"
+    return words if len(judged) == len(verdicts) else f"{words} (judged on {len(judged)} of {len(verdicts)} seeds)"
+
+
+def claims_by_seed(trials: list[Trial]) -> list[dict[str, Any]]:
+    """One record per (variant, seed, claim), from the trials whose training finished.
+
+    Trials are grouped by (variant, seed); a group's evidence holds each task that has a final
+    test record. Claims about a task a group lacks come back ``n/a`` from the rules themselves.
+    """
+    groups: dict[tuple[str, int], dict[str, Any]] = {}
+    for t in trials:
+        path = Path(t.run_dir)
+        if not (path / "config.yaml").exists():
+            continue
+        run = RunDir.open(path)
+        if not any(r.get("event") == "final" for r in run.metrics()):
+            continue
+        groups.setdefault((t.variant, t.seed), {})[t.task] = task_evidence(run)
+    rows = []
+    for (variant, seed), tasks in sorted(groups.items()):
+        ev = Evidence(tasks=tasks)
+        for c in learning_claims(ev) + head_claims(ev) + frequency_claims(ev) + length_claims(ev):
+            rows.append({"variant": variant, "seed": seed, **c})
+    return rows
+
+
+def claims_markdown(rows: list[dict[str, Any]]) -> str:
+    """Per variant, one line per claim: the paper's value, each seed's verdict (and value), the robustness."""
+    out = []
+    for variant in dict.fromkeys(r["variant"] for r in rows):
+        mine = [r for r in rows if r["variant"] == variant]
+        seeds = sorted({r["seed"] for r in mine})
+        head = ["claim", "paper", *[f"seed {s}" for s in seeds], "across seeds"]
+        out += [f"### {variant}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for claim in dict.fromkeys(r["claim"] for r in mine):
+            by_seed = {r["seed"]: r for r in mine if r["claim"] == claim}
+            first = next(iter(by_seed.values()))
+            cells = [f"**{by_seed[s]['verdict']}**: {by_seed[s]['ours']}" if s in by_seed else "–" for s in seeds]
+            verdicts = [by_seed[s]["verdict"] if s in by_seed else "n/a" for s in seeds]
+            out.append("| " + " | ".join([claim, first["paper"], *cells, robustness(verdicts)]) + " |")
+        out.append("")
+    return "\n".join(out)
