@@ -22,7 +22,8 @@ from possym.reference import paper_numbers
 from possym.report import compare_plots, html
 from possym.report.claims import check_claims, final_kinds, first_steps
 from possym.report.length_plots import plot_length_curves
-from possym.runs import atomic_write_text, csv_text, save_figure
+from possym.runs import atomic_write_text, csv_text, read_csv, save_figure
+from possym.sweep.claims import claims_wide
 
 # Each run's own figures, in the order the paper shows them: (stem in RUN/figures, caption).
 RUN_FIGURES = (
@@ -261,7 +262,7 @@ def require_sweep_dir(sweep: Path) -> None:
 def _sweep_section(sweep: Path, figures: Path, tables: Path) -> html.Section:
     """Seeds and variants from ``possym sweep``: its tables and ±sd band figures, copied in."""
     require_sweep_dir(sweep)
-    for name in ("summary.csv", "seeds.csv"):
+    for name in ("summary.csv", "seeds.csv", "claims_by_seed.csv"):
         if (sweep / name).exists():
             shutil.copyfile(sweep / name, tables / f"sweep_{name}")
     stems = sorted(p.with_suffix("") for p in (sweep / "figures").glob("*.png"))
@@ -277,7 +278,14 @@ def _sweep_section(sweep: Path, figures: Path, tables: Path) -> html.Section:
         "Trials of <code>possym sweep</code> (one row per variant, task and seed); bands in the figures are ±1 sd "
         "across seeds.",
         images,
-        [html.Table("per trial", [{k: r.get(k, "") for k in keep} for r in seeds])],
+        [
+            html.Table("per trial", [{k: r.get(k, "") for k in keep} for r in seeds]),
+            *(
+                [html.Table("the claims table, seed by seed", claims_wide(read_csv(sweep / "claims_by_seed.csv")))]
+                if (sweep / "claims_by_seed.csv").exists()
+                else []
+            ),
+        ],
     )
 
 

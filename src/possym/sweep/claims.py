@@ -72,19 +72,33 @@ def claims_by_seed(trials: list[Trial]) -> list[dict[str, Any]]:
     return rows
 
 
-def claims_markdown(rows: list[dict[str, Any]]) -> str:
-    """Per variant, one line per claim: the paper's value, each seed's verdict (and value), the robustness."""
+def claims_wide(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """One record per (variant, claim): the paper's value, ``seed N`` = "verdict: ours" per seed, and
+    ``across seeds`` (:func:`robustness`); rows as :func:`claims_by_seed` gives them (seeds may be
+    ints, or strings when read back from the CSV)."""
     out = []
     for variant in dict.fromkeys(r["variant"] for r in rows):
         mine = [r for r in rows if r["variant"] == variant]
-        seeds = sorted({r["seed"] for r in mine})
-        head = ["claim", "paper", *[f"seed {s}" for s in seeds], "across seeds"]
-        out += [f"### {variant}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        seeds = sorted({r["seed"] for r in mine}, key=int)
         for claim in dict.fromkeys(r["claim"] for r in mine):
             by_seed = {r["seed"]: r for r in mine if r["claim"] == claim}
-            first = next(iter(by_seed.values()))
-            cells = [f"**{by_seed[s]['verdict']}**: {by_seed[s]['ours']}" if s in by_seed else "–" for s in seeds]
-            verdicts = [by_seed[s]["verdict"] if s in by_seed else "n/a" for s in seeds]
-            out.append("| " + " | ".join([claim, first["paper"], *cells, robustness(verdicts)]) + " |")
+            record = {"variant": variant, "claim": claim, "paper": next(iter(by_seed.values()))["paper"]}
+            for seed in seeds:
+                r = by_seed.get(seed)
+                record[f"seed {seed}"] = f"{r['verdict']}: {r['ours']}" if r else "–"
+            record["across seeds"] = robustness([by_seed[s]["verdict"] if s in by_seed else "n/a" for s in seeds])
+            out.append(record)
+    return out
+
+
+def claims_markdown(rows: list[dict[str, Any]]) -> str:
+    """Per variant, one line per claim: the paper's value, each seed's verdict (and value), the robustness."""
+    out = []
+    wide = claims_wide(rows)
+    for variant in dict.fromkeys(r["variant"] for r in wide):
+        mine = [{k: v for k, v in r.items() if k != "variant"} for r in wide if r["variant"] == variant]
+        head = list(mine[0])
+        out += [f"### {variant}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        out += ["| " + " | ".join(r[k] for k in head) + " |" for r in mine]
         out.append("")
     return "\n".join(out)

@@ -167,6 +167,9 @@ def test_a_sweep_given_to_the_report_becomes_a_section_with_its_figures(tiny_rep
     row = {"variant": "baseline", "task": "number", "seed": 0, "test_accuracy": 1.0, "hop_order": "1<2<3<4"}
     (sweep / "seeds.csv").write_text(csv_text([row]))
     (sweep / "summary.csv").write_text(csv_text([{"variant": "baseline", "metric": "test_accuracy", "mean": 1.0}]))
+    claim = {"variant": "baseline", "claim": "hops in order", "paper": "1<2<3~4", "verdict": "match"}
+    claims = [{**claim, "seed": s, "ours": f"order {s}"} for s in (0, 1)]
+    (sweep / "claims_by_seed.csv").write_text(csv_text(claims))
     fig, ax = plt.subplots()
     ax.plot([0, 1])
     fig.savefig(sweep / "figures" / "sweep_accuracy.png")
@@ -176,4 +179,5 @@ def test_a_sweep_given_to_the_report_becomes_a_section_with_its_figures(tiny_rep
     page = (tiny_reproduction / "report.html").read_text()
     assert "Sweep: sweep" in page and "sweep: sweep_accuracy" in page and "1&lt;2&lt;3&lt;4" in page
     assert (tiny_reproduction / "tables" / "sweep_seeds.csv").exists()
+    assert "the claims table, seed by seed" in page and "match: order 1" in page and "holds for every seed" in page
     assert main([*args, "--sweep", str(sweep / "nowhere"), *tiny_session_overrides]) == 2
