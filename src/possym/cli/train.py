@@ -63,7 +63,9 @@ def train_run(run: RunDir, monitor: bool = False, position: int = 0) -> dict:
             bar.update(info["step"] - 1)  # resumed
         if "eval" in info and info["eval"]:
             acc["acc"] = info["eval"]["accuracy"]
-        bar.set_postfix(loss=f"{info['loss']:.3f}", acc=f"{acc['acc']:.3f}", it_s=f"{info['steps_per_s']:.1f}")
+        # refresh=False: the bar redraws at tqdm's own pace, not once per step into a log file
+        postfix = {"loss": f"{info['loss']:.3f}", "acc": f"{acc['acc']:.3f}", "it_s": f"{info['steps_per_s']:.1f}"}
+        bar.set_postfix(postfix, refresh=False)
         bar.update(1)
 
     final = train(run, splits, on_step=on_step, monitor=monitor_fn)
