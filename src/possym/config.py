@@ -294,6 +294,11 @@ class TrainConfig:
         _require(self.random_extra >= 0, f"train.random_extra={self.random_extra} must be >= 0 (0: no extra tokens)")
         _require(self.precision in ("fp32", "bf16"), f"train.precision={self.precision!r} must be 'fp32' or 'bf16'")
 
+    @property
+    def state_interval(self) -> int:
+        """Steps between resumable states: ``state_every``, or ``checkpoint_every`` when that is None."""
+        return self.state_every or self.checkpoint_every
+
 
 @dataclass(frozen=True)
 class Seeds:

@@ -233,9 +233,10 @@ def write_summary(spec: SweepSpec, out: str | Path) -> list[Path]:
 
     out = Path(out)
     trials = expand(spec, out)
-    facts = [f for f in (trial_facts(t) for t in trials) if f is not None]
+    read = [(t, trial_facts(t)) for t in trials]
+    facts = [f for _, f in read if f is not None]
     summary = summarise(facts)
-    claims = claims_by_seed(trials)
+    claims = claims_by_seed([t for t, f in read if f is not None])
     paths = [out / "summary.csv", out / "summary.md", out / "seeds.csv", out / "seeds.md"]
     paths += [out / "claims_by_seed.csv", out / "claims_by_seed.md"]
     atomic_write_text(paths[0], csv_text(summary_rows(summary)))

@@ -49,21 +49,16 @@ def robustness(verdicts: list[str]) -> str:
     return words if len(judged) == len(verdicts) else f"{words} (judged on {len(judged)} of {len(verdicts)} seeds)"
 
 
-def claims_by_seed(trials: list[Trial]) -> list[dict[str, Any]]:
-    """One record per (variant, seed, claim), from the trials whose training finished.
+def claims_by_seed(finished: list[Trial]) -> list[dict[str, Any]]:
+    """One record per (variant, seed, claim), from trials whose training finished (the caller knows
+    which: :func:`possym.sweep.aggregate.trial_facts` has read their final records).
 
-    Trials are grouped by (variant, seed); a group's evidence holds each task that has a final
-    test record. Claims about a task a group lacks come back ``n/a`` from the rules themselves.
+    Trials are grouped by (variant, seed); a group's evidence holds each of its tasks. Claims about
+    a task a group lacks come back ``n/a`` from the rules themselves.
     """
     groups: dict[tuple[str, int], dict[str, Any]] = {}
-    for t in trials:
-        path = Path(t.run_dir)
-        if not (path / "config.yaml").exists():
-            continue
-        run = RunDir.open(path)
-        if not any(r.get("event") == "final" for r in run.metrics()):
-            continue
-        groups.setdefault((t.variant, t.seed), {})[t.task] = task_evidence(run)
+    for t in finished:
+        groups.setdefault((t.variant, t.seed), {})[t.task] = task_evidence(RunDir.open(Path(t.run_dir)))
     rows = []
     for (variant, seed), tasks in sorted(groups.items()):
         ev = Evidence(tasks=tasks)

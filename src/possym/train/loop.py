@@ -109,7 +109,6 @@ def train(
     """
     cfg, tc = run.config, run.config.train
     total = cfg.total_steps
-    state_every = tc.state_every or tc.checkpoint_every
     train_set = splits["train"]
     eval_set = splits["val"].take(np.arange(min(tc.eval_size, len(splits["val"]))))
     train_tokens, train_answers = torch.as_tensor(train_set.tokens), torch.as_tensor(train_set.answer)
@@ -154,7 +153,7 @@ def train(
         sched.step()
         done = step + 1
         info: dict[str, Any] = {"step": done, "total": total, "loss": loss.item(), "lr": sched.get_last_lr()[0]}
-        if any(done % every == 0 for every in (tc.eval_every, tc.checkpoint_every, state_every)) or done == total:
+        if any(done % every == 0 for every in (tc.eval_every, tc.checkpoint_every, tc.state_interval)) or done == total:
             info["eval"] = _checkpoint_and_eval(run, model, opt, sched, dropout, done, eval_set, monitor, monitor_size)
         if on_step is not None:
             elapsed = time.perf_counter() - t0
@@ -201,7 +200,7 @@ def _checkpoint_and_eval(
         run.log(record)
     if step % tc.checkpoint_every == 0 or step == total:
         run.save_checkpoint(step, model.state_dict())
-    if step % (tc.state_every or tc.checkpoint_every) == 0 or step == total:
+    if step % tc.state_interval == 0 or step == total:
         run.save_state(
             {
                 "step": step,
