@@ -1,5 +1,6 @@
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -101,6 +102,31 @@ def test_resume_from_a_state_older_than_the_newest_checkpoint_replays_to_the_sam
     assert [r["step"] for r in run.metrics() if r["event"] == "eval"] == [0, 10, 20, 30]
 
 
+@pytest.mark.skipif(not any(shutil.which(c) for c in ("g++", "c++", "clang++")), reason="Inductor needs a C++ compiler")
+def test_compiled_training_resumes_bitwise_and_tracks_the_eager_run(tmp_path, tiny_overrides):
+    """``train.compile=true`` end to end: an interrupted compiled run resumes to the same bits, and
+    its weights stay within float32 rounding of the eager run's (the kernels fuse differently)."""
+    compiled = [*tiny_overrides, "train.compile=true"]
+    eager, ref = make_run(tmp_path, "eager", tiny_overrides), make_run(tmp_path, "ref", compiled)
+    splits = make_splits(ref.config.task, 0)
+    train(eager, splits)
+    train(ref, splits)
+
+    run = make_run(tmp_path, "cut", compiled)
+
+    def cut(info):
+        if info["step"] == 17:
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        train(run, splits, on_step=cut)
+    train(RunDir.open(run.path), splits)
+    wa, wb, we = final_weights(ref), final_weights(run), final_weights(eager)
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    for k in we:
+        torch.testing.assert_close(wa[k], we[k], rtol=1e-4, atol=1e-5, msg=k)
+
+
 def test_batches_are_epoch_permutations():
     rows = [batch_indices(s, 100, 10, order_seed=3) for s in range(10)]
     assert sorted(int(i) for r in rows for i in r) == list(range(100))
@@ -152,6 +178,14 @@ def test_killed_process_resumes_to_the_same_weights(tmp_path, tiny_overrides):
         (["train", "--task", "number", "--out", "{d}/x", "train.lr=-1"], "train.lr=-1.0 must be a positive"),
         (["train", "--task", "number", "--out", "{d}/x", "bogus"], "must look like section.key=value"),
         (["train", "--task", "number", "--out", "{d}/x", "train.state_every=0"], "train.state_every=0 must be >= 1"),
+        (
+            ["train", "--task", "number", "--out", "{d}/x", "train.compile=2"],
+            "train.compile=2 has the wrong type; expected bool",
+        ),
+        (
+            ["train", "--task", "number", "--out", "{d}/x", "train.compile=true", "train.random_extra=8"],
+            "train.compile=true needs batches of one length",
+        ),
         (["export", "{d}/nothing", "--out", "{d}/e"], "is not a directory"),
     ],
 )

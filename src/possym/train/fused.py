@@ -14,7 +14,10 @@ Same parameters, same maths as the module (which stays the reference: a test hol
 - dropout masks come from a passed-in :class:`torch.Generator`, four 16-bit uniforms per 64-bit
   draw (:func:`draw_masks`), 2.5x cheaper than ``bernoulli_``;
 - ``precision="bf16"`` runs the six big matmuls per layer with bfloat16 inputs and float32
-  accumulation (oneDNN), everything else in float32; weights and optimiser state stay float32.
+  accumulation (oneDNN), everything else in float32; weights and optimiser state stay float32;
+- ``compiled=True`` runs the same function through ``torch.compile`` (Inductor, which needs a C++
+  compiler), fusing the elementwise work between the matmuls; the rotors are then real
+  ``[..., (cos, sin)]`` pairs, as Inductor generates no complex code.
 
 The maths per block (rows r = batch x pos, dropout masks m already scaled by 1/(1-p)):
     h = LN(x);  [q k v u] = h W1^T + [0 0 0 b_in];  q, k = rope(q), rope(k)
@@ -38,7 +41,9 @@ Example (gradients land in ``.grad``, ready for ``optimizer.step()``):
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -108,13 +113,39 @@ def rope_rotors(cfg: ModelConfig, layer: int, pos: int, dtype: torch.dtype) -> T
     return torch.cat((rotor, free), dim=1).repeat(1, cfg.n_heads).to(torch.promote_types(dtype, torch.complex64))
 
 
+def step_rotors(cfg: ModelConfig, pos: int, dtype: torch.dtype, real: bool = False) -> tuple[Tensor, ...]:
+    """Each layer's :func:`rope_rotors` (layers with the same planes share one tensor); with ``real``,
+    as [pos, d_model / 2, 2] (cos, sin) pairs, the form :func:`_rotate` spells in real arithmetic."""
+    built: dict[tuple, Tensor] = {}
+    for layer in range(cfg.n_layers):
+        key = (cfg.plane_rotates(layer), cfg.plane_allowed(layer))
+        if key not in built:
+            rotor = rope_rotors(cfg, layer, pos, dtype)
+            built[key] = torch.view_as_real(rotor).contiguous() if real else rotor
+    return tuple(built[(cfg.plane_rotates(layer), cfg.plane_allowed(layer))] for layer in range(cfg.n_layers))
+
+
 def _rotate(x: Tensor, rotor: Tensor, out: Tensor | None = None) -> Tensor:
-    """x [..., pos, d] (real, pairs adjacent) times rotor [pos, d/2] (complex); real, into ``out`` if given."""
+    """x [..., pos, d] (real, pairs adjacent) times rotor [pos, d/2]; real, into ``out`` if given.
+
+    A complex rotor multiplies x's pairs as complex numbers (one eager kernel); a real [pos, d/2, 2]
+    rotor is the same product written out, (x0 c - x1 s, x0 s + x1 c), which Inductor fuses.
+    """
+    if not rotor.is_complex():
+        c, s = rotor.unbind(-1)
+        x0, x1 = x.unflatten(-1, (-1, 2)).unbind(-1)
+        product = torch.stack((x0 * c - x1 * s, x0 * s + x1 * c), -1).flatten(-2)
+        return product if out is None else out.copy_(product)
     pairs = torch.view_as_complex(x.unflatten(-1, (-1, 2)))
     if out is None:
         return torch.view_as_real(pairs * rotor).flatten(-2)
     torch.mul(pairs, rotor, out=torch.view_as_complex(out.unflatten(-1, (-1, 2))))
     return out
+
+
+def _conj(rotor: Tensor) -> Tensor:
+    """The inverse rotation of :func:`_rotate`'s rotor, in either form."""
+    return rotor.conj() if rotor.is_complex() else rotor * rotor.new_tensor([1.0, -1.0])
 
 
 def _mul(x: Tensor, mask: Tensor | None) -> Tensor:
@@ -131,7 +162,9 @@ def _unheads(t: Tensor, B: int, H: int) -> Tensor:
     return t.view(B, H, t.shape[1], -1).transpose(1, 2).reshape(B, t.shape[1], -1)
 
 
-def _forward(model: GPTJ, tokens: Tensor, masks: DropoutMasks, mm: torch.dtype, saved: list | None) -> Tensor:
+def _forward(
+    model: GPTJ, tokens: Tensor, masks: DropoutMasks, mm: torch.dtype, rotors: tuple[Tensor, ...], saved: list | None
+) -> Tensor:
     """Embedding and blocks: the residual stream after the last block, at the last position [B, D].
 
     The loss reads the last position only, so the last block computes that row alone (its keys and
@@ -141,15 +174,10 @@ def _forward(model: GPTJ, tokens: Tensor, masks: DropoutMasks, mm: torch.dtype, 
     B, T = tokens.shape
     D, H, r = cfg.d_model, cfg.n_heads, tokens.numel()
     causal = torch.full((T, T), float("-inf"), dtype=dtype).triu(1)
-    rotors: dict[tuple, Tensor] = {}
     x = _mul(model.embed.weight[tokens], masks.embed)
-    for layer, block in enumerate(model.blocks):
+    for layer, (block, rotor) in enumerate(zip(model.blocks, rotors, strict=True)):
         o = slice(T - 1, T) if layer == cfg.n_layers - 1 else slice(0, T)
         n = o.stop - o.start
-        key = (cfg.plane_rotates(layer), cfg.plane_allowed(layer))
-        if key not in rotors:
-            rotors[key] = rope_rotors(cfg, layer, T, dtype)
-        rotor = rotors[key]
         m_p, m_a, m_f = (None if m is None else m[:, :, o] if m.dim() == 4 else m[:, o] for m in masks.layers[layer])
         W = [w.to(mm) for w in (block.attn.qkv.weight, block.mlp[0].weight, block.attn.out.weight, block.mlp[2].weight)]
         h, mean, rstd = torch.native_layer_norm(x, [D], block.ln.weight, block.ln.bias, cfg.ln_eps)
@@ -181,22 +209,51 @@ def last_token_logits(model: GPTJ, tokens: Tensor, precision: Precision = "fp32"
     With fp32, equal to ``model(tokens)[:, -1]`` (tested) at about 0.8x its cost; bf16 runs the big
     matmuls as the training step does (HF Trainer likewise evaluates a mixed-precision run under autocast).
     """
-    dtype = model.embed.weight.dtype
-    last = _forward(
-        model, tokens, DropoutMasks.none(model.cfg.n_layers), torch.bfloat16 if precision == "bf16" else dtype, None
-    )
+    cfg, dtype = model.cfg, model.embed.weight.dtype
+    mm = torch.bfloat16 if precision == "bf16" else dtype
+    last = _forward(model, tokens, DropoutMasks.none(cfg.n_layers), mm, step_rotors(cfg, tokens.shape[1], dtype), None)
     return model.unembed(model.ln_final(last))
 
 
 @torch.no_grad()
 def loss_and_grads(
-    model: GPTJ, tokens: Tensor, answers: Tensor, masks: DropoutMasks, precision: Precision = "fp32"
+    model: GPTJ,
+    tokens: Tensor,
+    answers: Tensor,
+    masks: DropoutMasks,
+    precision: Precision = "fp32",
+    compiled: bool = False,
 ) -> Tensor:
     """Mean last-token cross-entropy of ``tokens`` [batch, pos] against ``answers`` [batch].
 
     Writes every parameter's ``.grad`` (replacing what was there) and returns the loss (0-d, the
     model's dtype). ``masks`` from :func:`draw_masks`; a p = 0 set gives the eval-mode function.
+    ``compiled``: the same maths through ``torch.compile`` (module docstring); the first call per
+    batch shape compiles (tens of seconds), later ones reuse the kernels.
     """
+    rotors = step_rotors(model.cfg, tokens.shape[1], model.embed.weight.dtype, real=compiled)
+    loss, grads = (_compiled_grads() if compiled else _grads)(model, tokens, answers, masks, rotors, precision)
+    for name, param in model.named_parameters():
+        param.grad = grads[name]
+    return loss
+
+
+@functools.cache
+def _compiled_grads() -> Callable:
+    # Built on first use: importing possym must not import Inductor. Shapes are static (a training
+    # run's batches all have one shape); a new model config or shape compiles once more.
+    return torch.compile(_grads, dynamic=False)
+
+
+def _grads(
+    model: GPTJ,
+    tokens: Tensor,
+    answers: Tensor,
+    masks: DropoutMasks,
+    rotors: tuple[Tensor, ...],
+    precision: Precision,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """:func:`loss_and_grads`' maths: the loss and every parameter's gradient, by parameter name."""
     cfg, dtype = model.cfg, model.embed.weight.dtype
     mm = torch.bfloat16 if precision == "bf16" else dtype  # the big matmuls' input dtype
     B, T = tokens.shape
@@ -212,7 +269,8 @@ def loss_and_grads(
         return (a.to(mm) @ b).to(dtype)
 
     saved: list = []
-    last = _forward(model, tokens, masks, mm, saved)
+    grads: dict[str, Tensor] = {}
+    last = _forward(model, tokens, masks, mm, rotors, saved)
     hf, mean_f, rstd_f = torch.native_layer_norm(last, [D], model.ln_final.weight, model.ln_final.bias, cfg.ln_eps)
     logits = torch.addmm(model.unembed.bias, hf, model.unembed.weight.mT)
     logp = logits.log_softmax(-1)
@@ -222,53 +280,47 @@ def loss_and_grads(
     dlogits = logp.exp()
     dlogits[torch.arange(B), answers] -= 1.0
     dlogits /= B
-    _set_grad(model.unembed.weight, dlogits.mT @ hf)
-    _set_grad(model.unembed.bias, dlogits.sum(0))
+    grads["unembed.weight"] = dlogits.mT @ hf
+    grads["unembed.bias"] = dlogits.sum(0)
     dlast, dw, db = torch.ops.aten.native_layer_norm_backward(
         dlogits @ model.unembed.weight, last, [D], mean_f, rstd_f,
         model.ln_final.weight, model.ln_final.bias, [True, True, True],
     )  # fmt: skip
-    _set_grad(model.ln_final.weight, dw)
-    _set_grad(model.ln_final.bias, db)
+    grads["ln_final.weight"], grads["ln_final.bias"] = dw, db
     dx = dlast[:, None]  # gradient of the last block's output rows
-    for block, (o, x, mean, rstd, h, h_o, W, rotor, q, k, v, P, Pd, z, u, g, m_p, m_a, m_f) in reversed(
-        list(zip(model.blocks, saved, strict=True))
-    ):
+    for layer in reversed(range(cfg.n_layers)):
+        block, name = model.blocks[layer], f"blocks.{layer}."
+        o, x, mean, rstd, h, h_o, W, rotor, q, k, v, P, Pd, z, u, g, m_p, m_a, m_f = saved[layer]
         n = o.stop - o.start
         da = _mul(dx, m_a).reshape(B * n, D).to(mm)
         df = _mul(dx, m_f).reshape(B * n, D)
-        _set_grad(block.mlp[2].bias, df.sum(0))
+        grads[name + "mlp.2.bias"] = df.sum(0)
         df = df.to(mm)
-        _set_grad(block.attn.out.weight, matmul(da.mT, z))
-        _set_grad(block.mlp[2].weight, matmul(df.mT, g))
+        grads[name + "attn.out.weight"] = matmul(da.mT, z)
+        grads[name + "mlp.2.weight"] = matmul(df.mT, g)
         du = torch.ops.aten.gelu_backward(df @ W[3], u, approximate="tanh")  # float32 out, as u
-        _set_grad(block.mlp[0].bias, du.sum(0))
+        grads[name + "mlp.0.bias"] = du.sum(0)
         dz = heads(matmul(da, W[2]).view(B, n, D))
         dP = dz @ v.mT
         ds = torch._softmax_backward_data(dP if m_p is None else dP * m_p.reshape(B * H, n, T), P, -1, dtype)
         ds *= scale
         dy = (torch.empty if n == T else torch.zeros)(B, T, 3 * D, dtype=dtype)  # d(q | k | v), in place
-        back = rotor.conj()
+        back = _conj(rotor)
         _rotate(unheads(ds @ k), back[o], out=dy[:, o, :D])
         _rotate(unheads(ds.mT @ q), back, out=dy[..., D : 2 * D])
         dy[..., 2 * D :] = unheads(Pd.mT @ dz)
         dy, du = dy.view(r, 3 * D).to(mm), du.to(mm)
-        _set_grad(block.attn.qkv.weight, matmul(dy.mT, h.view(r, D)))
-        _set_grad(block.mlp[0].weight, matmul(du.mT, h_o))
+        grads[name + "attn.qkv.weight"] = matmul(dy.mT, h.view(r, D))
+        grads[name + "mlp.0.weight"] = matmul(du.mT, h_o)
         d_h = matmul(dy, W[0]).view(B, T, D)
         d_h[:, o] += matmul(du, W[1]).view(B, n, D)
         dx_in, dw, db = torch.ops.aten.native_layer_norm_backward(
             d_h, x, [D], mean, rstd, block.ln.weight, block.ln.bias, [True, True, True]
         )
-        _set_grad(block.ln.weight, dw)
-        _set_grad(block.ln.bias, db)
+        grads[name + "ln.weight"], grads[name + "ln.bias"] = dw, db
         dx_in[:, o] += dx  # the residual path
         dx = dx_in
     dE = torch.zeros_like(model.embed.weight)
     dE.index_add_(0, tokens.flatten(), _mul(dx, masks.embed).view(r, D))
-    _set_grad(model.embed.weight, dE)
-    return loss
-
-
-def _set_grad(param: Tensor, grad: Tensor) -> None:
-    param.grad = grad.contiguous()
+    grads["embed.weight"] = dE
+    return loss, {k: g.contiguous() for k, g in grads.items()}

@@ -4,7 +4,8 @@ No argparse and no prints: the CLI passes a callback for the progress bar. Every
 writes goes through the :class:`~possym.runs.RunDir`.
 
 Each step is :func:`possym.train.fused.loss_and_grads` (the hand-written forward and backward,
-held equal to the module's autograd by the tests) then fused AdamW.
+held equal to the module's autograd by the tests; ``train.compile`` runs it through Inductor) then
+fused AdamW.
 
 Determinism: the batch order of epoch e is a permutation drawn from ``(seeds.order, e)``; weights
 come from a generator seeded by ``seeds.init``; dropout masks from a generator seeded by
@@ -19,6 +20,8 @@ Example:
 from __future__ import annotations
 
 import functools
+import os
+import shutil
 import time
 from collections.abc import Callable
 from typing import Any
@@ -109,6 +112,10 @@ def train(
     """
     cfg, tc = run.config, run.config.train
     total = cfg.total_steps
+    if tc.compile and not any(shutil.which(c) for c in (os.environ.get("CXX", ""), "g++", "c++", "clang++") if c):
+        raise RuntimeError(
+            "train.compile=true needs a C++ compiler for Inductor (g++, c++ or clang++ on PATH, or $CXX)"
+        )
     train_set = splits["train"]
     eval_set = splits["val"].take(np.arange(min(tc.eval_size, len(splits["val"]))))
     train_tokens, train_answers = torch.as_tensor(train_set.tokens), torch.as_tensor(train_set.answer)
@@ -146,7 +153,7 @@ def train(
             rng = np.random.default_rng([cfg.seeds.order, step, 1])
             batch = torch.as_tensor(with_random_extra(batch.numpy(), cfg.task, tc.random_extra, rng))
         masks = draw_masks(model.cfg, *batch.shape, dropout)
-        loss = loss_and_grads(model, batch, train_answers[idx], masks, tc.precision)
+        loss = loss_and_grads(model, batch, train_answers[idx], masks, tc.precision, tc.compile)
         if tc.grad_clip is not None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
         opt.step()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -18,6 +20,10 @@ VARIANTS = {
     "NoPE from layer 1": {"nope_from_layer": 1},
     "gated planes, two heads": {"n_heads": 2, "freq_gate": "0@2-3;1@1"},
 }
+
+
+def _has_cxx() -> bool:
+    return any(shutil.which(c) for c in ("g++", "c++", "clang++"))
 
 
 def _model(dropout: float, **kw) -> GPTJ:
@@ -50,9 +56,9 @@ def _reference(model: GPTJ, tokens, answers, masks: DropoutMasks | None = None):
     return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
 
 
-def _fused(model: GPTJ, tokens, answers, masks: DropoutMasks, precision="fp32"):
+def _fused(model: GPTJ, tokens, answers, masks: DropoutMasks, precision="fp32", compiled=False):
     model.zero_grad(set_to_none=True)
-    loss = loss_and_grads(model, tokens, answers, masks, precision)
+    loss = loss_and_grads(model, tokens, answers, masks, precision, compiled)
     return loss, {n: p.grad.clone() for n, p in model.named_parameters()}
 
 
@@ -83,6 +89,22 @@ def test_equals_autograd_with_the_same_dropout_masks(variant):
     # and the masks matter: without them the gradients differ
     _, plain = _reference(model, tokens, answers)
     assert not torch.allclose(plain["unembed.weight"], want["unembed.weight"])
+
+
+@pytest.mark.skipif(not _has_cxx(), reason="torch.compile (Inductor) needs a C++ compiler")
+def test_compiled_step_equals_autograd():
+    """Inductor's fused kernels, with the real-valued rotation, against the module's autograd in
+    float64, dropout and gated planes included (one compile: the variants share nothing cacheable)."""
+    model = _model(0.3, **VARIANTS["gated planes, two heads"])
+    tokens, answers = _batch()
+    masks = draw_masks(model.cfg, 5, 7, torch.Generator().manual_seed(4))
+    masks = DropoutMasks(masks.embed.double(), tuple(tuple(m.double() for m in layer) for layer in masks.layers))
+    want_loss, want = _reference(model, tokens, answers, masks)
+    for _ in range(2):  # the second call reuses the compiled kernels
+        got_loss, got = _fused(model, tokens, answers, masks, compiled=True)
+        torch.testing.assert_close(got_loss, want_loss, rtol=0, atol=1e-12)
+        for name in want:
+            torch.testing.assert_close(got[name], want[name], rtol=0, atol=1e-10, msg=name)
 
 
 def test_masks_rate_scale_shapes_and_determinism():
