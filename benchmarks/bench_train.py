@@ -5,8 +5,8 @@ clipping at 1.0 and AdamW; a step is forward, backward, clip and optimiser step.
 
 - ``possym``: the training loop's step (:func:`possym.train.fused.loss_and_grads`, fp32, fused AdamW);
 - ``possym_bf16``: the same with ``train.precision=bf16``;
-- ``possym_bf16_compiled``: that step through ``torch.compile`` (``train.compile=true``); its
-  compile time is printed apart and left out of the timing windows;
+- ``possym_compiled`` / ``possym_bf16_compiled``: those steps through ``torch.compile``
+  (``train.compile=true``); their compile times are printed apart and left out of the timing windows;
 - ``module``: possym's ``nn.Module`` through autograd (the reference the fused step is tested against);
 - ``hf`` / ``hf_fused_adamw``: HF's model with AdamW's default (foreach) and fused implementations.
 
@@ -87,6 +87,7 @@ def main() -> None:
     runs = {
         "possym": fused_stepper(GPTJ(cfg, torch.Generator().manual_seed(0)), "fp32"),
         "possym_bf16": fused_stepper(GPTJ(cfg, torch.Generator().manual_seed(0)), "bf16"),
+        "possym_compiled": fused_stepper(GPTJ(cfg, torch.Generator().manual_seed(0)), "fp32", compiled=True),
         "possym_bf16_compiled": fused_stepper(GPTJ(cfg, torch.Generator().manual_seed(0)), "bf16", compiled=True),
         "module": stepper(module, module),
         "hf": stepper(theirs, lambda t: theirs(t).logits),
@@ -95,25 +96,29 @@ def main() -> None:
     if args.compile:
         compiled = torch.compile(ours)
         runs["module_compiled"] = stepper(ours, compiled)
-    t = time.perf_counter()
-    runs["possym_bf16_compiled"]()  # compiles
-    compile_s = time.perf_counter() - t
+    compile_s = {}
+    for name in ("possym_compiled", "possym_bf16_compiled"):
+        t = time.perf_counter()
+        runs[name]()  # compiles
+        compile_s[name] = time.perf_counter() - t
     # Interleave the contenders so that machine noise hits all of them alike.
     times: dict[str, list[float]] = {k: [] for k in runs}
     for _ in range(args.repeats):
         for name, fn in runs.items():
             times[name] += time_steps(fn, args.steps, 1)
     print(f"threads={torch.get_num_threads()} batch={args.batch} seq={args.seq} steps/window={args.steps}")
-    print(f"possym_bf16_compiled: first step (compiling) {compile_s:.1f} s")
+    for name, s in compile_s.items():
+        print(f"{name}: first step (compiling) {s:.1f} s")
     med = {k: statistics.median(v) for k, v in times.items()}
     for name, t in med.items():
         print(f"{name:20s} {tok / t:10.0f} tokens/s   {args.steps / t:6.2f} steps/s")
     hf = min(med["hf"], med["hf_fused_adamw"])
-    for name in ("possym", "possym_bf16", "possym_bf16_compiled", "module"):
+    for name in ("possym", "possym_bf16", "possym_compiled", "possym_bf16_compiled", "module"):
         print(f"ratio {name}/hf = {hf / med[name]:.2f}x   (against the faster HF contender)")
-    print(f"ratio possym_bf16_compiled/possym_bf16 = {med['possym_bf16'] / med['possym_bf16_compiled']:.2f}x")
+    for eager, compiled in (("possym", "possym_compiled"), ("possym_bf16", "possym_bf16_compiled")):
+        print(f"ratio {compiled}/{eager} = {med[eager] / med[compiled]:.2f}x   (same precision, same run)")
     paper_steps = 6750
-    for name in ("possym", "possym_bf16", "possym_bf16_compiled"):
+    for name in ("possym", "possym_bf16", "possym_compiled", "possym_bf16_compiled"):
         minutes = paper_steps * med[name] / args.steps / 60
         print(f"projected paper-preset training steps ({paper_steps}) with {name}: {minutes:.1f} min")
 

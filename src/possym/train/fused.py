@@ -320,7 +320,8 @@ def _grads(
         grads[name + "ln.weight"], grads[name + "ln.bias"] = dw, db
         dx_in[:, o] += dx  # the residual path
         dx = dx_in
-    dE = torch.zeros_like(model.embed.weight)
-    dE.index_add_(0, tokens.flatten(), _mul(dx, masks.embed).view(r, D))
-    grads["embed.weight"] = dE
+    # A one-hot product rather than index_add_: Inductor turns a scatter-add into atomic adds, whose
+    # order (so the float sum) changes from run to run with 2+ threads; a matmul sums in a fixed order.
+    onehot = F.one_hot(tokens.flatten(), cfg.d_vocab).to(dtype)
+    grads["embed.weight"] = onehot.mT @ _mul(dx, masks.embed).view(r, D)
     return loss, {k: g.contiguous() for k, g in grads.items()}

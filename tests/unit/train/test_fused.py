@@ -107,6 +107,26 @@ def test_compiled_step_equals_autograd():
             torch.testing.assert_close(got[name], want[name], rtol=0, atol=1e-10, msg=name)
 
 
+@pytest.mark.skipif(not _has_cxx(), reason="torch.compile (Inductor) needs a C++ compiler")
+def test_compiled_step_is_bitwise_repeatable_on_two_threads():
+    """Same inputs, same bits, with Inductor's kernels split over 2 threads: no atomic adds (the
+    embedding gradient once was a scatter-add, whose float sum changed from call to call)."""
+    cfg = ModelConfig(n_layers=2, d_model=128, d_mlp=512, d_vocab=137, dropout=0.1)
+    model = GPTJ(cfg, torch.Generator().manual_seed(0))
+    tokens = torch.randint(0, 137, (64, 17), generator=torch.Generator().manual_seed(1))
+    answers = torch.randint(0, 137, (64,), generator=torch.Generator().manual_seed(2))
+    masks = draw_masks(cfg, 64, 17, torch.Generator().manual_seed(3))
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        runs = [_fused(model, tokens, answers, masks, "bf16", compiled=True)[1] for _ in range(6)]
+    finally:
+        torch.set_num_threads(threads)
+    for other in runs[1:]:
+        for name, grad in runs[0].items():
+            assert torch.equal(other[name], grad), name
+
+
 def test_masks_rate_scale_shapes_and_determinism():
     cfg = ModelConfig(n_layers=3, d_model=32, n_heads=2, d_mlp=64, d_vocab=11, dropout=0.1)
     masks = draw_masks(cfg, 64, 17, torch.Generator().manual_seed(0))
