@@ -37,3 +37,25 @@ def tiny_overrides() -> list[str]:
 def tiny_session_overrides() -> list[str]:
     """TINY for fixtures that outlive one test (module- or session-scoped runs)."""
     return list(TINY)
+
+
+@pytest.fixture
+def cut_and_resume():
+    """``cut_and_resume(run, splits, at_step)``: train ``run`` until an exception stops it after step
+    ``at_step`` (as a kill would, minus the process), then resume it from its directory to the end."""
+    from possym.runs import RunDir
+    from possym.train.loop import train
+
+    class Interrupt(Exception):
+        pass
+
+    def cut_then_resume(run, splits, at_step: int) -> None:
+        def cut(info):
+            if info["step"] == at_step:
+                raise Interrupt
+
+        with pytest.raises(Interrupt):
+            train(run, splits, on_step=cut)
+        train(RunDir.open(run.path), splits)
+
+    return cut_then_resume

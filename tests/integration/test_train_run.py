@@ -103,7 +103,7 @@ def test_resume_from_a_state_older_than_the_newest_checkpoint_replays_to_the_sam
 
 
 @pytest.mark.skipif(not any(shutil.which(c) for c in ("g++", "c++", "clang++")), reason="Inductor needs a C++ compiler")
-def test_compiled_training_resumes_bitwise_and_tracks_the_eager_run(tmp_path, tiny_overrides):
+def test_compiled_training_resumes_bitwise_and_tracks_the_eager_run(tmp_path, tiny_overrides, cut_and_resume):
     """``train.compile=true`` end to end: an interrupted compiled run resumes to the same bits, and
     its weights stay within float32 rounding of the eager run's (the kernels fuse differently)."""
     compiled = [*tiny_overrides, "train.compile=true"]
@@ -113,14 +113,7 @@ def test_compiled_training_resumes_bitwise_and_tracks_the_eager_run(tmp_path, ti
     train(ref, splits)
 
     run = make_run(tmp_path, "cut", compiled)
-
-    def cut(info):
-        if info["step"] == 17:
-            raise Interrupt
-
-    with pytest.raises(Interrupt):
-        train(run, splits, on_step=cut)
-    train(RunDir.open(run.path), splits)
+    cut_and_resume(run, splits, at_step=17)
     wa, wb, we = final_weights(ref), final_weights(run), final_weights(eager)
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     for k in we:

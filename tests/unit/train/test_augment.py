@@ -36,24 +36,13 @@ def test_letter_task_refuses_random_extra_with_a_reason():
         load_config("number", None, ["train.random_extra=-1"])
 
 
-class Interrupt(Exception):
-    pass
-
-
-def test_training_with_random_extra_resumes_bitwise(tmp_path, tiny_overrides):
+def test_training_with_random_extra_resumes_bitwise(tmp_path, tiny_overrides, cut_and_resume):
     cfg = load_config("number", None, [*tiny_overrides, "train.random_extra=8", "train.steps=20"])
     splits = make_splits(cfg.task, 0)
     ref = RunDir.create(tmp_path / "ref", cfg, argv=["test"])
     train(ref, splits)
     cut = RunDir.create(tmp_path / "cut", cfg, argv=["test"])
-
-    def stop(info):
-        if info["step"] == 15:
-            raise Interrupt
-
-    with pytest.raises(Interrupt):
-        train(cut, splits, on_step=stop)
-    train(RunDir.open(cut.path), splits)
+    cut_and_resume(cut, splits, at_step=15)
     a, b = (load_file(r.checkpoint_path(20)) for r in (ref, cut))
     assert all(torch.equal(a[k], b[k]) for k in a)
     plain = RunDir.create(tmp_path / "plain", load_config("number", None, [*tiny_overrides, "train.steps=20"]))
