@@ -1,6 +1,5 @@
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -15,6 +14,7 @@ from possym.cli import main
 from possym.config import load_config
 from possym.runs import RunDir, RunError
 from possym.tasks import make_splits
+from possym.train.fused import cxx_compiler
 from possym.train.loop import batch_indices, train
 
 
@@ -102,7 +102,7 @@ def test_resume_from_a_state_older_than_the_newest_checkpoint_replays_to_the_sam
     assert [r["step"] for r in run.metrics() if r["event"] == "eval"] == [0, 10, 20, 30]
 
 
-@pytest.mark.skipif(not any(shutil.which(c) for c in ("g++", "c++", "clang++")), reason="Inductor needs a C++ compiler")
+@pytest.mark.skipif(cxx_compiler() is None, reason="Inductor needs a C++ compiler")
 def test_compiled_training_resumes_bitwise_and_tracks_the_eager_run(tmp_path, tiny_overrides, cut_and_resume):
     """``train.compile=true`` end to end: an interrupted compiled run resumes to the same bits, and
     its weights stay within float32 rounding of the eager run's (the kernels fuse differently)."""
@@ -118,6 +118,16 @@ def test_compiled_training_resumes_bitwise_and_tracks_the_eager_run(tmp_path, ti
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     for k in we:
         torch.testing.assert_close(wa[k], we[k], rtol=1e-4, atol=1e-5, msg=k)
+
+
+def test_compile_without_a_cxx_compiler_says_so_before_training(tmp_path, tiny_overrides, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))  # no compiler on it
+    monkeypatch.delenv("CXX", raising=False)
+    assert cxx_compiler() is None
+    run = make_run(tmp_path, "r", [*tiny_overrides, "train.compile=true"])
+    with pytest.raises(RuntimeError, match="train.compile=true needs a C\\+\\+ compiler"):
+        train(run, make_splits(run.config.task, 0))
+    assert run.checkpoint_steps() == []
 
 
 def test_batches_are_epoch_permutations():

@@ -43,6 +43,8 @@ from __future__ import annotations
 
 import functools
 import math
+import os
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -117,12 +119,14 @@ def step_rotors(cfg: ModelConfig, pos: int, dtype: torch.dtype, real: bool = Fal
     """Each layer's :func:`rope_rotors` (layers with the same planes share one tensor); with ``real``,
     as [pos, d_model / 2, 2] (cos, sin) pairs, the form :func:`_rotate` spells in real arithmetic."""
     built: dict[tuple, Tensor] = {}
+    rotors = []
     for layer in range(cfg.n_layers):
         key = (cfg.plane_rotates(layer), cfg.plane_allowed(layer))
         if key not in built:
             rotor = rope_rotors(cfg, layer, pos, dtype)
             built[key] = torch.view_as_real(rotor).contiguous() if real else rotor
-    return tuple(built[(cfg.plane_rotates(layer), cfg.plane_allowed(layer))] for layer in range(cfg.n_layers))
+        rotors.append(built[key])
+    return tuple(rotors)
 
 
 def _rotate(x: Tensor, rotor: Tensor, out: Tensor | None = None) -> Tensor:
@@ -236,6 +240,12 @@ def loss_and_grads(
     for name, param in model.named_parameters():
         param.grad = grads[name]
     return loss
+
+
+def cxx_compiler() -> str | None:
+    """The C++ compiler Inductor would find (``$CXX``, else g++, c++ or clang++ on PATH), or None:
+    ``compiled=True`` needs one."""
+    return next((p for c in (os.environ.get("CXX"), "g++", "c++", "clang++") if c and (p := shutil.which(c))), None)
 
 
 @functools.cache

@@ -20,8 +20,6 @@ Example:
 from __future__ import annotations
 
 import functools
-import os
-import shutil
 import time
 from collections.abc import Callable
 from typing import Any
@@ -35,7 +33,7 @@ from possym.model.gptj import GPTJ
 from possym.runs import RunDir
 from possym.tasks import TaskSamples
 from possym.train.augment import with_random_extra
-from possym.train.fused import Precision, draw_masks, last_token_logits, loss_and_grads
+from possym.train.fused import Precision, cxx_compiler, draw_masks, last_token_logits, loss_and_grads
 from possym.train.schedule import lr_factor
 
 Monitor = Callable[[GPTJ, Tensor], list[dict[str, Any]]]
@@ -112,7 +110,7 @@ def train(
     """
     cfg, tc = run.config, run.config.train
     total = cfg.total_steps
-    if tc.compile and not any(shutil.which(c) for c in (os.environ.get("CXX", ""), "g++", "c++", "clang++") if c):
+    if tc.compile and cxx_compiler() is None:
         raise RuntimeError(
             "train.compile=true needs a C++ compiler for Inductor (g++, c++ or clang++ on PATH, or $CXX)"
         )

@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
-
 import pytest
 import torch
 import torch.nn.functional as F
 
 from possym.config import ModelConfig
 from possym.model.gptj import GPTJ
-from possym.train.fused import DropoutMasks, draw_masks, last_token_logits, loss_and_grads
+from possym.train.fused import DropoutMasks, cxx_compiler, draw_masks, last_token_logits, loss_and_grads
 
 VARIANTS = {
     "paper-like": {},
@@ -20,10 +18,6 @@ VARIANTS = {
     "NoPE from layer 1": {"nope_from_layer": 1},
     "gated planes, two heads": {"n_heads": 2, "freq_gate": "0@2-3;1@1"},
 }
-
-
-def _has_cxx() -> bool:
-    return any(shutil.which(c) for c in ("g++", "c++", "clang++"))
 
 
 def _model(dropout: float, **kw) -> GPTJ:
@@ -91,7 +85,7 @@ def test_equals_autograd_with_the_same_dropout_masks(variant):
     assert not torch.allclose(plain["unembed.weight"], want["unembed.weight"])
 
 
-@pytest.mark.skipif(not _has_cxx(), reason="torch.compile (Inductor) needs a C++ compiler")
+@pytest.mark.skipif(cxx_compiler() is None, reason="torch.compile (Inductor) needs a C++ compiler")
 def test_compiled_step_equals_autograd():
     """Inductor's fused kernels, with the real-valued rotation, against the module's autograd in
     float64, dropout and gated planes included (one compile: the variants share nothing cacheable)."""
@@ -107,7 +101,7 @@ def test_compiled_step_equals_autograd():
             torch.testing.assert_close(got[name], want[name], rtol=0, atol=1e-10, msg=name)
 
 
-@pytest.mark.skipif(not _has_cxx(), reason="torch.compile (Inductor) needs a C++ compiler")
+@pytest.mark.skipif(cxx_compiler() is None, reason="torch.compile (Inductor) needs a C++ compiler")
 def test_compiled_step_is_bitwise_repeatable_on_two_threads():
     """Same inputs, same bits, with Inductor's kernels split over 2 threads: no atomic adds (the
     embedding gradient once was a scatter-add, whose float sum changed from call to call)."""
