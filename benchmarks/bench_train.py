@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from possym.config import ModelConfig
 from possym.model.gptj import GPTJ
 from possym.model.hf import to_hf
-from possym.train.fused import draw_masks, loss_and_grads
+from possym.train.fused import draw_bits, loss_and_grads
 
 
 def time_steps(step_fn, steps: int, repeats: int) -> list[float]:
@@ -76,7 +76,7 @@ def main() -> None:
         gen = torch.Generator().manual_seed(3)
 
         def step():
-            loss_and_grads(model, tokens, answers, draw_masks(model.cfg, *tokens.shape, gen), precision, compiled)
+            loss_and_grads(model, tokens, answers, draw_bits(model.cfg, *tokens.shape, gen), precision, compiled)
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
             opt.step()
 

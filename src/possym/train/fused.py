@@ -12,11 +12,12 @@ Same parameters, same maths as the module (which stays the reference: a test hol
   position's keys and values) and the final LayerNorm and unembedding run on B rows;
 - no autograd graph: only the tensors the backward needs are kept;
 - dropout masks come from a passed-in :class:`torch.Generator`, four 16-bit uniforms per 64-bit
-  draw (:func:`draw_masks`), 2.5x cheaper than ``bernoulli_``;
+  draw (:func:`draw_bits`), 2.5x cheaper than ``bernoulli_``, thresholded inside the step;
 - ``precision="bf16"`` runs the six big matmuls per layer with bfloat16 inputs and float32
   accumulation (oneDNN), everything else in float32; weights and optimiser state stay float32;
 - ``compiled=True`` runs the same function through ``torch.compile`` (Inductor, which needs a C++
-  compiler), fusing the elementwise work between the matmuls; the rotors are then real
+  compiler), fusing the elementwise work between the matmuls (the dropout threshold included,
+  and GELU's tanh spelled with one exp); the rotors are then real
   ``[..., (cos, sin)]`` pairs, as Inductor generates no complex code.
 
 The maths per block (rows r = batch x pos, dropout masks m already scaled by 1/(1-p)):
@@ -80,24 +81,53 @@ class DropoutMasks:
         return cls(None, tuple((None, None, None) for _ in range(n_layers)))
 
 
-def draw_masks(cfg: ModelConfig, batch: int, pos: int, generator: torch.Generator) -> DropoutMasks:
-    """All of a step's masks at the model's dropout rate, from ``generator`` only.
+@dataclass(frozen=True)
+class DropoutBits:
+    """A step's dropout randomness before it becomes masks: one uniform int16 per mask entry.
+
+    :meth:`masks` thresholds and scales them. :func:`loss_and_grads` does that inside the step, so
+    under ``compiled=True`` Inductor fuses it into the kernels that apply the masks: one pass fewer
+    over 3.5M entries a step, and 2 bytes read per entry instead of 4 (about 4% of a paper step).
+    ``uniforms`` is [n] int16 (None when p = 0); ``shapes`` the masks' shapes in
+    :class:`DropoutMasks` order (embedding, then pattern, attention, MLP per layer).
+    """
+
+    uniforms: Tensor | None
+    p: float
+    shapes: tuple[tuple[int, ...], ...]
+
+    def masks(self, dtype: torch.dtype = torch.float32) -> DropoutMasks:
+        """Keep an entry when its uniform is >= p * 2^16 (of [-2^15, 2^15)); scale kept ones by 1/(1-p)."""
+        n_layers = (len(self.shapes) - 1) // 3
+        if self.uniforms is None:
+            return DropoutMasks.none(n_layers)
+        # The scale is rounded to float32 whatever the dtype, so a float64 step multiplies the very
+        # numbers a float32 one does (the tests hold the two equal).
+        keep = self.uniforms >= round(self.p * _UNIFORMS) - _UNIFORMS // 2
+        scaled = torch.where(keep, 1.0 / (1.0 - self.p), 0.0).to(dtype)
+        parts = [t.view(s) for t, s in zip(scaled.split([math.prod(s) for s in self.shapes]), self.shapes, strict=True)]
+        return DropoutMasks(parts[0], tuple(tuple(parts[1 + 3 * i : 4 + 3 * i]) for i in range(n_layers)))
+
+
+def draw_bits(cfg: ModelConfig, batch: int, pos: int, generator: torch.Generator) -> DropoutBits:
+    """The random bits of all of a step's masks at the model's dropout rate, from ``generator`` only.
 
     Each 64-bit draw is four uniform 16-bit integers, one per mask entry (a quarter of the random
     bits ``bernoulli_`` spends on a float each).
     """
-    p = cfg.dropout
-    if p == 0.0:
-        return DropoutMasks.none(cfg.n_layers)
     d, h = cfg.d_model, cfg.n_heads
     per_layer = ((batch, h, pos, pos), (batch, pos, d), (batch, pos, d))  # pattern, attention out, MLP out
-    shapes = [(batch, pos, d)] + [s for _ in range(cfg.n_layers) for s in per_layer]
-    sizes = [math.prod(s) for s in shapes]
-    words = torch.empty(-(-sum(sizes) // 4), dtype=torch.int64).random_(-(2**63), None, generator=generator)
-    uniforms = words.view(torch.int16)[: sum(sizes)]  # int16 is signed: uniform on [-2^15, 2^15)
-    scaled = torch.where(uniforms >= round(p * _UNIFORMS) - _UNIFORMS // 2, 1.0 / (1.0 - p), 0.0)
-    parts = [t.view(s) for t, s in zip(scaled.split(sizes), shapes, strict=True)]
-    return DropoutMasks(parts[0], tuple(tuple(parts[1 + 3 * i : 4 + 3 * i]) for i in range(cfg.n_layers)))
+    shapes = ((batch, pos, d),) + tuple(s for _ in range(cfg.n_layers) for s in per_layer)
+    if cfg.dropout == 0.0:
+        return DropoutBits(None, 0.0, shapes)
+    n = sum(math.prod(s) for s in shapes)
+    words = torch.empty(-(-n // 4), dtype=torch.int64).random_(-(2**63), None, generator=generator)
+    return DropoutBits(words.view(torch.int16)[:n], cfg.dropout, shapes)  # int16 is signed: uniform on [-2^15, 2^15)
+
+
+def draw_masks(cfg: ModelConfig, batch: int, pos: int, generator: torch.Generator) -> DropoutMasks:
+    """All of a step's masks, scaled, at the model's dropout rate: :func:`draw_bits`, thresholded."""
+    return draw_bits(cfg, batch, pos, generator).masks()
 
 
 def rope_rotors(cfg: ModelConfig, layer: int, pos: int, dtype: torch.dtype) -> Tensor:
@@ -224,14 +254,15 @@ def loss_and_grads(
     model: GPTJ,
     tokens: Tensor,
     answers: Tensor,
-    masks: DropoutMasks,
+    masks: DropoutMasks | DropoutBits,
     precision: Precision = "fp32",
     compiled: bool = False,
 ) -> Tensor:
     """Mean last-token cross-entropy of ``tokens`` [batch, pos] against ``answers`` [batch].
 
     Writes every parameter's ``.grad`` (replacing what was there) and returns the loss (0-d, the
-    model's dtype). ``masks`` from :func:`draw_masks`; a p = 0 set gives the eval-mode function.
+    model's dtype). ``masks`` from :func:`draw_masks`, or the :func:`draw_bits` they are made of
+    (the training loop's choice: thresholded inside the step); p = 0 gives the eval-mode function.
     ``compiled``: the same maths through ``torch.compile`` (module docstring); the first call per
     batch shape compiles (tens of seconds), later ones reuse the kernels.
     """
@@ -252,19 +283,24 @@ def cxx_compiler() -> str | None:
 def _compiled_grads() -> Callable:
     # Built on first use: importing possym must not import Inductor. Shapes are static (a training
     # run's batches all have one shape); a new model config or shape compiles once more.
-    return torch.compile(_grads, dynamic=False)
+    # GELU's tanh as 2 / (1 + exp(-2y)) - 1: half the cost of Sleef's tanh (GELU's kernels were 15%
+    # of a paper step). Its absolute error is float rounding, and GELU multiplies by u/2 anyway; the
+    # relative error near 0 that made Inductor drop it by default (pytorch#148241) never shows.
+    return torch.compile(_grads, dynamic=False, options={"cpp.use_decompose_tanh": True})
 
 
 def _grads(
     model: GPTJ,
     tokens: Tensor,
     answers: Tensor,
-    masks: DropoutMasks,
+    masks: DropoutMasks | DropoutBits,
     rotors: tuple[Tensor, ...],
     precision: Precision,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """:func:`loss_and_grads`' maths: the loss and every parameter's gradient, by parameter name."""
     cfg, dtype = model.cfg, model.embed.weight.dtype
+    if isinstance(masks, DropoutBits):
+        masks = masks.masks(dtype)
     mm = torch.bfloat16 if precision == "bf16" else dtype  # the big matmuls' input dtype
     B, T = tokens.shape
     D, H, r, scale = cfg.d_model, cfg.n_heads, tokens.numel(), 1.0 / math.sqrt(cfg.d_head)

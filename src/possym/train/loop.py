@@ -33,7 +33,7 @@ from possym.model.gptj import GPTJ
 from possym.runs import RunDir
 from possym.tasks import TaskSamples
 from possym.train.augment import with_random_extra
-from possym.train.fused import Precision, cxx_compiler, draw_masks, last_token_logits, loss_and_grads
+from possym.train.fused import Precision, cxx_compiler, draw_bits, last_token_logits, loss_and_grads
 from possym.train.schedule import lr_factor
 
 Monitor = Callable[[GPTJ, Tensor], list[dict[str, Any]]]
@@ -150,7 +150,7 @@ def train(
         if tc.random_extra:  # drawn from (order seed, step), so a resumed run sees the same tokens
             rng = np.random.default_rng([cfg.seeds.order, step, 1])
             batch = torch.as_tensor(with_random_extra(batch.numpy(), cfg.task, tc.random_extra, rng))
-        masks = draw_masks(model.cfg, *batch.shape, dropout)
+        masks = draw_bits(model.cfg, *batch.shape, dropout)
         loss = loss_and_grads(model, batch, train_answers[idx], masks, tc.precision, tc.compile)
         if tc.grad_clip is not None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)

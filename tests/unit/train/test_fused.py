@@ -8,7 +8,14 @@ import torch.nn.functional as F
 
 from possym.config import ModelConfig
 from possym.model.gptj import GPTJ
-from possym.train.fused import DropoutMasks, cxx_compiler, draw_masks, last_token_logits, loss_and_grads
+from possym.train.fused import (
+    DropoutMasks,
+    cxx_compiler,
+    draw_bits,
+    draw_masks,
+    last_token_logits,
+    loss_and_grads,
+)
 
 VARIANTS = {
     "paper-like": {},
@@ -50,7 +57,7 @@ def _reference(model: GPTJ, tokens, answers, masks: DropoutMasks | None = None):
     return loss.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
 
 
-def _fused(model: GPTJ, tokens, answers, masks: DropoutMasks, precision="fp32", compiled=False):
+def _fused(model: GPTJ, tokens, answers, masks, precision="fp32", compiled=False):
     model.zero_grad(set_to_none=True)
     loss = loss_and_grads(model, tokens, answers, masks, precision, compiled)
     return loss, {n: p.grad.clone() for n, p in model.named_parameters()}
@@ -71,15 +78,16 @@ def test_equals_autograd_without_dropout(variant):
 def test_equals_autograd_with_the_same_dropout_masks(variant):
     model = _model(0.3, **VARIANTS[variant])
     tokens, answers = _batch()
-    masks = draw_masks(model.cfg, 5, 7, torch.Generator().manual_seed(4))
-    masks = DropoutMasks(  # float64 like the model, so the reference multiplies exactly the same numbers
-        masks.embed.double(), tuple(tuple(m.double() for m in layer) for layer in masks.layers)
-    )
+    bits = draw_bits(model.cfg, 5, 7, torch.Generator().manual_seed(4))
+    masks = bits.masks(torch.float64)  # like the model, so the reference multiplies the very same numbers
     want_loss, want = _reference(model, tokens, answers, masks)
     got_loss, got = _fused(model, tokens, answers, masks)
     torch.testing.assert_close(got_loss, want_loss, rtol=0, atol=1e-12)
     for name in want:
         torch.testing.assert_close(got[name], want[name], rtol=0, atol=1e-10, msg=name)
+    # the raw bits (the training loop's form, thresholded inside the step) give the same bits out
+    from_bits = _fused(model, tokens, answers, bits)
+    assert torch.equal(from_bits[0], got_loss) and all(torch.equal(from_bits[1][n], got[n]) for n in got)
     # and the masks matter: without them the gradients differ
     _, plain = _reference(model, tokens, answers)
     assert not torch.allclose(plain["unembed.weight"], want["unembed.weight"])
@@ -88,14 +96,14 @@ def test_equals_autograd_with_the_same_dropout_masks(variant):
 @pytest.mark.skipif(cxx_compiler() is None, reason="torch.compile (Inductor) needs a C++ compiler")
 def test_compiled_step_equals_autograd():
     """Inductor's fused kernels, with the real-valued rotation, against the module's autograd in
-    float64, dropout and gated planes included (one compile: the variants share nothing cacheable)."""
+    float64, dropout (thresholded inside the graph) and gated planes included (one compile: the
+    variants share nothing cacheable)."""
     model = _model(0.3, **VARIANTS["gated planes, two heads"])
     tokens, answers = _batch()
-    masks = draw_masks(model.cfg, 5, 7, torch.Generator().manual_seed(4))
-    masks = DropoutMasks(masks.embed.double(), tuple(tuple(m.double() for m in layer) for layer in masks.layers))
-    want_loss, want = _reference(model, tokens, answers, masks)
+    bits = draw_bits(model.cfg, 5, 7, torch.Generator().manual_seed(4))
+    want_loss, want = _reference(model, tokens, answers, bits.masks(torch.float64))
     for _ in range(2):  # the second call reuses the compiled kernels
-        got_loss, got = _fused(model, tokens, answers, masks, compiled=True)
+        got_loss, got = _fused(model, tokens, answers, bits, compiled=True)
         torch.testing.assert_close(got_loss, want_loss, rtol=0, atol=1e-12)
         for name in want:
             torch.testing.assert_close(got[name], want[name], rtol=0, atol=1e-10, msg=name)
@@ -109,7 +117,7 @@ def test_compiled_step_is_bitwise_repeatable_on_two_threads():
     model = GPTJ(cfg, torch.Generator().manual_seed(0))
     tokens = torch.randint(0, 137, (64, 17), generator=torch.Generator().manual_seed(1))
     answers = torch.randint(0, 137, (64,), generator=torch.Generator().manual_seed(2))
-    masks = draw_masks(cfg, 64, 17, torch.Generator().manual_seed(3))
+    masks = draw_bits(cfg, 64, 17, torch.Generator().manual_seed(3))
     threads = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
