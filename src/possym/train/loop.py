@@ -47,18 +47,23 @@ def predict(model: GPTJ, tokens: Tensor, batch_size: int = 256, precision: Preci
 
 @torch.no_grad()
 def evaluate(
-    model: GPTJ, samples: TaskSamples, batch_size: int = 256, precision: Precision = "fp32"
+    model: GPTJ, samples: TaskSamples, batch_size: int = 256, precision: Precision = "fp32", compiled: bool = False
 ) -> dict[str, float]:
     """Global and per-hop accuracy, and mean loss, of the last-token prediction.
 
     Batches of 256 stay in cache (2048 was 1.6x slower on this CPU); the forward is the training
     step's own, which computes only the query row in the last block, at the run's ``precision``.
+    ``compiled`` (:func:`~possym.train.fused.last_token_logits`) pads the last batch to the full
+    size, so every batch has the one shape the compiled blocks were built for.
     """
     tokens = torch.as_tensor(samples.tokens)
     answers = torch.as_tensor(samples.answer)
     losses, preds = [], []
     for t, a in zip(tokens.split(batch_size), answers.split(batch_size), strict=True):
-        logits = last_token_logits(model, t, precision)
+        rows = len(t)
+        if compiled and rows < batch_size:  # rows are independent: the padding changes no real row
+            t = torch.cat((t, t[:1].expand(batch_size - rows, -1)))
+        logits = last_token_logits(model, t, precision, compiled)[:rows]
         losses.append(F.cross_entropy(logits.float(), a, reduction="sum"))
         preds.append(logits.argmax(-1))
     correct = (torch.cat(preds) == answers).numpy()
@@ -169,7 +174,7 @@ def train(
         "event": "final",
         "step": total,
         "split": "test",
-        **evaluate(model, splits["test"], precision=tc.precision),
+        **evaluate(model, splits["test"], precision=tc.precision, compiled=tc.compile),
         "precision": tc.precision,
         "time": round(time.time(), 3),
     }
@@ -194,7 +199,8 @@ def _checkpoint_and_eval(
     if step % tc.eval_every == 0 or step == total:
         t = time.perf_counter()
         # At the training precision, as HF Trainer evaluates a mixed-precision run (the final test too).
-        record = {"event": "eval", "step": step, "split": "val", **evaluate(model, eval_set, precision=tc.precision)}
+        metrics = evaluate(model, eval_set, precision=tc.precision, compiled=tc.compile)
+        record = {"event": "eval", "step": step, "split": "val", **metrics}
         record["eval_s"] = time.perf_counter() - t
         record["time"] = round(time.time(), 3)  # wall-clock, so a run's own records give its duration
         if monitor is not None:

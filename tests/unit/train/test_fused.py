@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-from possym.config import ModelConfig
+from possym.config import ModelConfig, TaskConfig
 from possym.model.gptj import GPTJ
+from possym.tasks import generate
 from possym.train.fused import (
     DropoutMasks,
     cxx_compiler,
@@ -16,6 +18,7 @@ from possym.train.fused import (
     last_token_logits,
     loss_and_grads,
 )
+from possym.train.loop import evaluate
 
 VARIANTS = {
     "paper-like": {},
@@ -167,6 +170,33 @@ def test_eval_logits_equal_the_module(variant):
     model = _model(0.1, **VARIANTS[variant]).eval()
     tokens, _ = _batch()
     torch.testing.assert_close(last_token_logits(model, tokens), model(tokens)[:, -1], rtol=0, atol=1e-12)
+
+
+@pytest.mark.skipif(cxx_compiler() is None, reason="torch.compile (Inductor) needs a C++ compiler")
+def test_compiled_eval_logits_equal_the_module():
+    """Each block through one compiled graph (the last block, one query row, through a second),
+    against the module in float64, gated planes included; the second call reuses the kernels."""
+    model = _model(0.1, **VARIANTS["gated planes, two heads"]).eval()
+    tokens, _ = _batch()
+    for _ in range(2):
+        got = last_token_logits(model, tokens, compiled=True)
+        torch.testing.assert_close(got, model(tokens)[:, -1], rtol=0, atol=1e-10)
+
+
+@pytest.mark.skipif(cxx_compiler() is None, reason="torch.compile (Inductor) needs a C++ compiler")
+def test_compiled_evaluate_pads_the_last_batch_and_agrees():
+    """11 samples in batches of 4: the compiled evaluation pads the last batch to 4 rows (one shape
+    for every batch) and gives the eager evaluation's accuracies and loss."""
+    task = TaskConfig(name="letter", n_train=0, n_val=11, n_test=0)
+    samples = generate(task, 11, np.random.default_rng(0))
+    cfg = ModelConfig(n_layers=2, d_model=16, d_mlp=32, d_vocab=int(samples.tokens.max()) + 1)
+    model = GPTJ(cfg, torch.Generator().manual_seed(0)).double().eval()
+    want = evaluate(model, samples, batch_size=4)
+    graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    got = evaluate(model, samples, batch_size=4, compiled=True)
+    assert torch._dynamo.utils.counters["stats"]["unique_graphs"] - graphs == 2  # inner and last block, one shape
+    assert got.keys() == want.keys() and got.pop("loss") == pytest.approx(want.pop("loss"), abs=1e-10)
+    assert got == want
 
 
 def test_bf16_eval_logits_stay_close_and_differ():
