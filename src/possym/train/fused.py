@@ -246,17 +246,24 @@ def _block(
 
 
 def _forward(
-    model: GPTJ, tokens: Tensor, masks: DropoutMasks, mm: torch.dtype, rotors: tuple[Tensor, ...], saved: list | None
+    model: GPTJ,
+    tokens: Tensor,
+    masks: DropoutMasks,
+    mm: torch.dtype,
+    rotors: tuple[Tensor, ...],
+    saved: list | None,
+    block_fn: Callable = _block,
 ) -> Tensor:
     """Embedding and blocks: the residual stream after the last block, at the last position [B, D].
 
-    Appends what the backward needs, per block, to ``saved``.
+    Appends what the backward needs, per block, to ``saved``. ``block_fn``: :func:`_block` or its
+    compiled graph.
     """
     cfg = model.cfg
     x = _mul(model.embed.weight[tokens], masks.embed)
     for layer, (block, rotor) in enumerate(zip(model.blocks, rotors, strict=True)):
         last = layer == cfg.n_layers - 1
-        x, kept = _block(x, _block_params(block), rotor, masks.layers[layer], cfg, mm, last, saved is not None)
+        x, kept = block_fn(x, _block_params(block), rotor, masks.layers[layer], cfg, mm, last, saved is not None)
         if saved is not None:
             saved.append(kept)
     return x[:, -1]
@@ -274,12 +281,10 @@ def last_token_logits(model: GPTJ, tokens: Tensor, precision: Precision = "fp32"
     """
     cfg, dtype = model.cfg, model.embed.weight.dtype
     mm = torch.bfloat16 if precision == "bf16" else dtype
-    block_fn = _compiled_block() if compiled else _block
     rotors = step_rotors(cfg, tokens.shape[1], dtype, real=compiled)
-    x = model.embed.weight[tokens]
-    for layer, (block, rotor) in enumerate(zip(model.blocks, rotors, strict=True)):
-        x, _ = block_fn(x, _block_params(block), rotor, (None, None, None), cfg, mm, layer == cfg.n_layers - 1, False)
-    return model.unembed(model.ln_final(x[:, -1]))
+    block_fn = _compiled_block() if compiled else _block
+    last = _forward(model, tokens, DropoutMasks.none(cfg.n_layers), mm, rotors, None, block_fn)
+    return model.unembed(model.ln_final(last))
 
 
 @torch.no_grad()
