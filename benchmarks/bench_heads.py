@@ -2,7 +2,7 @@
 
 The goal of issue 5: <= 10 minutes on 2 cores. Each repeat runs ``score_heads`` on the whole set
 (one forward pass per batch, then the exact engine); the median over repeats is printed. The
-reference, re-running the layer's attention module once per swap (``possym.heads.reference``), is
+reference, re-running the layer's attention module once per swap (``possym.heads.swap_and_rerun``), is
 timed on a small subset of (prompt, layer) cells in the same run, against the engine on the same
 cells, with and without the forward pass each side needs, and the ratio is printed; so is the worst
 row difference.
@@ -21,7 +21,7 @@ import torch
 
 from possym.heads.capture import rope_spec
 from possym.heads.prompts import COLORS, NAMES, BindingConfig, binding_prompt, encode, single_token_words
-from possym.heads.reference import rerun_swaps
+from possym.heads.swap_and_rerun import rerun_swaps
 from possym.heads.scores import _forward, layer_swap_attention, score_heads
 from possym.llm.providers import load_local_model
 

@@ -32,7 +32,7 @@ from possym.config import ModelConfig, TaskConfig
 from possym.model.gptj import GPTJ
 from possym.runs import RunDir
 from possym.scores.metric import attention_entropy
-from possym.scores.reference import rerun_swaps
+from possym.scores.swap_and_rerun import rerun_swaps
 from possym.scores.swaps import layer_tables, rotated_qk, swap_attention
 from possym.tasks import generate, task_vocab
 

@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     run_dir = RunDir.open(args.run)
     rows = measure(run_dir, cfg, args.step, args.force)
     if not args.no_figures:
-        from possym.reference import paper_numbers
+        from possym.paper import paper_numbers
         from possym.report.length_plots import plot_length_curves
         from possym.runs import save_figure
 

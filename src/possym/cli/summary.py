@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from possym.evaluate.accuracy import curve_gap, learning_summary
+from possym.evaluate.curves import curve_gap, learning_summary
 from possym.runs import RunDir
 
 

@@ -12,7 +12,7 @@ what it changes on the full row: the logits at the 2m swapped positions, and the
 the unswapped keys contribute Σ_j exp L_j whatever the swap. So ``swap_attention`` on the merged
 [K+1, K+1] table gives the swapped rows' weights at every block position and the total weight left
 on the others, exactly (tests compare them with a re-run of the model's own attention module,
-:mod:`possym.heads.reference`). The merge also lets blocks start anywhere: binding pairs begin after
+:mod:`possym.heads.swap_and_rerun`). The merge also lets blocks start anywhere: binding pairs begin after
 an instruction, and the query's own key and the question are never swapped.
 
 ``cap`` is Gemma-2's logit soft-cap (identity elsewhere) and ``mask`` the row of the attention mask

@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 import yaml
 
 from possym.pipeline.evidence import load_evidence, table
-from possym.reference import paper_numbers
+from possym.paper import paper_numbers
 from possym.report import compare_plots, html
 from possym.report.claims import check_claims, final_kinds, first_steps
 from possym.report.length_plots import plot_length_curves

@@ -1,7 +1,7 @@
 """The paper's headline claims, each checked against our measurements by an explicit tolerance rule.
 
 Every claim is a record: ``claim``, ``section`` (where the paper makes it), ``paper`` (its value, from
-:func:`possym.reference.paper_numbers` or its text), ``ours``, ``verdict`` and ``rule`` (the rule
+:func:`possym.paper.paper_numbers` or its text), ``ours``, ``verdict`` and ``rule`` (the rule
 that turned the two into the verdict, in words). Verdicts:
 
 - ``match``: within the rule's tolerance;
@@ -41,7 +41,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from possym.reference import paper_numbers
+from possym.paper import paper_numbers
 from possym.scores.dynamics import purity
 
 VERDICTS = ("match", "partial", "differs", "n/a")
@@ -93,7 +93,7 @@ def _claim(claim: str, section: str, paper: str, ours: str, verdict: str, rule: 
 
 def first_steps(metrics: Sequence[Mapping[str, Any]], threshold: float = 0.9) -> dict[str, int | None]:
     """First evaluated step at which each accuracy key (``acc_hop1``.., ``accuracy``) reaches ``threshold``."""
-    from possym.evaluate.accuracy import learning_summary
+    from possym.evaluate.curves import learning_summary
 
     return learning_summary(list(metrics), threshold)["first_step"]
 

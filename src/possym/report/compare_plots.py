@@ -1,6 +1,6 @@
 """The paper's numbers drawn beside ours on the same axes (Figs. 2A, 5A, 6 and Table 1).
 
-Ours are solid lines or filled markers; the paper's digitised values (:func:`possym.reference.paper_numbers`)
+Ours are solid lines or filled markers; the paper's digitised values (:func:`possym.paper.paper_numbers`)
 are hollow markers joined by dashed lines. Records in, a Figure out; nothing here reads or writes files.
 """
 

@@ -1,6 +1,6 @@
 """The exact swap engine: every swap's attention row from one content-by-position logit table.
 
-The reference procedure (:mod:`possym.scores.reference`, paper A App. D) re-runs block ℓ once per
+The reference procedure (:mod:`possym.scores.swap_and_rerun`, paper A App. D) re-runs block ℓ once per
 swap. It does not need to: a swap moves residual rows, and with them the rows' keys, but the query
 (never swapped) and every unswapped key stay as they were. So for a query at position q, the one
 table

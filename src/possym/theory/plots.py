@@ -17,7 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.ticker import NullFormatter, ScalarFormatter  # noqa: E402
 
-from possym.reference import paper_numbers  # noqa: E402
+from possym.paper import paper_numbers  # noqa: E402
 
 # Figs. 5A and 5B of the paper, digitised from its vector graphics (NOTES.md §1.7-1.8), from the
 # package's copy of the paper's numbers.

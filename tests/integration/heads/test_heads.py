@@ -1,6 +1,6 @@
 """possym heads on tiny, randomly initialised models of each family, built locally (nothing is downloaded).
 
-The oracle is swap-and-rerun through the model's own attention module (possym.heads.reference);
+The oracle is swap-and-rerun through the model's own attention module (possym.heads.swap_and_rerun);
 the families cover grouped-query attention, llama3 rope scaling, QK-norm (Qwen3, Gemma-3), per-layer
 rope bases and sliding windows (Gemma-3), logit soft-capping (Gemma-2), partial rotary (GPT-NeoX,
 GPT-J) and GPT-J's adjacent-dims pairing.
@@ -26,7 +26,7 @@ from possym.heads.prompts import (  # noqa: E402
     binding_prompt,
     one_hop_prompts,
 )
-from possym.heads.reference import rerun_swaps  # noqa: E402
+from possym.heads.swap_and_rerun import rerun_swaps  # noqa: E402
 from possym.heads.scores import BlockLayout, _forward, depth_summary, layer_swap_attention, score_heads  # noqa: E402
 from possym.llm.prompts import solve  # noqa: E402
 

@@ -29,7 +29,7 @@ from possym.heads.prompts import (
     one_hop_prompts,
     single_token_words,
 )
-from possym.heads.reference import rerun_swaps
+from possym.heads.swap_and_rerun import rerun_swaps
 from possym.heads.scores import _forward, layer_swap_attention, score_heads
 
 

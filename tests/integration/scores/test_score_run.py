@@ -11,7 +11,7 @@ from possym.config import load_config
 from possym.runs import RunDir, read_csv
 from possym.scores.checkpoints import hop_queries, score_inputs
 from possym.scores.monitor import monitor_scores
-from possym.scores.reference import reference_head_scores
+from possym.scores.swap_and_rerun import reference_head_scores
 from possym.scores.swaps import head_scores
 from possym.tasks import make_splits
 from possym.train.loop import train

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from possym.evaluate.accuracy import curve_gap, first_step_reaching
+from possym.evaluate.curves import curve_gap, first_step_reaching
 
 
 def _evals(values: dict[int, float]) -> list[dict]:

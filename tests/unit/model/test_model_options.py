@@ -18,7 +18,7 @@ from possym.model.gptj import GPTJ
 from possym.model.hf import to_hf
 from possym.model.rope import rope_cos_sin, rope_frequencies
 from possym.scores.frequency import frequency_use, plane_geometry
-from possym.scores.reference import reference_swap_attention
+from possym.scores.swap_and_rerun import reference_swap_attention
 from possym.scores.swaps import head_scores, layer_tables, rotated_qk, swap_attention
 
 VOCAB = 12

@@ -12,7 +12,7 @@ from score_fixtures import random_model, random_tokens
 
 from possym.model.rope import apply_rope, rope_cos_sin, rope_frequencies
 from possym.scores.metric import TAU
-from possym.scores.reference import reference_head_scores, reference_swap_attention
+from possym.scores.swap_and_rerun import reference_head_scores, reference_swap_attention
 from possym.scores.swaps import (
     content_position_logits,
     head_scores,

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from possym.reference import paper_numbers
+from possym.paper import paper_numbers
 from possym.theory.constructions import IndexConstruction, RetrievalConstruction, run_construction
 from possym.theory.discrepancy import (
     bound_checks,

@@ -1,6 +1,6 @@
 import pytest
 
-from possym.evaluate.accuracy import first_step_reaching, learning_summary
+from possym.evaluate.curves import first_step_reaching, learning_summary
 from possym.train.schedule import lr_factor
 
 
