@@ -20,7 +20,6 @@ from typing import Any
 
 import yaml
 
-TASK_NAMES = ("number", "letter")
 PRESET_DIR = Path(__file__).resolve().parents[2] / "configs"
 
 
@@ -31,6 +30,14 @@ class ConfigError(ValueError):
 def _require(ok: bool, message: str) -> None:
     if not ok:
         raise ConfigError(message)
+
+
+def _task_names() -> tuple[str, ...]:
+    # The one task registry (possym.tasks.registry) lives beside the task modules, which import
+    # this module; so it is looked up when a config is validated, not when this module loads.
+    from possym.tasks.registry import TASKS
+
+    return tuple(TASKS)
 
 
 @dataclass(frozen=True)
@@ -54,7 +61,7 @@ class TaskConfig:
     n_test: int = 45_600
 
     def __post_init__(self) -> None:
-        _require(self.name in TASK_NAMES, f"task.name={self.name!r} is not a task; allowed: {TASK_NAMES}")
+        _require(self.name in _task_names(), f"task.name={self.name!r} is not a task; allowed: {_task_names()}")
         _require(self.n_target >= 1, f"task.n_target={self.n_target} must be >= 1")
         _require(self.n_pretarget >= 1, f"task.n_pretarget={self.n_pretarget} must be >= 1")
         _require(
@@ -450,7 +457,7 @@ def load_config(task: str, preset: str | None = None, overrides: list[str] | Non
 
     A preset may hold shared sections and per-task sections under ``tasks: {number: ..., letter: ...}``.
     """
-    _require(task in TASK_NAMES, f"--task {task!r} is not a task; allowed: {TASK_NAMES}")
+    _require(task in _task_names(), f"--task {task!r} is not a task; allowed: {_task_names()}")
     data: dict[str, Any] = {"task": {"name": task}}
     if preset is not None:
         raw = load_preset(preset)

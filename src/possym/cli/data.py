@@ -7,14 +7,14 @@ import json
 
 import numpy as np
 
-from possym.config import TASK_NAMES, apply_overrides, config_from_dict
+from possym.config import apply_overrides, config_from_dict
 from possym.runs import atomic_write_text
-from possym.tasks import SPLITS, generate, make_splits, task_vocab
+from possym.tasks import SPLITS, TASKS, generate, make_splits, task_vocab
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("data", help="generate task instances as JSONL (tokens, answer, n_hops, path)")
-    p.add_argument("--task", required=True, choices=TASK_NAMES)
+    p.add_argument("--task", required=True, choices=list(TASKS))
     p.add_argument("--split", choices=SPLITS, default=None, help="a split of the paper's 480k dataset")
     p.add_argument("--n", type=int, required=True, help="number of instances to write")
     p.add_argument("--seed", type=int, default=0)

@@ -28,10 +28,11 @@ from pathlib import Path
 
 import torch
 
-from possym.config import TASK_NAMES, load_config, preset_names
+from possym.config import load_config, preset_names
 from possym.evaluate.lengthgen import PAPER_GRID
 from possym.pipeline.stages import Stage, run_stages
 from possym.runs import RunDir, atomic_write_text, csv_text, read_csv
+from possym.tasks import PAPER_TASKS
 
 # Analysis settings per preset. The quick preset keeps every measurement of the paper's protocol but
 # uses the smoke-run theory and a shorter discrepancy grid, to finish in minutes.
@@ -102,7 +103,7 @@ def resolve(args: argparse.Namespace) -> dict:
     if analysis["theory"] not in ("quick", "full"):
         raise ValueError(f"--theory {analysis['theory']!r}; allowed: quick, full")
     overrides = list(args.overrides) + (["train.threads=1"] if args.jobs == 2 else [])
-    for task in TASK_NAMES:  # validate now, not after an hour of training
+    for task in PAPER_TASKS:  # validate now, not after an hour of training
         load_config(task, args.preset, overrides)
     return {"preset": args.preset, "overrides": overrides, "skip": list(args.skip), **analysis}
 
@@ -146,13 +147,13 @@ def _cli(argv: list[str]) -> int:
 
 
 def build_stages(out: Path, settings: dict, jobs: int, sweep: Path | None = None) -> list[Stage]:
-    runs = {task: out / task for task in TASK_NAMES}
+    runs = {task: out / task for task in PAPER_TASKS}
 
     def data() -> int:
         from possym.tasks.audit import audit_splits
 
         rows = []
-        for task in TASK_NAMES:
+        for task in PAPER_TASKS:
             cfg = _run_config(task, settings)
             rows += audit_splits(cfg.task, cfg.seeds.data)
         atomic_write_text(out / "tables" / "data.csv", csv_text(rows))
@@ -162,14 +163,14 @@ def build_stages(out: Path, settings: dict, jobs: int, sweep: Path | None = None
         return 0
 
     def train() -> int:
-        for task in TASK_NAMES:
+        for task in PAPER_TASKS:
             _open_run(out, task, settings)
         if jobs == 2:
             with ProcessPoolExecutor(max_workers=2, mp_context=get_context("spawn")) as pool:
-                for f in [pool.submit(_train_one, str(runs[t]), i + 1) for i, t in enumerate(TASK_NAMES)]:
+                for f in [pool.submit(_train_one, str(runs[t]), i + 1) for i, t in enumerate(PAPER_TASKS)]:
                     f.result()
         else:
-            for task in TASK_NAMES:
+            for task in PAPER_TASKS:
                 _train_one(str(runs[task]), 1)
         return 0
 
@@ -185,7 +186,7 @@ def build_stages(out: Path, settings: dict, jobs: int, sweep: Path | None = None
 
     def per_task(kind: str) -> list[Stage]:
         name, *options = commands[kind]
-        return [Stage(f"{kind}:{t}", lambda t=t: _cli([name, str(runs[t]), *options])) for t in TASK_NAMES]
+        return [Stage(f"{kind}:{t}", lambda t=t: _cli([name, str(runs[t]), *options])) for t in PAPER_TASKS]
 
     stages = ([] if "data" in skip else [Stage("data", data)]) + [Stage("train", train)]
     if "score" not in skip:

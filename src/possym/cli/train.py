@@ -8,14 +8,14 @@ import sys
 import torch
 from tqdm import tqdm
 
-from possym.config import TASK_NAMES, load_config, preset_names
+from possym.config import load_config, preset_names
 from possym.runs import RunDir
-from possym.tasks import make_splits
+from possym.tasks import TASKS, make_splits
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train GPT-J on a task (or --resume a run)")
-    p.add_argument("--task", choices=TASK_NAMES)
+    p.add_argument("--task", choices=list(TASKS))
     p.add_argument("--preset", help=f"a preset in configs/ ({', '.join(preset_names())})")
     p.add_argument("--out", help="new run directory")
     p.add_argument("--resume", metavar="RUN", help="continue an interrupted run where it stopped")

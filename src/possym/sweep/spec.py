@@ -37,7 +37,8 @@ from typing import Any
 
 import yaml
 
-from possym.config import TASK_NAMES, ConfigError, load_config
+from possym.config import ConfigError, load_config
+from possym.tasks.registry import PAPER_TASKS, TASKS
 
 STAGES = ("score", "lengthgen", "discrepancy")  # the analyses that follow training, in this order
 SEED_FIELDS = ("data", "init", "order", "dropout")
@@ -71,9 +72,9 @@ class SweepSpec:
     threads: int = 1
 
     def __post_init__(self) -> None:
-        _require(len(self.tasks) > 0, "sweep.tasks is empty; allowed: a list from " + str(TASK_NAMES))
+        _require(len(self.tasks) > 0, "sweep.tasks is empty; allowed: a list from " + str(tuple(TASKS)))
         for task in self.tasks:
-            _require(task in TASK_NAMES, f"sweep.tasks: {task!r} is not a task; allowed: {TASK_NAMES}")
+            _require(task in TASKS, f"sweep.tasks: {task!r} is not a task; allowed: {tuple(TASKS)}")
         _require(len(self.seeds) > 0 and len(set(self.seeds)) == len(self.seeds),
                  f"sweep.seeds={list(self.seeds)} must be a non-empty list of distinct integers")
         names = [v.name for v in self.variants]
@@ -129,7 +130,7 @@ def spec_from_dict(data: dict[str, Any]) -> SweepSpec:
     stages = data.get("stages")
     _require(stages is None or isinstance(stages, dict), "sweep.stages must map a stage name to its argument list")
     return SweepSpec(
-        tasks=_strings(data.get("tasks", list(TASK_NAMES)), "sweep.tasks"),
+        tasks=_strings(data.get("tasks", list(PAPER_TASKS)), "sweep.tasks"),
         seeds=_seeds(data.get("seeds", [0]), "sweep.seeds"),
         variants=tuple(variants),
         preset=data.get("preset"),

@@ -11,7 +11,6 @@ True
 
 from possym.tasks.dataset import (
     SPLITS,
-    TASKS,
     balanced_combinations,
     draw_prefix,
     generate,
@@ -20,12 +19,14 @@ from possym.tasks.dataset import (
     prefix_per_hop,
     row_hashes,
 )
+from possym.tasks.registry import PAPER_TASKS, TASKS, register_task
 from possym.tasks.samples import TaskSamples
 from possym.tasks.solve import Solution, solve
 from possym.tasks.vocab import PAD, Vocab, number_alphabet, task_vocab
 
 __all__ = [
     "PAD",
+    "PAPER_TASKS",
     "SPLITS",
     "TASKS",
     "Solution",
@@ -38,6 +39,7 @@ __all__ = [
     "make_splits",
     "number_alphabet",
     "prefix_per_hop",
+    "register_task",
     "row_hashes",
     "solve",
     "task_vocab",

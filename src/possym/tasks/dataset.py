@@ -21,11 +21,10 @@ from __future__ import annotations
 import numpy as np
 
 from possym.config import TaskConfig
-from possym.tasks import letter, number
+from possym.tasks.registry import TASKS
 from possym.tasks.samples import TaskSamples
 
 SPLITS = ("train", "val", "test")
-TASKS = {"number": number, "letter": letter}
 
 # Re-drawing a clashing val/test row is almost always enough at once; this many failed rounds
 # means the task is too small to hold three disjoint splits of the asked sizes.
