@@ -23,7 +23,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from possym.llm.plots import load_paper_table3, plot_accuracy
-from possym.llm.prompts import PAPER_LENGTHS, TASKS, load_templates
+from possym.llm.prompts import PAPER_LENGTHS, PROMPT_TASKS, load_templates
 from possym.llm.providers import PROVIDERS, REASONING_MODES, GenerationSettings, make_provider
 from possym.llm.results import pivot, screen, summarise, table3_markdown
 from possym.llm.retry import RetryPolicy
@@ -69,7 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="L1,L2,...",
         help=f"target-window sizes (default: the paper's {','.join(map(str, PAPER_LENGTHS))})",
     )
-    p.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
+    p.add_argument("--tasks", nargs="+", choices=PROMPT_TASKS, default=list(PROMPT_TASKS))
     p.add_argument("--runs", type=int, default=5, help="runs 1..RUNS, run r seeded by r (default 5)")
     p.add_argument("--n", type=int, default=100, help="prompts per (task, length, run) cell (default 100)")
     p.add_argument(

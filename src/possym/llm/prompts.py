@@ -36,7 +36,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-TASKS = ("number", "letter")
+# The 1-hop versions of the paper's two tasks that have prompt templates (paper Sec. 6, Table 3).
+PROMPT_TASKS = ("number", "letter")
 PAPER_LENGTHS = (12, 16, 24, 32, 48, 64, 80, 100, 150, 200, 300)
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 DIGITS = "0123456789"
@@ -71,7 +72,7 @@ class Templates:
     source: str = ""
 
     def __post_init__(self) -> None:
-        for task in TASKS:
+        for task in PROMPT_TASKS:
             count = getattr(self, task).count(PLACEHOLDER)
             if count != 1:
                 raise ValueError(f"the {task} template must contain {PLACEHOLDER} exactly once, found {count}")
@@ -88,9 +89,11 @@ def load_templates(path: str | Path | None = None) -> Templates:
     else:
         text = Path(path).read_text("utf-8")
     data = yaml.safe_load(text)
-    missing = [task for task in TASKS if not isinstance(data, dict) or not isinstance(data.get(task), str)]
+    missing = [task for task in PROMPT_TASKS if not isinstance(data, dict) or not isinstance(data.get(task), str)]
     if missing:
-        raise ValueError(f"template file {path or 'llm_prompts.yaml'} lacks string keys {missing}; needs {TASKS}")
+        raise ValueError(
+            f"template file {path or 'llm_prompts.yaml'} lacks string keys {missing}; needs {PROMPT_TASKS}"
+        )
     return Templates(number=data["number"], letter=data["letter"], source=str(data.get("source", "")))
 
 
@@ -129,7 +132,7 @@ def cell_rng(run: int, task: str, length: int) -> np.random.Generator:
 def make_cell(task: str, length: int, run: int, n: int) -> list[OneHopInstance]:
     """The first ``n`` instances of one cell; a larger ``n`` extends the same list (prefix-stable)."""
     if task not in _SAMPLERS:
-        raise ValueError(f"task={task!r} is not a 1-hop task; allowed: {TASKS}")
+        raise ValueError(f"task={task!r} is not a 1-hop task; allowed: {PROMPT_TASKS}")
     rng = cell_rng(run, task, length)
     out = []
     for index in range(n):
@@ -167,7 +170,7 @@ def solve(task: str, sequence: str) -> str:
         if len(matches) != 1:
             raise ValueError(f"{len(matches)} window tokens start with {query[1]!r}; the task needs exactly one")
         return matches[0]
-    raise ValueError(f"task={task!r} is not a 1-hop task; allowed: {TASKS}")
+    raise ValueError(f"task={task!r} is not a 1-hop task; allowed: {PROMPT_TASKS}")
 
 
 _QUOTES = "\"'`\u2018\u2019\u201c\u201d"

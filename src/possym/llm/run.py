@@ -19,7 +19,15 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
-from possym.llm.prompts import PAPER_LENGTHS, TASKS, OneHopInstance, Templates, is_correct, is_single_token, make_grid
+from possym.llm.prompts import (
+    PAPER_LENGTHS,
+    PROMPT_TASKS,
+    OneHopInstance,
+    Templates,
+    is_correct,
+    is_single_token,
+    make_grid,
+)
 from possym.llm.providers import Provider
 from possym.llm.retry import Outcome, RateLimiter, RetryPolicy, call_with_retries
 from possym.llm.store import AnswerStore, answer_key
@@ -31,15 +39,15 @@ MAX_ERROR_CHARS = 2000
 class GridConfig:
     """Which prompts to send: tasks x lengths x runs 1..runs x n prompts per cell."""
 
-    tasks: tuple[str, ...] = TASKS
+    tasks: tuple[str, ...] = PROMPT_TASKS
     lengths: tuple[int, ...] = PAPER_LENGTHS
     runs: int = 5
     n: int = 100
 
     def __post_init__(self) -> None:
-        unknown = [t for t in self.tasks if t not in TASKS]
+        unknown = [t for t in self.tasks if t not in PROMPT_TASKS]
         if unknown or not self.tasks:
-            raise ValueError(f"tasks={self.tasks}; allowed: a non-empty subset of {TASKS}")
+            raise ValueError(f"tasks={self.tasks}; allowed: a non-empty subset of {PROMPT_TASKS}")
         if not self.lengths or any(length < 1 for length in self.lengths):
             raise ValueError(f"lengths={self.lengths} must be a non-empty list of positive window sizes")
         if self.runs < 1 or self.n < 1:

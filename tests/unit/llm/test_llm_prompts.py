@@ -10,7 +10,7 @@ import pytest
 from possym.llm.prompts import (
     LETTERS,
     PAPER_LENGTHS,
-    TASKS,
+    PROMPT_TASKS,
     Templates,
     is_correct,
     is_single_token,
@@ -37,7 +37,7 @@ def test_the_paper_templates_hold_table_2_verbatim():
         assert "Output just the target token and absolutely nothing else." in template
 
 
-@pytest.mark.parametrize("task", TASKS)
+@pytest.mark.parametrize("task", PROMPT_TASKS)
 def test_the_oracle_reproduces_every_worked_example_in_table_2(task):
     examples = EXAMPLE.findall(getattr(load_templates(), task))
     assert len(examples) == 3
@@ -46,7 +46,7 @@ def test_the_oracle_reproduces_every_worked_example_in_table_2(task):
 
 
 def test_every_sampled_instance_is_solved_by_the_oracle_with_its_target():
-    for inst in make_grid(TASKS, PAPER_LENGTHS, (1, 2), 20):
+    for inst in make_grid(PROMPT_TASKS, PAPER_LENGTHS, (1, 2), 20):
         assert len(inst.window) == inst.length
         assert solve(inst.task, inst.sequence) == inst.target
 
@@ -74,7 +74,11 @@ def test_letter_task_has_exactly_one_token_starting_with_the_second_query_letter
 
 def test_cells_are_seeded_by_run_and_independent_of_the_rest_of_the_grid():
     a = make_cell("letter", 24, 3, 10)
-    b = [i for i in make_grid(TASKS, (12, 24, 300), (1, 3), 10) if i.task == "letter" and i.length == 24 and i.run == 3]
+    b = [
+        i
+        for i in make_grid(PROMPT_TASKS, (12, 24, 300), (1, 3), 10)
+        if i.task == "letter" and i.length == 24 and i.run == 3
+    ]
     assert a == b
     assert make_cell("letter", 24, 3, 4) == a[:4]  # a larger n extends the same list
     assert make_cell("letter", 24, 4, 10) != a  # another run is a fresh dataset
