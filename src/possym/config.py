@@ -20,10 +20,14 @@ from typing import Any
 
 import yaml
 
+from possym.errors import PossymError
+
+# HF's activation_function names -> torch's gelu(approximate=...): "gelu" is the exact (erf) GELU.
+ACTIVATIONS = {"gelu_new": "tanh", "gelu": "none"}
 PRESET_DIR = Path(__file__).resolve().parents[2] / "configs"
 
 
-class ConfigError(ValueError):
+class ConfigError(PossymError):
     """A configuration value is wrong; the message names the field and what is allowed."""
 
 

@@ -27,7 +27,8 @@ import platform
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -40,12 +41,76 @@ from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
 from possym.config import RunConfig, config_from_dict
+from possym.errors import RunError
+from possym.records import (
+    FrequencyUseRecord,
+    LengthPoint,
+    PlaneScoreRecord,
+    PurityRecord,
+    R,
+    Record,
+    ScoreRecord,
+    Table1Record,
+    TallyRecord,
+    read_records,
+    records_csv,
+)
+
+__all__ = ["ARTIFACTS", "Artifact", "RunDir", "RunError", "StepSpec", "atomic_write_text", "best_step"]
 
 CONFIG, META, METRICS, STATE, CKPT_DIR = "config.yaml", "meta.json", "metrics.jsonl", "state.pt", "checkpoints"
+BEST = "best.json"
 
 
-class RunError(ValueError):
-    """A run directory is missing, incomplete or corrupt; the message says which file and why."""
+@dataclass(frozen=True)
+class Artifact:
+    """A file an analysis writes into a run directory: its path inside RUN and, for a table, its row type."""
+
+    name: str
+    record: type[Record] | None = None
+
+
+# Every analysis file of a run directory, by a stable name; nothing else spells these file names.
+ARTIFACTS: dict[str, Artifact] = {
+    "scores": Artifact("scores.csv", ScoreRecord),
+    "scores_settings": Artifact("scores.json"),
+    "purity": Artifact("purity.csv", PurityRecord),
+    "purity_tally": Artifact("purity_tally.csv", TallyRecord),
+    "frequency_use": Artifact("frequency_use.csv", FrequencyUseRecord),
+    "table1": Artifact("table1.csv", Table1Record),
+    "plane_scores": Artifact("plane_scores.csv", PlaneScoreRecord),
+    "lengthgen": Artifact("lengthgen.csv", LengthPoint),
+    "lengthgen_settings": Artifact("lengthgen.json"),
+    "discrepancy_heads": Artifact("theory/discrepancy_heads.csv"),
+    "discrepancy_accuracy": Artifact("theory/discrepancy_accuracy.csv"),
+    "discrepancy_summary": Artifact("theory/discrepancy_summary.csv"),
+    "best": Artifact(BEST),
+    "figures": Artifact("figures"),
+}
+
+# A checkpoint named as the CLI and the API name it: a step number, "best" or "final".
+StepSpec = int | str | None
+
+
+def best_step(metrics: Iterable[dict[str, Any]], steps: Iterable[int]) -> int | None:
+    """The earliest checkpoint at the maximum validation accuracy, as HF Trainer's
+    ``load_best_model_at_end`` picks it (``metric_for_best_model="accuracy"``), or None.
+
+    Read from the run's log: the ``event == "eval"`` records (validation, accuracy over all hops)
+    whose step has a checkpoint in ``steps``; ties go to the earliest step, as Trainer keeps the
+    first checkpoint that reached the best value.
+
+    >>> log = [{"event": "eval", "step": s, "accuracy": a} for s, a in ((0, 0.1), (50, 0.9), (100, 0.9), (150, 0.8))]
+    >>> best_step(log, [0, 50, 100, 150]), best_step(log, [0, 100, 150])
+    (50, 100)
+    """
+    have = set(steps)
+    evals = [(int(m["step"]), float(m["accuracy"])) for m in metrics
+             if m.get("event") == "eval" and "accuracy" in m and int(m["step"]) in have]
+    if not evals:
+        return None
+    top = max(a for _, a in evals)
+    return min(s for s, a in evals if a == top)
 
 
 _UMASK = os.umask(0)
@@ -228,17 +293,54 @@ class RunDir:
         except (SafetensorError, ValueError, RuntimeError) as exc:
             raise RunError(f"checkpoint {path} is truncated or corrupt ({exc}); delete it and resume") from exc
 
-    def load_model(self, step: int | None = None, dtype: torch.dtype = torch.float32):  # -> GPTJ
-        """The model at ``step`` (default: the last checkpoint), in eval mode."""
+    def load_model(self, step: StepSpec = None, dtype: torch.dtype = torch.float32):  # -> GPTJ
+        """The model at ``step`` (a number, ``"best"`` or ``"final"``; default: the last checkpoint), in eval mode."""
         from possym.model.gptj import GPTJ
 
+        model = GPTJ(self.model_config)
+        model.load_state_dict(self.load_state_dict(self.resolve_step(step)))
+        return model.to(dtype).eval()
+
+    # ---- which checkpoint: a number, "best" or "final" ----------------------------------------
+    def resolve_step(self, step: StepSpec = None) -> int:
+        """The checkpoint step that ``step`` names: ``None`` or ``"final"`` the last one, ``"best"`` the
+        earliest at the maximum validation accuracy (:func:`best_step`), or a number that has a checkpoint."""
         steps = self.checkpoint_steps()
         if not steps:
             raise RunError(f"{self.path} has no checkpoints yet")
-        step = steps[-1] if step is None else step
-        model = GPTJ(self.model_config)
-        model.load_state_dict(self.load_state_dict(step))
-        return model.to(dtype).eval()
+        if step is None or step == "final":
+            return steps[-1]
+        if step == "best":
+            best = self.best()
+            if best is None:
+                raise RunError(f"{self.path} has no validation record at a checkpoint, so no best step")
+            return best
+        if isinstance(step, str):
+            if not step.isdigit():
+                raise RunError(f"step {step!r}: give a checkpoint step number, 'best' or 'final'")
+            step = int(step)
+        if step not in steps:
+            raise RunError(f"no checkpoint for step {step} in {self.path}; available: {steps}, 'best', 'final'")
+        return step
+
+    def best(self) -> int | None:
+        """The best step: as recorded in ``best.json`` at the end of training, else derived from the
+        metrics log (runs trained before it was recorded, or still training)."""
+        file = self.path / BEST
+        if file.is_file():
+            return int(json.loads(file.read_text())["step"])
+        return best_step(self.metrics(), self.checkpoint_steps())
+
+    def write_best(self) -> int | None:
+        """Record the best step in ``best.json`` (with its accuracy and the rule), for analyses to read."""
+        step = best_step(self.metrics(), self.checkpoint_steps())
+        if step is None:
+            return None
+        accuracy = next(float(m["accuracy"]) for m in self.metrics() if m.get("event") == "eval" and m["step"] == step)
+        record = {"step": step, "accuracy": accuracy,
+                  "rule": "earliest checkpoint at the maximum validation accuracy (HF load_best_model_at_end)"}
+        atomic_write_text(self.path / BEST, json.dumps(record, indent=2) + "\n")
+        return step
 
     @property
     def model_config(self):  # -> ModelConfig with d_vocab resolved from the task
@@ -264,6 +366,28 @@ class RunDir:
             raise RunError(f"{file} is truncated or corrupt ({exc}); delete it to restart from scratch") from exc
 
     # ---- analysis outputs --------------------------------------------------------------------
+    def artifact(self, key: str) -> Path:
+        """The path of artifact ``key`` (a name in :data:`ARTIFACTS`)."""
+        if key not in ARTIFACTS:
+            raise RunError(f"unknown artifact {key!r}; known: {sorted(ARTIFACTS)}")
+        return self.path / ARTIFACTS[key].name
+
+    def read(self, key: str, kind: type[R]) -> list[R]:
+        """The rows of table artifact ``key`` (none if it is not written yet)."""
+        if ARTIFACTS[key].record is not kind:
+            raise RunError(f"artifact {key!r} holds {ARTIFACTS[key].record}, not {kind.__name__}")
+        return read_records(self.artifact(key), kind)
+
+    def write(self, key: str, rows: Sequence[Record]) -> Path:
+        """Write table artifact ``key`` atomically; every row must be of its record type."""
+        kind = ARTIFACTS[key].record
+        wrong = {type(r).__name__ for r in rows if type(r) is not kind}
+        if kind is None or wrong:
+            raise RunError(f"artifact {key!r} takes {getattr(kind, '__name__', 'no')} rows, not {sorted(wrong)}")
+        path = self.artifact(key)
+        atomic_write_text(path, records_csv(list(rows)))
+        return path
+
     def write_text(self, name: str, text: str) -> Path:
         atomic_write_text(self.path / name, text)
         return self.path / name

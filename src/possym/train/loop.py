@@ -179,6 +179,7 @@ def train(
         "time": round(time.time(), 3),
     }
     run.log(final)
+    run.write_best()  # the checkpoint `--step best` names, fixed once training is done
     return final
 
 

@@ -1,0 +1,277 @@
+"""Rows that cross a file boundary: one frozen dataclass per CSV artifact, which owns its columns and
+its parsing (STYLE.md principle 14).
+
+Every record type inherits :meth:`Record.from_csv` and :meth:`Record.to_csv`, which read the field
+types from the class itself: ``int``, ``float``, ``str``, ``bool`` and ``X | None`` (an empty cell).
+A field added with a default is all it takes to carry a new column; CSVs written before it read the
+default. A row with a column the record does not know is refused, so a new column cannot be dropped
+silently on a round trip.
+
+Thresholds defined once: :data:`GAMMA` (the purity threshold of the paper's Fig. 2C) and
+:data:`GAMMAS` (the two of Fig. 7); the swap temperature is :data:`possym.scores.metric.TAU`.
+
+Example:
+    >>> row = ScoreRecord(step=50, query="last", layer=0, head=0, s_pos=0.9, s_sym=0.1, entropy=1.5, n_inputs=100)
+    >>> row.to_csv()["s_pos"], ScoreRecord.from_csv(row.to_csv()) == row
+    ('0.9', True)
+    >>> text = records_csv([row]); read_records_text(text, ScoreRecord) == [row]
+    True
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import math
+import types
+import typing
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Self, TypeVar
+
+from possym.errors import RecordError
+
+GAMMAS: tuple[float, ...] = (0.1, 0.05)  # the purity thresholds of the paper's Fig. 7
+GAMMA: float = GAMMAS[0]  # the one of Fig. 2C and of every "pure" claim
+
+R = TypeVar("R", bound="Record")
+
+
+def _parser(annotation: Any) -> tuple[type, bool]:
+    """(the scalar type, whether an empty cell means None) of a field annotation."""
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) in (types.UnionType, typing.Union):
+        scalars = [a for a in args if a is not type(None)]
+        if len(scalars) != 1:
+            raise TypeError(f"record fields take X or X | None, not {annotation}")
+        return scalars[0], type(None) in args
+    return annotation, False
+
+
+def _parse(text: str, kind: type, optional: bool, where: str) -> Any:
+    if optional and text in ("", "None"):
+        return None
+    try:
+        if kind is bool:
+            if text not in ("True", "False"):
+                raise ValueError(text)
+            return text == "True"
+        if kind is int:
+            return int(float(text)) if text.endswith(".0") else int(text)
+        return kind(text)
+    except ValueError:
+        raise RecordError(f"{where}: {text!r} is not {'an' if kind is int else 'a'} {kind.__name__}") from None
+
+
+@dataclass(frozen=True)
+class Record:
+    """Base of every row type; subclasses are frozen dataclasses whose fields are the CSV's columns."""
+
+    _types: ClassVar[dict[str, tuple[type, bool]]]
+
+    @classmethod
+    def columns(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def _field_types(cls) -> dict[str, tuple[type, bool]]:
+        if "_types" not in cls.__dict__:  # per class, resolved once: the annotations are strings here
+            hints = typing.get_type_hints(cls)
+            cls._types = {f.name: _parser(hints[f.name]) for f in dataclasses.fields(cls)}
+        return cls._types
+
+    @classmethod
+    def from_csv(cls, row: Mapping[str, str]) -> Self:
+        """Parse one CSV row (all strings); a missing column takes the field's default, or is an error."""
+        unknown = sorted(set(row) - set(cls.columns()))
+        if unknown:
+            raise RecordError(f"{cls.__name__}: unknown column(s) {unknown}; known: {list(cls.columns())}")
+        values = {}
+        for name, (kind, optional) in cls._field_types().items():
+            if name in row:
+                values[name] = _parse(row[name], kind, optional, f"{cls.__name__}.{name}")
+        try:
+            return cls(**values)
+        except TypeError as exc:
+            raise RecordError(f"{cls.__name__}: {exc}; columns are {list(cls.columns())}") from None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Self:
+        """From a record the library computed (a dict with these keys; unknown keys are an error)."""
+        unknown = sorted(set(data) - set(cls.columns()))
+        if unknown:
+            raise RecordError(f"{cls.__name__}: unknown field(s) {unknown}; known: {list(cls.columns())}")
+        return cls(**data)
+
+    def to_csv(self) -> dict[str, str]:
+        """One CSV row: None as an empty cell, floats as repr (they read back bit for bit)."""
+        return {k: "" if v is None else repr(v) if isinstance(v, float) else str(v) for k, v in self.to_dict().items()}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+
+def records_csv(rows: Sequence[Record]) -> str:
+    """The CSV text of ``rows`` (all of one type): a header of its columns, then one line per row."""
+    buf = io.StringIO()
+    if rows:
+        writer = csv.DictWriter(buf, fieldnames=list(type(rows[0]).columns()), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(r.to_csv() for r in rows)
+    return buf.getvalue()
+
+
+def read_records_text(text: str, kind: type[R]) -> list[R]:
+    return [kind.from_csv(r) for r in csv.DictReader(io.StringIO(text))]
+
+
+def read_records(path: Path, kind: type[R]) -> list[R]:
+    """Every row of ``path`` as ``kind``; a missing file reads as no rows."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    try:
+        return read_records_text(path.read_text(), kind)
+    except RecordError as exc:
+        raise RecordError(f"{path}: {exc}") from None
+
+
+def frame(rows: Iterable[Record], kind: type[Record] | None = None):  # -> pandas.DataFrame
+    """A DataFrame of ``rows`` with the record's columns (also when there are none)."""
+    import pandas as pd
+
+    rows = list(rows)
+    columns = list((kind or (type(rows[0]) if rows else Record)).columns())
+    return pd.DataFrame([r.to_dict() for r in rows], columns=columns)
+
+
+def nan_to_none(x: float) -> float | None:
+    return None if math.isnan(x) else x
+
+
+# ---- the row types ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScoreRecord(Record):
+    """One head's mean scores over the scored inputs at one checkpoint and query (``scores.csv``).
+
+    ``entropy_norm`` is the entropy min–max normalised per (layer, head, query) across the run's steps
+    (paper App. E), so it exists only once every step is scored.
+    """
+
+    step: int
+    query: str
+    layer: int
+    head: int
+    s_pos: float
+    s_sym: float
+    entropy: float
+    n_inputs: int
+    entropy_norm: float | None = None
+
+
+@dataclass(frozen=True)
+class PurityRecord(Record):
+    """One head's first passage to purity at threshold γ (``purity.csv``); ``step`` None: never pure.
+
+    ``final_kind`` is its purity at the last scored step and ``final_kind_step`` the first step pure of
+    that kind; ``max_accuracy_step`` is the run's best step (the paper's dashed line).
+    """
+
+    layer: int
+    head: int
+    query: str
+    gamma: float
+    kind: str
+    step: int | None
+    final_kind: str
+    final_kind_step: int | None
+    max_accuracy_step: int | None = None
+
+
+@dataclass(frozen=True)
+class TallyRecord(Record):
+    """The cumulative count of heads pure of each kind at ``step`` (``purity_tally.csv``; Fig. 2C, 7)."""
+
+    gamma: float
+    step: int
+    positional: int
+    symbolic: int
+
+
+@dataclass(frozen=True)
+class FrequencyUseRecord(Record):
+    """How much one head uses RoPE plane ``frequency_id`` (1 = fastest) at ``step`` (``frequency_use.csv``; Fig. 8)."""
+
+    step: int
+    layer: int
+    head: int
+    frequency_id: int
+    theta: float
+    use: float
+
+
+@dataclass(frozen=True)
+class Table1Record(Record):
+    """One head's weighted mean frequency ID, its frequency and the dominant ID (``table1.csv``; Table 1)."""
+
+    step: int
+    layer: int
+    head: int
+    weighted_id: float
+    frequency_id: int
+    frequency: float
+    dominant_id: int
+
+
+@dataclass(frozen=True)
+class PlaneScoreRecord(Record):
+    """s_POS, s_SYM of the projection head of one RoPE plane (``plane_scores.csv``)."""
+
+    step: int
+    layer: int
+    head: int
+    frequency_id: int
+    s_pos: float
+    s_sym: float
+
+
+@dataclass(frozen=True)
+class LengthPoint(Record):
+    """Accuracy with ``extra`` tokens before the window, for ``n_hops`` (0: pooled) at checkpoint ``step``
+    (``lengthgen.csv``; Fig. 5B). ``ci_*``: Wilson interval; ``cluster_*``: per-prefix t interval.
+
+    ``step`` is blank in curves written before it was recorded (they were at the final checkpoint).
+    """
+
+    extra: int
+    n_hops: int
+    seq_len: int
+    accuracy: float
+    n: int
+    correct: int
+    ci_low: float
+    ci_high: float
+    n_prefixes: int
+    prefix_sd: float
+    cluster_low: float
+    cluster_high: float
+    mode: str
+    step: int | None = None
+
+
+@dataclass(frozen=True)
+class ClaimRecord(Record):
+    """One of the paper's claims against ours (``claims.csv``), with the rule that gave the verdict and
+    the checkpoint our number comes from (``step``: e.g. ``best 4800``; blank where no one checkpoint)."""
+
+    claim: str
+    section: str
+    paper: str
+    ours: str
+    verdict: str
+    rule: str
+    step: str = ""
