@@ -2,7 +2,7 @@
 
 Every config is a frozen dataclass that checks itself on construction and names the field and what
 is allowed when something is wrong. Overrides merge in one order only:
-defaults < preset file (``configs/NAME.yaml``) < command line (``train.lr=3e-4``).
+defaults < preset file (``possym/configs/NAME.yaml``, package data) < command line (``train.lr=3e-4``).
 
 Example:
     >>> cfg = load_config(task="number", preset=None, overrides=["train.lr=3e-4", "model.n_layers=4"])
@@ -24,7 +24,9 @@ from possym.errors import PossymError
 
 # HF's activation_function names -> torch's gelu(approximate=...): "gelu" is the exact (erf) GELU.
 ACTIVATIONS = {"gelu_new": "tanh", "gelu": "none"}
-PRESET_DIR = Path(__file__).resolve().parents[2] / "configs"
+# Presets and sweep specs are package data, so a plain `pip install` (no -e) ships them.
+PRESET_DIR = Path(__file__).resolve().parent / "configs"
+SWEEP_DIR = PRESET_DIR / "sweeps"
 
 
 class ConfigError(PossymError):

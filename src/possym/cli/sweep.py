@@ -21,7 +21,7 @@ from possym.sweep.engines import ENGINES
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sweep", help="run a grid of trials (train, score, lengthgen, discrepancy) and summarise it")
-    p.add_argument("spec", help="sweep spec (YAML): tasks, seeds, variants, stages; see possym.sweep.spec")
+    p.add_argument("spec", help="sweep spec: a YAML file or a packaged spec's name; see possym.sweep.spec")
     p.add_argument("--out", required=True, help="sweep directory (rerun the same command to resume)")
     p.add_argument("--engine", choices=ENGINES, default="local", help="where trials run (default: local)")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1,
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from possym.runs import atomic_write_text
     from possym.sweep.engines import make_engine
     from possym.sweep.run import run_sweep
-    from possym.sweep.spec import expand, load_spec
+    from possym.sweep.spec import expand, load_spec, spec_path
     from possym.sweep.trial import is_done
 
     spec = load_spec(args.spec)
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
                              partition=args.partition, time_min=args.time_min, gpus=args.gpus,
                              cluster=None if args.cluster == "slurm" else args.cluster)
         out.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(out / "spec.yaml", yaml.safe_dump(yaml.safe_load(Path(args.spec).read_text()),
+        atomic_write_text(out / "spec.yaml", yaml.safe_dump(yaml.safe_load(spec_path(args.spec).read_text()),
                                                             sort_keys=False))
         trials = expand(spec, out)
         finished = sum(map(is_done, trials))  # shown as done from the start; run_sweep skips them

@@ -16,7 +16,7 @@ from possym.tasks import TASKS, make_splits
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("train", help="train GPT-J on a task (or --resume a run)")
     p.add_argument("--task", choices=list(TASKS))
-    p.add_argument("--preset", help=f"a preset in configs/ ({', '.join(preset_names())})")
+    p.add_argument("--preset", help=f"a packaged preset ({', '.join(preset_names())})")
     p.add_argument("--out", help="new run directory")
     p.add_argument("--resume", metavar="RUN", help="continue an interrupted run where it stopped")
     p.add_argument("--monitor", action="store_true", help="log positional/symbolic scores at every evaluation")

@@ -37,7 +37,7 @@ from typing import Any
 
 import yaml
 
-from possym.config import ConfigError, load_config
+from possym.config import SWEEP_DIR, ConfigError, load_config
 from possym.tasks.registry import PAPER_TASKS, TASKS
 
 STAGES = ("score", "lengthgen", "discrepancy")  # the analyses that follow training, in this order
@@ -142,10 +142,23 @@ def spec_from_dict(data: dict[str, Any]) -> SweepSpec:
     )
 
 
-def load_spec(path: str | Path) -> SweepSpec:
-    path = Path(path)
-    _require(path.is_file(), f"sweep spec {path} does not exist")
-    return spec_from_dict(yaml.safe_load(path.read_text()) or {})
+def spec_names() -> list[str]:
+    """The sweep specs that ship with possym (``possym/configs/sweeps/NAME.yaml``)."""
+    return sorted(p.stem for p in SWEEP_DIR.glob("*.yaml"))
+
+
+def spec_path(spec: str | Path) -> Path:
+    """``spec`` as a file: a path to a YAML file, or the name of a packaged spec (``robustness_quick``)."""
+    path = Path(spec)
+    if path.is_file():
+        return path
+    packaged = SWEEP_DIR / f"{spec}.yaml"
+    _require(packaged.is_file(), f"sweep spec {spec} is neither a file nor a packaged spec; packaged: {spec_names()}")
+    return packaged
+
+
+def load_spec(spec: str | Path) -> SweepSpec:
+    return spec_from_dict(yaml.safe_load(spec_path(spec).read_text()) or {})
 
 
 @dataclass(frozen=True)
