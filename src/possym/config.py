@@ -38,6 +38,11 @@ def _require(ok: bool, message: str) -> None:
         raise ConfigError(message)
 
 
+CANONICAL_TASKS = ("index", "retrieval", "induction")
+"""The metric paper's canonical tasks (:mod:`possym.canonical`): ``n_target`` is the length, ``n_letters``
+the symbols (default 32), ``n_ints`` the attributes; ``n_pretarget=0`` and one hop."""
+
+
 def _task_names() -> tuple[str, ...]:
     # The one task registry (possym.tasks.registry) lives beside the task modules, which import
     # this module; so it is looked up when a config is validated, not when this module loads.
@@ -69,6 +74,18 @@ class TaskConfig:
     def __post_init__(self) -> None:
         _require(self.name in _task_names(), f"task.name={self.name!r} is not a task; allowed: {_task_names()}")
         _require(self.n_target >= 1, f"task.n_target={self.n_target} must be >= 1")
+        if self.name in CANONICAL_TASKS:  # content of n_target tokens, then the query (possym.canonical)
+            _require(
+                self.n_pretarget == 0 and self.min_hops == self.max_hops == 1,
+                f"task.name={self.name!r} is a canonical task: it needs task.n_pretarget=0, task.min_hops=1 and "
+                f"task.max_hops=1 (got {self.n_pretarget}, {self.min_hops}, {self.max_hops})",
+            )
+            _require(self.n_target >= 2, f"task.n_target={self.n_target} (the length) must be >= 2")
+            _require(self.letters >= 2, f"task.n_letters={self.letters} (the symbols) must be >= 2")
+            _require(self.n_ints >= 2, f"task.n_ints={self.n_ints} (the attributes) must be >= 2")
+            for split in ("n_train", "n_val", "n_test"):
+                _require(getattr(self, split) >= 0, f"task.{split}={getattr(self, split)} must be >= 0")
+            return
         _require(self.n_pretarget >= 1, f"task.n_pretarget={self.n_pretarget} must be >= 1")
         _require(
             1 <= self.min_hops <= self.max_hops,
@@ -105,7 +122,7 @@ class TaskConfig:
         """Alphabet size, resolving the per-task default."""
         if self.n_letters is not None:
             return self.n_letters
-        return 120 if self.name == "number" else 8
+        return 120 if self.name == "number" else 32 if self.name in CANONICAL_TASKS else 8
 
     @property
     def seq_len(self) -> int:
@@ -123,6 +140,17 @@ class ModelConfig:
 
     ``rotary_dim=None`` rotates the whole head (the paper: 64 planes of a 128-dim head);
     ``rotary_dim=0`` is NoPE. ``d_vocab`` is filled in from the task at build time.
+
+    The recipe's knobs, named as HF ``GPTJConfig`` names them:
+
+    - ``dropout`` is attention-weight and residual dropout (HF ``attn_pdrop`` and ``resid_pdrop``);
+      ``embd_dropout`` is dropout on the token embeddings (HF ``embd_pdrop``). ``None`` means "as
+      ``dropout``", today's recipe (``paper_v1``) and every run saved before the knob existed. The
+      authors' scripts passed ``embed_pdrop=0.1``, a key ``GPTJConfig`` silently ignores, so their
+      embedding dropout was HF's default 0.0 (the ``paper`` preset; docs/choices.md).
+    - ``activation``: the MLP's GELU, ``"gelu"`` (exact, erf; the authors') or ``"gelu_new"`` (the
+      tanh approximation; ``paper_v1`` and runs saved before the knob existed).
+    - ``mlp=False`` drops every block's MLP (attention-only blocks, the metric paper's toy heads).
 
     Three options steer which RoPE planes a layer uses (the paper's future work, issue 8). Plane k
     (1-based frequency ID k) rotates by θ_k = base^(−2(k−1)/rot_dim) per position. Defaults keep
@@ -155,6 +183,9 @@ class ModelConfig:
     p_rope: float = 1.0
     nope_from_layer: int | None = None
     freq_gate: str | None = None
+    embd_dropout: float | None = None
+    activation: str = "gelu_new"
+    mlp: bool = True
 
     def __post_init__(self) -> None:
         _require(self.n_layers >= 1, f"model.n_layers={self.n_layers} must be >= 1")
@@ -171,6 +202,15 @@ class ModelConfig:
         )
         _require(self.rope_base > 1, f"model.rope_base={self.rope_base} must be > 1")
         _require(0.0 <= self.dropout < 1.0, f"model.dropout={self.dropout} must lie in [0, 1)")
+        _require(
+            self.embd_dropout is None or 0.0 <= self.embd_dropout < 1.0,
+            f"model.embd_dropout={self.embd_dropout} must lie in [0, 1), or be null (as model.dropout)",
+        )
+        _require(
+            self.activation in ACTIVATIONS,
+            f"model.activation={self.activation!r} is not a GELU possym knows; allowed: {tuple(ACTIVATIONS)}",
+        )
+        _require(isinstance(self.mlp, bool), f"model.mlp={self.mlp!r} must be true or false")
         _require(self.ln_eps > 0, f"model.ln_eps={self.ln_eps} must be > 0")
         _require(self.init_range > 0, f"model.init_range={self.init_range} must be > 0")
         _require(self.d_vocab >= 0, f"model.d_vocab={self.d_vocab} must be >= 0")
@@ -186,6 +226,16 @@ class ModelConfig:
     @property
     def d_head(self) -> int:
         return self.d_model // self.n_heads
+
+    @property
+    def embd_p(self) -> float:
+        """Embedding dropout rate, ``embd_dropout`` resolved (None: as ``dropout``)."""
+        return self.dropout if self.embd_dropout is None else self.embd_dropout
+
+    @property
+    def gelu_approximate(self) -> str:
+        """The ``approximate=`` argument of ``torch.nn.functional.gelu`` for ``activation``."""
+        return ACTIVATIONS[self.activation]
 
     @property
     def rot_dim(self) -> int:

@@ -1,12 +1,14 @@
 """GPT-J decoder on one screen (paper App. C.2), with TransformerLens-style hook points.
 
 Architecture, as facts:
-- token embedding ``W_E``, no position embedding (RoPE inside attention), embedding dropout;
+- token embedding ``W_E``, no position embedding (RoPE inside attention), embedding dropout
+  (``embd_dropout``, separate from the attention and residual ``dropout``, as HF's ``embd_pdrop``);
 - per block: ONE LayerNorm feeds attention and MLP in parallel, ``x + attn(ln(x)) + mlp(ln(x))``;
 - attention: no biases, GPT-J interleaved RoPE on ``rot_dim`` dims, scale 1/sqrt(d_head), causal;
   the plane options of :class:`~possym.config.ModelConfig` (p-RoPE, NoPE layers, frequency gating)
   live in the attention module, so anything that re-runs a block gets them too;
-- MLP: Linear(d_model, d_mlp) -> GELU (tanh approximation = HF ``gelu_new``) -> Linear, biases;
+- MLP: Linear(d_model, d_mlp) -> GELU -> Linear, biases; the GELU is exact (HF ``gelu``) or the
+  tanh approximation (HF ``gelu_new``), by ``activation``; ``mlp=False`` leaves the MLP out;
 - final LayerNorm, untied unembedding *with* bias (HF GPT-J's ``lm_head``).
 
 Hook points (read or patch with :meth:`GPTJ.hooks` or :meth:`GPTJ.run_with_cache`):
@@ -146,8 +148,14 @@ class Block(nn.Module):
         super().__init__()
         self.ln = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps)
         self.attn = Attention(cfg, layer)
-        self.mlp = nn.Sequential(
-            nn.Linear(cfg.d_model, cfg.d_mlp), nn.GELU(approximate="tanh"), nn.Linear(cfg.d_mlp, cfg.d_model)
+        self.mlp = (
+            nn.Sequential(
+                nn.Linear(cfg.d_model, cfg.d_mlp),
+                nn.GELU(approximate=cfg.gelu_approximate),
+                nn.Linear(cfg.d_mlp, cfg.d_model),
+            )
+            if cfg.mlp
+            else None
         )
         self.drop = nn.Dropout(cfg.dropout)
         self.hook_resid_pre = HookPoint()
@@ -156,6 +164,8 @@ class Block(nn.Module):
         x = self.hook_resid_pre(x)
         h = self.ln(x)  # GPT-J: one LayerNorm feeds both branches
         a, kv = self.attn(h, cos, sin, past)
+        if self.mlp is None:  # attention-only block
+            return x + self.drop(a), kv
         return x + self.drop(a) + self.drop(self.mlp(h)), kv  # parallel residual
 
 
@@ -166,7 +176,7 @@ class GPTJ(nn.Module):
             raise ValueError(f"model.d_vocab={cfg.d_vocab}: set it from the task vocabulary before building")
         self.cfg = cfg
         self.embed = nn.Embedding(cfg.d_vocab, cfg.d_model)
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = nn.Dropout(cfg.embd_p)
         self.blocks = nn.ModuleList(Block(cfg, layer) for layer in range(cfg.n_layers))
         self.ln_final = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps)
         self.unembed = nn.Linear(cfg.d_model, cfg.d_vocab)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from possym.config import ModelConfig
+from possym.config import ACTIVATIONS, ModelConfig
 from possym.model.gptj import GPTJ
 from possym.model.rope import rope_frequencies
 
@@ -41,6 +41,8 @@ def hf_config(cfg: ModelConfig, n_positions: int = HF_POSITIONS, pad_id: int = 0
             f"model.p_rope={cfg.p_rope} has no HF GPT-J equivalent: HF's rotary_dim would rotate the kept planes "
             "at frequencies computed from rotary_dim, not RoPE's; export allows p_rope=1 only"
         )
+    if not cfg.mlp:
+        raise ValueError("model.mlp=false (attention-only blocks) has no HF GPT-J equivalent; export allows mlp=true only")
     if cfg.nope_from_layer is not None:
         raise ValueError(
             f"model.nope_from_layer={cfg.nope_from_layer} has no HF GPT-J equivalent: HF applies one rotary_dim to "
@@ -54,9 +56,9 @@ def hf_config(cfg: ModelConfig, n_positions: int = HF_POSITIONS, pad_id: int = 0
         n_head=cfg.n_heads,
         rotary_dim=cfg.rot_dim,
         n_inner=cfg.d_mlp,
-        activation_function="gelu_new",
+        activation_function=cfg.activation,
         resid_pdrop=cfg.dropout,
-        embd_pdrop=cfg.dropout,
+        embd_pdrop=cfg.embd_p,
         attn_pdrop=cfg.dropout,
         layer_norm_epsilon=cfg.ln_eps,
         initializer_range=cfg.init_range,
@@ -135,6 +137,11 @@ def to_hf(model: GPTJ, n_positions: int = HF_POSITIONS, attn_implementation: str
 
 def from_hf(hf) -> GPTJ:  # hf: GPTJForCausalLM
     c = hf.config
+    if c.activation_function not in ACTIVATIONS:
+        raise ValueError(
+            f"activation_function={c.activation_function!r} is not a GELU possym's GPT-J runs; allowed: "
+            f"{tuple(ACTIVATIONS)}"
+        )
     cfg = ModelConfig(
         n_layers=c.n_layer,
         d_model=c.n_embd,
@@ -142,6 +149,8 @@ def from_hf(hf) -> GPTJ:  # hf: GPTJForCausalLM
         d_mlp=c.n_inner or 4 * c.n_embd,
         rotary_dim=c.rotary_dim,
         dropout=c.resid_pdrop,
+        embd_dropout=c.embd_pdrop,
+        activation=c.activation_function,
         ln_eps=c.layer_norm_epsilon,
         init_range=c.initializer_range,
         d_vocab=c.vocab_size,

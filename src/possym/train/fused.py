@@ -22,8 +22,8 @@ Same parameters, same maths as the module (which stays the reference: a test hol
 
 The maths per block (rows r = batch x pos, dropout masks m already scaled by 1/(1-p)):
     h = LN(x);  [q k v u] = h W1^T + [0 0 0 b_in];  q, k = rope(q), rope(k)
-    P = softmax(q k^T / sqrt(d_head) + causal);  z = (P * m_P) v;  g = gelu_tanh(u)
-    x' = x + (z W_O^T) * m_a + (g W_out^T + b_out) * m_f
+    P = softmax(q k^T / sqrt(d_head) + causal);  z = (P * m_P) v;  g = gelu(u)   (exact or tanh)
+    x' = x + (z W_O^T) * m_a + (g W_out^T + b_out) * m_f      (no last term when ``mlp=False``)
 and its backward, given dx':
     da = dx' * m_a, df = dx' * m_f;  dW_O = da^T z, dz = da W_O;  dW_out = df^T g, dg = df W_out
     du = gelu'(u) dg;  dP = (dz v^T) * m_P;  ds = P * (dP - rowsum(dP * P)) / sqrt(d_head)
@@ -43,6 +43,7 @@ Example (gradients land in ``.grad``, ready for ``optimizer.step()``):
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import os
 import shutil
@@ -68,8 +69,9 @@ _UNIFORMS = 1 << 16
 class DropoutMasks:
     """Every dropout mask of one training step, already scaled: each entry is 0 or 1/(1-p).
 
-    ``embed`` [batch, pos, d_model]; per layer ``pattern`` [batch, head, pos, pos] (attention
-    weights), ``attn`` and ``mlp`` [batch, pos, d_model] (each branch's output). ``None`` when p = 0.
+    ``embed`` [batch, pos, d_model] (rate ``embd_p``); per layer ``pattern`` [batch, head, pos, pos]
+    (attention weights), ``attn`` and ``mlp`` [batch, pos, d_model] (each branch's output; rate
+    ``dropout``). ``None`` where the rate is 0, and for the MLP of an attention-only block.
     """
 
     embed: Tensor | None
@@ -88,41 +90,59 @@ class DropoutBits:
     :meth:`masks` thresholds and scales them. :func:`loss_and_grads` does that inside the step, so
     under ``compiled=True`` Inductor fuses it into the kernels that apply the masks: one pass fewer
     over 3.5M entries a step, and 2 bytes read per entry instead of 4 (about 4% of a paper step).
-    ``uniforms`` is [n] int16 (None when p = 0); ``shapes`` the masks' shapes in
+    ``uniforms`` is [n] int16, one per entry of the masks whose rate is above 0, in order (None
+    when every rate is 0); ``rates`` and ``shapes`` give each mask's rate and shape in
     :class:`DropoutMasks` order (embedding, then pattern, attention, MLP per layer).
     """
 
     uniforms: Tensor | None
-    p: float
+    rates: tuple[float, ...]
     shapes: tuple[tuple[int, ...], ...]
 
     def masks(self, dtype: torch.dtype = torch.float32) -> DropoutMasks:
-        """Keep an entry when its uniform is >= p * 2^16 (of [-2^15, 2^15)); scale kept ones by 1/(1-p)."""
+        """Keep an entry when its uniform is >= p * 2^16 (of [-2^15, 2^15)); scale kept ones by 1/(1-p).
+
+        Runs of masks with one rate are thresholded as one tensor (with every rate equal, the whole
+        step's bits at once, as before the embedding got a rate of its own).
+        """
         n_layers = (len(self.shapes) - 1) // 3
-        if self.uniforms is None:
-            return DropoutMasks.none(n_layers)
-        # The scale is rounded to float32 whatever the dtype, so a float64 step multiplies the very
-        # numbers a float32 one does (the tests hold the two equal).
-        keep = self.uniforms >= round(self.p * _UNIFORMS) - _UNIFORMS // 2
-        scaled = torch.where(keep, 1.0 / (1.0 - self.p), 0.0).to(dtype)
-        parts = [t.view(s) for t, s in zip(scaled.split([math.prod(s) for s in self.shapes]), self.shapes, strict=True)]
+        parts: list[Tensor | None] = []
+        start = 0
+        for p, group in itertools.groupby(zip(self.rates, self.shapes, strict=True), key=lambda rs: rs[0]):
+            shapes = [s for _, s in group]
+            if p == 0.0:
+                parts += [None] * len(shapes)
+                continue
+            assert self.uniforms is not None
+            sizes = [math.prod(s) for s in shapes]
+            bits = self.uniforms[start : start + sum(sizes)]
+            start += sum(sizes)
+            # The scale is rounded to float32 whatever the dtype, so a float64 step multiplies the very
+            # numbers a float32 one does (the tests hold the two equal).
+            keep = bits >= round(p * _UNIFORMS) - _UNIFORMS // 2
+            scaled = torch.where(keep, 1.0 / (1.0 - p), 0.0).to(dtype)
+            parts += [t.view(s) for t, s in zip(scaled.split(sizes), shapes, strict=True)]
         return DropoutMasks(parts[0], tuple(tuple(parts[1 + 3 * i : 4 + 3 * i]) for i in range(n_layers)))
 
 
 def draw_bits(cfg: ModelConfig, batch: int, pos: int, generator: torch.Generator) -> DropoutBits:
-    """The random bits of all of a step's masks at the model's dropout rate, from ``generator`` only.
+    """The random bits of all of a step's masks at the model's dropout rates, from ``generator`` only.
 
     Each 64-bit draw is four uniform 16-bit integers, one per mask entry (a quarter of the random
-    bits ``bernoulli_`` spends on a float each).
+    bits ``bernoulli_`` spends on a float each). A mask of rate 0 draws nothing, so with
+    ``embd_dropout`` = ``dropout`` the stream is the one drawn before the embedding had a rate of
+    its own.
     """
     d, h = cfg.d_model, cfg.n_heads
     per_layer = ((batch, h, pos, pos), (batch, pos, d), (batch, pos, d))  # pattern, attention out, MLP out
     shapes = ((batch, pos, d),) + tuple(s for _ in range(cfg.n_layers) for s in per_layer)
-    if cfg.dropout == 0.0:
-        return DropoutBits(None, 0.0, shapes)
-    n = sum(math.prod(s) for s in shapes)
+    mlp_p = cfg.dropout if cfg.mlp else 0.0
+    rates = (cfg.embd_p,) + (cfg.dropout, cfg.dropout, mlp_p) * cfg.n_layers
+    n = sum(math.prod(s) for s, p in zip(shapes, rates, strict=True) if p > 0)
+    if n == 0:
+        return DropoutBits(None, rates, shapes)
     words = torch.empty(-(-n // 4), dtype=torch.int64).random_(-(2**63), None, generator=generator)
-    return DropoutBits(words.view(torch.int16)[:n], cfg.dropout, shapes)  # int16 is signed: uniform on [-2^15, 2^15)
+    return DropoutBits(words.view(torch.int16)[:n], rates, shapes)  # int16 is signed: uniform on [-2^15, 2^15)
 
 
 def draw_masks(cfg: ModelConfig, batch: int, pos: int, generator: torch.Generator) -> DropoutMasks:
@@ -145,16 +165,19 @@ def rope_rotors(cfg: ModelConfig, layer: int, pos: int, dtype: torch.dtype) -> T
     return torch.cat((rotor, free), dim=1).repeat(1, cfg.n_heads).to(torch.promote_types(dtype, torch.complex64))
 
 
-def step_rotors(cfg: ModelConfig, pos: int, dtype: torch.dtype, real: bool = False) -> tuple[Tensor, ...]:
-    """Each layer's :func:`rope_rotors` (layers with the same planes share one tensor); with ``real``,
-    as [pos, d_model / 2, 2] (cos, sin) pairs, the form :func:`_rotate` spells in real arithmetic."""
+def step_rotors(
+    cfg: ModelConfig, pos: int, dtype: torch.dtype, real: bool = False, device: torch.device | None = None
+) -> tuple[Tensor, ...]:
+    """Each layer's :func:`rope_rotors` (layers with the same planes share one tensor), on ``device``;
+    with ``real``, as [pos, d_model / 2, 2] (cos, sin) pairs, the form :func:`_rotate` spells in real
+    arithmetic."""
     built: dict[tuple, Tensor] = {}
     rotors = []
     for layer in range(cfg.n_layers):
         key = (cfg.plane_rotates(layer), cfg.plane_allowed(layer))
         if key not in built:
             rotor = rope_rotors(cfg, layer, pos, dtype)
-            built[key] = torch.view_as_real(rotor).contiguous() if real else rotor
+            built[key] = (torch.view_as_real(rotor).contiguous() if real else rotor).to(device)
         rotors.append(built[key])
     return tuple(rotors)
 
@@ -196,10 +219,13 @@ def _unheads(t: Tensor, B: int, H: int) -> Tensor:
     return t.view(B, H, t.shape[1], -1).transpose(1, 2).reshape(B, t.shape[1], -1)
 
 
-def _block_params(block: torch.nn.Module) -> tuple[Tensor, ...]:
-    """A block's weights in :func:`_block`'s order: LN (w, b), W_QKV, MLP in (W, b), W_O, MLP out (W, b)."""
-    return (block.ln.weight, block.ln.bias, block.attn.qkv.weight, block.mlp[0].weight, block.mlp[0].bias,
-            block.attn.out.weight, block.mlp[2].weight, block.mlp[2].bias)  # fmt: skip
+def _block_params(block: torch.nn.Module) -> tuple[Tensor | None, ...]:
+    """A block's weights in :func:`_block`'s order: LN (w, b), W_QKV, MLP in (W, b), W_O, MLP out (W, b);
+    the MLP's are None in an attention-only block."""
+    mlp = block.mlp
+    W_in, b_in, W_out, b_out = (None,) * 4 if mlp is None else (mlp[0].weight, mlp[0].bias, mlp[2].weight, mlp[2].bias)
+    return (block.ln.weight, block.ln.bias, block.attn.qkv.weight, W_in, b_in,
+            block.attn.out.weight, W_out, b_out)  # fmt: skip
 
 
 def _block(
@@ -218,12 +244,12 @@ def _block(
     values still span every position). Tensors only, so one compiled graph serves every block
     (:func:`_compiled_block`). With ``keep``, also returns what the backward needs.
     """
-    ln_w, ln_b, W_qkv, W_in, b_in, W_O, W_out, b_out = params
+    ln_w, ln_b, W_qkv, W_in, b_in, W_O, W_out, b_out = params  # the MLP's four are None without one
     dtype, (B, T, D), H = x.dtype, x.shape, cfg.n_heads
     r, o = B * T, slice(T - 1, T) if last else slice(0, T)
     n = o.stop - o.start
     m_p, m_a, m_f = (None if m is None else m[:, :, o] if m.dim() == 4 else m[:, o] for m in masks)
-    W = [w.to(mm) for w in (W_qkv, W_in, W_O, W_out)]
+    W = [None if w is None else w.to(mm) for w in (W_qkv, W_in, W_O, W_out)]
     h, mean, rstd = torch.native_layer_norm(x, [D], ln_w, ln_b, cfg.ln_eps)
     h = h.to(mm)
     h_o = h[:, o].reshape(B * n, D)
@@ -231,16 +257,18 @@ def _block(
     qk = _rotate(y[:, : 2 * D].view(B, T, 2, D), rotor[:, None])
     q, k = _heads(qk[:, o, 0], B, H), _heads(qk[:, :, 1], B, H)
     v = _heads(y[:, 2 * D :].view(B, T, D), B, H)
-    causal = torch.full((n, T), float("-inf"), dtype=dtype).triu(T - n + 1)
+    causal = torch.full((n, T), float("-inf"), dtype=dtype, device=x.device).triu(T - n + 1)
     P = torch.baddbmm(causal, q, k.mT, alpha=1.0 / math.sqrt(cfg.d_head)).softmax(-1)
     Pd = P if m_p is None else P * m_p.reshape(B * H, n, T)
     z = _unheads(Pd @ v, B, H).view(B * n, D).to(mm)
-    u = torch.add(h_o @ W[1].mT, b_in)  # promotes to float32 in the same pass
-    g = F.gelu(u, approximate="tanh").to(mm)
     a = (z @ W[2].mT).to(dtype).view(B, n, D)
-    f = torch.add(g @ W[3].mT, b_out).view(B, n, D)
     x_next = x[:, o] + a if m_a is None else torch.addcmul(x[:, o], a, m_a)
-    x_next = x_next.add_(f) if m_f is None else x_next.addcmul_(f, m_f)
+    u = g = None
+    if W[1] is not None:  # the MLP branch (absent in an attention-only block)
+        u = torch.add(h_o @ W[1].mT, b_in)  # promotes to float32 in the same pass
+        g = F.gelu(u, approximate=cfg.gelu_approximate).to(mm)
+        f = torch.add(g @ W[3].mT, b_out).view(B, n, D)
+        x_next = x_next.add_(f) if m_f is None else x_next.addcmul_(f, m_f)
     saved = (o, x, mean, rstd, h, h_o, W, rotor, q, k, v, P, Pd, z, u, g, m_p, m_a, m_f) if keep else None
     return x_next, saved
 
@@ -281,7 +309,7 @@ def last_token_logits(model: GPTJ, tokens: Tensor, precision: Precision = "fp32"
     """
     cfg, dtype = model.cfg, model.embed.weight.dtype
     mm = torch.bfloat16 if precision == "bf16" else dtype
-    rotors = step_rotors(cfg, tokens.shape[1], dtype, real=compiled)
+    rotors = step_rotors(cfg, tokens.shape[1], dtype, real=compiled, device=tokens.device)
     block_fn = _compiled_block() if compiled else _block
     last = _forward(model, tokens, DropoutMasks.none(cfg.n_layers), mm, rotors, None, block_fn)
     return model.unembed(model.ln_final(last))
@@ -304,7 +332,7 @@ def loss_and_grads(
     ``compiled``: the same maths through ``torch.compile`` (module docstring); the first call per
     batch shape compiles (tens of seconds), later ones reuse the kernels.
     """
-    rotors = step_rotors(model.cfg, tokens.shape[1], model.embed.weight.dtype, real=compiled)
+    rotors = step_rotors(model.cfg, tokens.shape[1], model.embed.weight.dtype, real=compiled, device=tokens.device)
     loss, grads = (_compiled_grads() if compiled else _grads)(model, tokens, answers, masks, rotors, precision)
     for name, param in model.named_parameters():
         param.grad = grads[name]
@@ -371,7 +399,7 @@ def _grads(
 
     # ---- backward ----
     dlogits = logp.exp()
-    dlogits[torch.arange(B), answers] -= 1.0
+    dlogits[torch.arange(B, device=tokens.device), answers] -= 1.0
     dlogits /= B
     grads["unembed.weight"] = dlogits.mT @ hf
     grads["unembed.bias"] = dlogits.sum(0)
@@ -386,27 +414,30 @@ def _grads(
         o, x, mean, rstd, h, h_o, W, rotor, q, k, v, P, Pd, z, u, g, m_p, m_a, m_f = saved[layer]
         n = o.stop - o.start
         da = _mul(dx, m_a).reshape(B * n, D).to(mm)
-        df = _mul(dx, m_f).reshape(B * n, D)
-        grads[name + "mlp.2.bias"] = df.sum(0)
-        df = df.to(mm)
         grads[name + "attn.out.weight"] = matmul(da.mT, z)
-        grads[name + "mlp.2.weight"] = matmul(df.mT, g)
-        du = torch.ops.aten.gelu_backward(df @ W[3], u, approximate="tanh")  # float32 out, as u
-        grads[name + "mlp.0.bias"] = du.sum(0)
+        if u is not None:  # the MLP branch
+            df = _mul(dx, m_f).reshape(B * n, D)
+            grads[name + "mlp.2.bias"] = df.sum(0)
+            df = df.to(mm)
+            grads[name + "mlp.2.weight"] = matmul(df.mT, g)
+            du = torch.ops.aten.gelu_backward(df @ W[3], u, approximate=cfg.gelu_approximate)  # float32, as u
+            grads[name + "mlp.0.bias"] = du.sum(0)
         dz = heads(matmul(da, W[2]).view(B, n, D))
         dP = dz @ v.mT
         ds = torch._softmax_backward_data(dP if m_p is None else dP * m_p.reshape(B * H, n, T), P, -1, dtype)
         ds *= scale
-        dy = (torch.empty if n == T else torch.zeros)(B, T, 3 * D, dtype=dtype)  # d(q | k | v), in place
+        dy = (torch.empty if n == T else torch.zeros)(B, T, 3 * D, dtype=dtype, device=x.device)  # d(q|k|v)
         back = _conj(rotor)
         _rotate(unheads(ds @ k), back[o], out=dy[:, o, :D])
         _rotate(unheads(ds.mT @ q), back, out=dy[..., D : 2 * D])
         dy[..., 2 * D :] = unheads(Pd.mT @ dz)
-        dy, du = dy.view(r, 3 * D).to(mm), du.to(mm)
+        dy = dy.view(r, 3 * D).to(mm)
         grads[name + "attn.qkv.weight"] = matmul(dy.mT, h.view(r, D))
-        grads[name + "mlp.0.weight"] = matmul(du.mT, h_o)
         d_h = matmul(dy, W[0]).view(B, T, D)
-        d_h[:, o] += matmul(du, W[1]).view(B, n, D)
+        if u is not None:
+            du = du.to(mm)
+            grads[name + "mlp.0.weight"] = matmul(du.mT, h_o)
+            d_h[:, o] += matmul(du, W[1]).view(B, n, D)
         dx_in, dw, db = torch.ops.aten.native_layer_norm_backward(
             d_h, x, [D], mean, rstd, block.ln.weight, block.ln.bias, [True, True, True]
         )

@@ -24,8 +24,9 @@ def attention_is_not_uniform(model: GPTJ, tokens: torch.Tensor) -> bool:
 
 @pytest.mark.parametrize("dtype,attn,tol", [(torch.float64, "sdpa", 1e-9), (torch.float32, "eager", 1e-5)])
 @pytest.mark.parametrize("length", [17, 1100])
-def test_logits_equal_hf_gptj(dtype, attn, tol, length):
-    model = random_model(dtype)
+@pytest.mark.parametrize("activation", ["gelu_new", "gelu"])
+def test_logits_equal_hf_gptj(dtype, attn, tol, length, activation):
+    model = random_model(dtype, activation=activation)
     hf = to_hf(model, n_positions=2048, attn_implementation=attn)
     tokens = torch.randint(0, 40, (2, length), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
@@ -57,6 +58,45 @@ def test_hf_round_trip_restores_every_weight_exactly():
     back = from_hf(to_hf(model, n_positions=64))
     for (name, a), (_, b) in zip(model.state_dict().items(), back.state_dict().items(), strict=True):
         assert torch.equal(a, b), name
+
+
+def test_the_exact_gelu_is_not_the_tanh_one():
+    # The two GELUs differ by ~1e-3 at moderate inputs: a model that ignored the knob would fail here.
+    exact, approx = random_model(activation="gelu"), random_model(activation="gelu_new")
+    approx.load_state_dict(exact.state_dict())
+    tokens = torch.randint(0, 40, (2, 17), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        assert not torch.allclose(exact(tokens), approx(tokens), atol=1e-6, rtol=0)
+
+
+@pytest.mark.parametrize(("embd", "activation"), [(0.0, "gelu"), (None, "gelu_new"), (0.25, "gelu")])
+def test_hf_config_carries_the_recipe_and_comes_back(embd, activation):
+    from transformers import GPTJConfig
+
+    model = random_model(dropout=0.1, embd_dropout=embd, activation=activation)
+    hf = to_hf(model, n_positions=64)
+    assert hf.config.embd_pdrop == (0.1 if embd is None else embd)
+    assert hf.config.resid_pdrop == hf.config.attn_pdrop == 0.1
+    assert hf.config.activation_function == activation
+    back = from_hf(hf).cfg
+    assert (back.embd_p, back.activation) == (model.cfg.embd_p, activation)
+    # the authors' misspelt key, as their scripts passed it: silently ignored, so HF's default 0.0 applies
+    assert GPTJConfig(embed_pdrop=0.1).embd_pdrop == 0.0
+
+
+def test_an_activation_possym_cannot_run_is_refused_on_import():
+    hf = to_hf(random_model(), n_positions=64)
+    hf.config.activation_function = "relu"
+    with pytest.raises(ValueError, match="allowed: \\('gelu_new', 'gelu'\\)"):
+        from_hf(hf)
+
+
+def test_attention_only_blocks_have_no_mlp_and_refuse_hf_export():
+    model = random_model(mlp=False)
+    assert all(block.mlp is None for block in model.blocks)
+    assert not any("mlp" in name for name, _ in model.named_parameters())
+    with pytest.raises(ValueError, match="mlp=false"):
+        to_hf(model)
 
 
 def test_any_length_works_without_a_position_table():
@@ -135,10 +175,11 @@ def test_same_init_seed_gives_identical_weights_and_different_seed_does_not():
 
 
 @pytest.mark.parametrize("shared", [True, False])
-def test_a_cached_prefix_gives_the_full_forward_logits(shared):
+@pytest.mark.parametrize("options", [{}, {"activation": "gelu", "mlp": False}, {"activation": "gelu"}])
+def test_a_cached_prefix_gives_the_full_forward_logits(shared, options):
     # The length-generalisation evaluator computes a prefix once and continues many inputs from it;
     # in a causal model this must equal the plain forward pass over prefix + continuation.
-    model = random_model(rotary_dim=16, n_heads=2)
+    model = random_model(rotary_dim=16, n_heads=2, **options)
     g = torch.Generator().manual_seed(2)
     prefix = torch.randint(0, 40, (1 if shared else 3, 50), generator=g)
     rest = torch.randint(0, 40, (3, 7), generator=g)
@@ -152,9 +193,10 @@ def test_a_cached_prefix_gives_the_full_forward_logits(shared):
     assert cache["blocks.1.attn.hook_pattern"].shape == (3, 2, 7, 57)
 
 
-def test_the_cache_continues_like_hf_past_key_values():
+@pytest.mark.parametrize("activation", ["gelu_new", "gelu"])
+def test_the_cache_continues_like_hf_past_key_values(activation):
     # An independent second implementation of caching: HF GPT-J's own past_key_values.
-    model = random_model()
+    model = random_model(activation=activation)
     hf = to_hf(model, n_positions=256, attn_implementation="sdpa")  # HF's eager path upcasts to float32
     g = torch.Generator().manual_seed(3)
     prefix, rest = torch.randint(0, 40, (2, 30), generator=g), torch.randint(0, 40, (2, 5), generator=g)

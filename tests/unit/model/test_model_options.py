@@ -126,6 +126,9 @@ OPTIONS = {
     "nope_from_1": dict(nope_from_layer=1),
     "gate": dict(freq_gate="0@1-2;1@5-8"),
     "all": dict(p_rope=0.75, nope_from_layer=1, freq_gate="0@1,7-8"),
+    # not plane options, but the engine must honour them too (layer 1 reads layer 0's MLP)
+    "authors' recipe": dict(activation="gelu", embd_dropout=0.0),
+    "attention-only": dict(mlp=False),
 }
 
 

@@ -27,6 +27,8 @@ VARIANTS = {
     "p-RoPE": {"p_rope": 0.5},
     "NoPE from layer 1": {"nope_from_layer": 1},
     "gated planes, two heads": {"n_heads": 2, "freq_gate": "0@2-3;1@1"},
+    "exact GELU": {"activation": "gelu"},
+    "attention-only": {"mlp": False},
 }
 
 
@@ -44,11 +46,16 @@ def _reference(model: GPTJ, tokens, answers, masks: DropoutMasks | None = None):
     """Loss and grads by autograd through the module; ``masks`` replace its dropout calls, in order."""
     model.zero_grad(set_to_none=True)
     model.train(masks is not None)
-    queue = [] if masks is None else [masks.embed] + [m for layer in masks.layers for m in layer]
+    # The module calls dropout at every site, even at rate 0 (a None mask) and never at an absent MLP's.
+    mlp = model.cfg.mlp
+    queue = [] if masks is None else [masks.embed] + [m for lay in masks.layers for m in (lay if mlp else lay[:2])]
     real = F.dropout
 
     def fake(x, p=0.5, training=True, inplace=False):
-        return x * queue.pop(0) if training else real(x, p, training, inplace)
+        if not training:
+            return real(x, p, training, inplace)
+        mask = queue.pop(0)
+        return x if mask is None else x * mask
 
     # A pattern hook sends attention through the explicit softmax path, whose dropout is F.dropout.
     read = {f"blocks.{i}.attn.hook_pattern": lambda t: None for i in range(model.cfg.n_layers)}
@@ -77,9 +84,17 @@ def test_equals_autograd_without_dropout(variant):
         torch.testing.assert_close(got[name], want[name], rtol=0, atol=1e-10, msg=name)
 
 
-@pytest.mark.parametrize("variant", ["paper-like", "two heads", "p-RoPE"])
+WITH_DROPOUT = {
+    **{v: VARIANTS[v] for v in ("paper-like", "two heads", "p-RoPE", "exact GELU", "attention-only")},
+    # the authors' effective recipe: no embedding dropout, exact GELU (attention and residual 0.3 here)
+    "authors' recipe": {"embd_dropout": 0.0, "activation": "gelu"},
+    "embedding dropout of its own": {"embd_dropout": 0.5},
+}
+
+
+@pytest.mark.parametrize("variant", WITH_DROPOUT)
 def test_equals_autograd_with_the_same_dropout_masks(variant):
-    model = _model(0.3, **VARIANTS[variant])
+    model = _model(0.3, **WITH_DROPOUT[variant])
     tokens, answers = _batch()
     bits = draw_bits(model.cfg, 5, 7, torch.Generator().manual_seed(4))
     masks = bits.masks(torch.float64)  # like the model, so the reference multiplies the very same numbers
@@ -97,11 +112,16 @@ def test_equals_autograd_with_the_same_dropout_masks(variant):
 
 
 @pytest.mark.skipif(cxx_compiler() is None, reason="torch.compile (Inductor) needs a C++ compiler")
-def test_compiled_step_equals_autograd():
+@pytest.mark.parametrize(
+    "variant",
+    [VARIANTS["gated planes, two heads"], {"embd_dropout": 0.0, "activation": "gelu"}],
+    ids=["gated planes, two heads", "authors' recipe"],
+)
+def test_compiled_step_equals_autograd(variant):
     """Inductor's fused kernels, with the real-valued rotation, against the module's autograd in
-    float64, dropout (thresholded inside the graph) and gated planes included (one compile: the
-    variants share nothing cacheable)."""
-    model = _model(0.3, **VARIANTS["gated planes, two heads"])
+    float64, dropout (thresholded inside the graph) and gated planes included; and the authors'
+    recipe (exact GELU, no embedding dropout)."""
+    model = _model(0.3, **variant)
     tokens, answers = _batch()
     bits = draw_bits(model.cfg, 5, 7, torch.Generator().manual_seed(4))
     want_loss, want = _reference(model, tokens, answers, bits.masks(torch.float64))
@@ -148,6 +168,26 @@ def test_masks_rate_scale_shapes_and_determinism():
     assert not torch.equal(masks.layers[0][1], masks.layers[0][2])
     none = draw_masks(ModelConfig(n_layers=2, d_model=8, d_vocab=5, dropout=0.0), 4, 3, torch.Generator())
     assert none.embed is None and none.layers == ((None, None, None), (None, None, None))
+
+
+def test_embedding_dropout_has_a_rate_of_its_own():
+    """embd_dropout=None is today's stream bit for bit (one rate everywhere); 0 draws no embedding
+    mask and leaves the other masks at their rate; an attention-only block has no MLP mask."""
+    base = dict(n_layers=2, d_model=32, d_mlp=64, d_vocab=11, dropout=0.1)
+    same = draw_masks(ModelConfig(**base), 64, 17, torch.Generator().manual_seed(0))
+    spelt = draw_masks(ModelConfig(**base, embd_dropout=0.1), 64, 17, torch.Generator().manual_seed(0))
+    assert torch.equal(same.embed, spelt.embed) and all(
+        torch.equal(a, b) for la, lb in zip(same.layers, spelt.layers, strict=True) for a, b in zip(la, lb, strict=True)
+    )
+    zero = draw_masks(ModelConfig(**base, embd_dropout=0.0), 64, 17, torch.Generator().manual_seed(0))
+    assert zero.embed is None
+    rest = torch.cat([m.flatten() for layer in zero.layers for m in layer])
+    assert abs(float((rest == 0).float().mean()) - 0.1) < 4 * (0.09 / rest.numel()) ** 0.5
+    high = draw_masks(ModelConfig(**base, embd_dropout=0.5), 64, 17, torch.Generator().manual_seed(0))
+    assert abs(float((high.embed == 0).float().mean()) - 0.5) < 4 * (0.25 / high.embed.numel()) ** 0.5
+    assert high.embed.unique().tolist() == pytest.approx([0.0, 2.0])
+    bare = draw_masks(ModelConfig(**base, mlp=False), 64, 17, torch.Generator().manual_seed(0))
+    assert all(layer[2] is None and layer[1] is not None for layer in bare.layers)
 
 
 def test_bf16_matmuls_stay_close_to_fp32():
