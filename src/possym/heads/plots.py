@@ -7,14 +7,12 @@ Records in (:meth:`possym.heads.scores.PromptScores.records`, :class:`~possym.he
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
+from matplotlib.figure import Figure
 
 from possym.heads.scores import FrequencyScores
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
 
 
 def _grid(records: Sequence[Mapping[str, Any]], key: str) -> np.ndarray:
@@ -28,8 +26,6 @@ def _grid(records: Sequence[Mapping[str, Any]], key: str) -> np.ndarray:
 
 def plot_heatmaps(records: Sequence[Mapping[str, Any]], *, title: str = "") -> Figure:
     """s_POS and s_SYM over layer (rows, first layer on top) × head, on one colour scale [0, 1]."""
-    from matplotlib.figure import Figure
-
     fig = Figure(figsize=(7.5, 6.5), layout="constrained")
     axes = fig.subplots(1, 2, sharey=True)
     for ax, key, name in zip(axes, ("s_pos", "s_sym"), ("positional score", "symbolic score"), strict=True):
@@ -47,8 +43,6 @@ def plot_heatmaps(records: Sequence[Mapping[str, Any]], *, title: str = "") -> F
 
 def plot_plane(records: Sequence[Mapping[str, Any]], summary: Mapping[str, float], *, title: str = "") -> Figure:
     """Every head as a point (s_POS, s_SYM) coloured by layer, with Pearson's r across heads."""
-    from matplotlib.figure import Figure
-
     fig = Figure(figsize=(5.2, 4.5), layout="constrained")
     ax = fig.subplots()
     layer = np.array([r["layer"] for r in records])
@@ -65,8 +59,6 @@ def plot_plane(records: Sequence[Mapping[str, Any]], summary: Mapping[str, float
 
 def plot_frequency(curves: Sequence[FrequencyScores], labels: Sequence[str] = (), *, title: str = "") -> Figure:
     """s_POS and s_SYM of each plane's projection head against frequency ID (1 = fastest), one panel per head."""
-    from matplotlib.figure import Figure
-
     fig = Figure(figsize=(4.2 * len(curves), 3.4), layout="constrained")
     axes = np.atleast_1d(fig.subplots(1, len(curves), sharey=True))
     for i, (ax, c) in enumerate(zip(axes, curves, strict=True)):

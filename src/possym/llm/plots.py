@@ -8,12 +8,11 @@ from __future__ import annotations
 import importlib.resources
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from matplotlib.figure import Figure
 
 from possym.llm.results import PivotCell
-
-if TYPE_CHECKING:
-    from matplotlib.figure import Figure
 
 TASK_COLOURS = {"number": "#c0392b", "letter": "#27ae60"}  # the paper's red and green
 PAPER_STYLES = {"GPT 5.4": ":", "GPT 5.5": "-.", "Claude Sonnet 3.7": (0, (5, 2))}
@@ -36,8 +35,6 @@ def plot_accuracy(
     ``results`` maps a model label to its Table 3 pivot; ``paper`` (default: the packaged Table 3)
     is drawn in grey, one line style per model.
     """
-    from matplotlib.figure import Figure
-
     paper = load_paper_table3() if paper is None else paper
     # A fixed layout: constrained layout would cost more CPU than everything else in a small run.
     fig = Figure(figsize=(10, 4.2))

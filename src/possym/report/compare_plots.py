@@ -9,20 +9,17 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import matplotlib
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from possym.report.score_plots import ACC, HOP_COLOURS, POS, SYM  # noqa: E402
+from possym.report.score_plots import ACC, HOP_COLOURS, POS, SYM
 
 PAPER_STYLE = dict(linestyle="--", marker="o", markerfacecolor="none", alpha=0.8)
 
 
 def fig2a_compare(metrics: Mapping[str, Sequence[Mapping[str, Any]]], paper: Mapping[str, Any]) -> Figure:
     """Test (validation) accuracy against step: per hop for the number task, global for the letter task."""
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    fig = Figure(figsize=(11, 4))
+    axes = fig.subplots(1, 2, sharey=True)
     for ax, task in zip(axes, ("number", "letter"), strict=True):
         evals = [r for r in metrics.get(task, ()) if r.get("event") == "eval"]
         steps = [r["step"] for r in evals]
@@ -52,7 +49,8 @@ def fig6_compare(final_scores: Mapping[str, Sequence[Mapping[str, Any]]], paper:
     The paper gives exact pairs only for its mixed and positional layers; for the rest it gives a
     range (e.g. "s_pos <= 0.06, s_sym >= 0.99"), drawn as a shaded band over those layers.
     """
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4), sharey=True)
+    fig = Figure(figsize=(11, 4))
+    axes = fig.subplots(1, 2, sharey=True)
     for ax, task in zip(axes, ("number", "letter"), strict=True):
         rows = sorted((r for r in final_scores.get(task, ()) if int(r["head"]) == 0), key=lambda r: int(r["layer"]))
         layers = [int(r["layer"]) for r in rows]
@@ -80,7 +78,8 @@ def fig6_compare(final_scores: Mapping[str, Sequence[Mapping[str, Any]]], paper:
 
 def table1_compare(table1: Mapping[str, Sequence[Mapping[str, Any]]], paper: Mapping[str, Any]) -> Figure:
     """Weighted-average frequency ID per layer (Table 1), ours against the paper's, both tasks."""
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig = Figure(figsize=(7, 4))
+    ax = fig.subplots()
     for task, colour in (("number", POS), ("letter", SYM)):
         rows = sorted((r for r in table1.get(task, ()) if int(r["head"]) == 0), key=lambda r: int(r["layer"]))
         ax.plot(
@@ -93,13 +92,15 @@ def table1_compare(table1: Mapping[str, Sequence[Mapping[str, Any]]], paper: Map
         want = paper.get(f"{task}_task")
         if want:
             ax.plot(range(len(want)), want, color=colour, **PAPER_STYLE, label=f"{task} (paper)")
-    return _finish(fig, ax, "layer", "weighted-average frequency ID (1 = fastest)",
-                   "Frequency use per layer (paper Table 1)")
+    return _finish(
+        fig, ax, "layer", "weighted-average frequency ID (1 = fastest)", "Frequency use per layer (paper Table 1)"
+    )
 
 
 def fig5a_compare(bounds: Sequence[Mapping[str, Any]], paper: Mapping[str, Any]) -> Figure:
     """Theorem 3.2's bounds against n (ours from ``fig5a.csv``) with the paper's digitised Fig. 5A points."""
-    fig, ax = plt.subplots(figsize=(7, 4))
+    fig = Figure(figsize=(7, 4))
+    ax = fig.subplots()
     for function, colour in (("index", POS), ("retrieval", SYM)):
         rows = sorted((r for r in bounds if r["function"] == function), key=lambda r: int(r["n"]))
         ax.plot(

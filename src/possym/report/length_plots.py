@@ -8,13 +8,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import matplotlib
+from matplotlib.figure import Figure
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-
-from possym.report.score_plots import HOP_COLOURS  # noqa: E402
+from possym.report.score_plots import HOP_COLOURS
 
 TASK_COLOURS = {"number": "tab:red", "letter": "tab:green"}
 
@@ -31,7 +27,8 @@ def _curve(rows: Iterable[dict[str, Any]], n_hops: int) -> tuple[list[int], list
 def plot_length_curves(curves: Mapping[str, Sequence[dict[str, Any]]], paper: dict[str, Any] | None = None) -> Figure:
     """Accuracy against extra tokens K, pooled over hops, per task (ours solid with the per-prefix 95%
     band; the paper's digitised Fig. 5B dashed with markers), and per hop count on the right."""
-    fig, (ax, ax_hops) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig = Figure(figsize=(11, 4.2))
+    ax, ax_hops = fig.subplots(1, 2)
     for task, rows in curves.items():
         colour = TASK_COLOURS.get(task, "tab:blue")
         x, y, low, high = _curve(rows, 0)

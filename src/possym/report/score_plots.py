@@ -13,11 +13,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
 
 POS, SYM, ENT, ACC = "tab:red", "tab:green", "tab:purple", "magenta"
 HOP_COLOURS = ("tab:blue", "tab:orange", "tab:cyan", "tab:brown", "tab:olive", "tab:pink")
@@ -99,7 +96,8 @@ def fig2_dynamics(
 ) -> Figure:
     """Fig. 2 for one run: (A) accuracy per hop, (B) s_POS, s_SYM and entropy of ``layers``, (C) the purity tally."""
     layers = [layer for layer in layers if layer in _layers(scores)] or _layers(scores)[:3]
-    fig, axes = plt.subplots(len(layers) + 2, 1, figsize=(5, 2.0 * (len(layers) + 2)), sharex=True)
+    fig = Figure(figsize=(5, 2.0 * (len(layers) + 2)))
+    axes = fig.subplots(len(layers) + 2, 1, sharex=True)
     accuracy_panel(axes[0], metrics, max_acc_step)
     axes[0].set_title(title or "accuracy", fontsize=10)
     for ax, layer in zip(axes[1:-1], layers, strict=True):
@@ -117,7 +115,8 @@ def fig6_layer_scores(
     keys = sorted({(int(r["layer"]), int(r["head"])) for r in scores if str(r.get("query", "last")) == query})
     cols = 4
     rows = max(1, math.ceil(len(keys) / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(3 * cols, 2.2 * rows), sharex=True, sharey=True, squeeze=False)
+    fig = Figure(figsize=(3 * cols, 2.2 * rows))
+    axes = fig.subplots(rows, cols, sharex=True, sharey=True, squeeze=False)
     for ax, (layer, head) in zip(axes.flat, keys, strict=False):
         _score_panel(ax, scores, layer, head, query, max_acc_step)
     for ax in list(axes.flat)[len(keys) :]:
@@ -134,7 +133,8 @@ def fig7_purity(
 ) -> Figure:
     """Fig. 7: the purity tally for each γ (rows)."""
     gammas = sorted(tallies, reverse=True)
-    fig, axes = plt.subplots(len(gammas), 1, figsize=(5, 2.6 * len(gammas)), sharex=True, squeeze=False)
+    fig = Figure(figsize=(5, 2.6 * len(gammas)))
+    axes = fig.subplots(len(gammas), 1, sharex=True, squeeze=False)
     for ax, gamma in zip(axes[:, 0], gammas, strict=True):
         tally_panel(ax, tallies[gamma], firsts.get(gamma, ()), title=f"{title} γ = {gamma}".strip())
     fig.tight_layout()
@@ -153,15 +153,16 @@ def fig3_hop_attention(attention: Any, tokens: Sequence[str], path: Sequence[int
     cols = min(n_hops, 2)
     rows = math.ceil(n_hops / cols)
     size = (0.3 * n_keys * cols + 1.5, (0.25 * n_layers + 1.2) * rows)
-    fig, axes = plt.subplots(rows, cols, figsize=size, squeeze=False)
+    fig = Figure(figsize=size)
+    axes = fig.subplots(rows, cols, squeeze=False)
     for h, ax in enumerate(axes.flat):
         if h >= n_hops:
             ax.axis("off")
             continue
         q, target = int(path[h]), int(path[h + 1])
         ax.imshow(att[:, h].numpy(), aspect="auto", cmap="Greys", vmin=0, vmax=1)
-        ax.add_patch(plt.Rectangle((target - 0.5, -0.5), 1, n_layers, fill=False, ec=SYM, lw=1.5))
-        ax.add_patch(plt.Rectangle((q - 0.5, -0.5), 1, n_layers, fill=False, ec=POS, lw=1.5))
+        ax.add_patch(Rectangle((target - 0.5, -0.5), 1, n_layers, fill=False, ec=SYM, lw=1.5))
+        ax.add_patch(Rectangle((q - 0.5, -0.5), 1, n_layers, fill=False, ec=POS, lw=1.5))
         arrow = {"arrowstyle": "->", "color": "black", "connectionstyle": "arc3,rad=0.3"}
         ax.annotate("", xy=(target, -0.9), xytext=(q, -0.9), annotation_clip=False, arrowprops=arrow)
         ax.set_xticks(range(n_keys))
@@ -178,7 +179,8 @@ def fig4b_geometry(geometry: Any, *, title: str = "") -> Figure:
 
     geometry: a :class:`possym.scores.frequency.PlaneGeometry`.
     """
-    fig, ax = plt.subplots(figsize=(4.2, 4.2))
+    fig = Figure(figsize=(4.2, 4.2))
+    ax = fig.subplots()
     keys, queries = geometry.keys.numpy(), geometry.queries.numpy()
     ax.scatter(keys[:, 0], keys[:, 1], color=SYM, s=18, label="keys k_j", zorder=3)
     for j, (x, y) in enumerate(keys):
@@ -209,7 +211,8 @@ def fig8_frequency_use(
     mean = {(int(t["layer"]), int(t["head"])): float(t["weighted_id"]) for t in table}
     cols = 4
     rows = max(1, math.ceil(len(keys) / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(3 * cols, 2.0 * rows), sharex=True, squeeze=False)
+    fig = Figure(figsize=(3 * cols, 2.0 * rows))
+    axes = fig.subplots(rows, cols, sharex=True, squeeze=False)
     for ax, key in zip(axes.flat, keys, strict=False):
         pts = sorted((int(r["frequency_id"]), float(r["use"])) for r in use if (int(r["layer"]), int(r["head"])) == key)
         ax.plot([p[0] for p in pts], [p[1] for p in pts], color="black", lw=1)

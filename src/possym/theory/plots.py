@@ -11,13 +11,10 @@
 from __future__ import annotations
 
 import matplotlib
+from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter, ScalarFormatter
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.ticker import NullFormatter, ScalarFormatter  # noqa: E402
-
-from possym.paper import paper_numbers  # noqa: E402
+from possym.paper import paper_numbers
 
 # Figs. 5A and 5B of the paper, digitised from its vector graphics (NOTES.md §1.7-1.8), from the
 # package's copy of the paper's numbers.
@@ -45,7 +42,8 @@ def fig5a_figure(bound_rows: list[dict], rows: list[dict], index_domain: str = "
 
     ``bound_rows``: {"function", "n", "bound"} for n = 1..100; ``rows``: :func:`discrepancy_records` output.
     """
-    fig, (ax_a, ax_b) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig = Figure(figsize=(11, 4.2))
+    ax_a, ax_b = fig.subplots(1, 2)
     for function, label in (("index", "Index, θ = 0.8"), ("retrieval", "Retrieval, θ = 0.0027, |ALPH| = 8")):
         sel = sorted((r for r in bound_rows if r["function"] == function), key=lambda r: r["n"])
         ax_a.plot([r["n"] for r in sel], [r["bound"] for r in sel], color=COLORS[function], label=f"bound: {label}")
@@ -81,7 +79,8 @@ def fig5a_figure(bound_rows: list[dict], rows: list[dict], index_domain: str = "
 def discrepancy_figure(rows: list[dict], index_domains: tuple[str, ...] = ("ints<=16", "ints<=n-1")) -> Figure:
     """Exact discrepancies against Theorem 3.2's bounds, log-log up to the largest n; x marks a failure
     inside the theorem's premise."""
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig = Figure(figsize=(12, 4.5))
+    axes = fig.subplots(1, 2)
     ax = axes[0]
     for k, domain in enumerate(index_domains):
         for definition in ("max", "min"):
@@ -131,7 +130,8 @@ def discrepancy_figure(rows: list[dict], index_domains: tuple[str, ...] = ("ints
 
 def beta_figure(beta_rows: list[dict]) -> Figure:
     """beta*(n0) (exact smallest) and Lemma F.1's sufficient beta, per construction setting."""
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    fig = Figure(figsize=(6.5, 4.2))
+    ax = fig.subplots()
     settings = sorted({r["setting"] for r in beta_rows})
     for k, setting in enumerate(settings):
         sel = sorted((r for r in beta_rows if r["setting"] == setting), key=lambda r: r["n0"])
@@ -161,11 +161,10 @@ def beta_figure(beta_rows: list[dict]) -> Figure:
 def trained_figure(disc_rows: list[dict], acc_rows: list[dict], task: str, title: str = "") -> Figure:
     """Each layer's median last-query discrepancy against extra tokens (absolute, then relative to the
     shortest input), over the accuracy on the same inputs and the paper's Fig. 5B curve for ``task``."""
-    fig, (ax, ax_rel, ax_acc) = plt.subplots(
-        3, 1, figsize=(7.5, 9), sharex=True, gridspec_kw={"height_ratios": [2, 2, 1.2]}
-    )
+    fig = Figure(figsize=(7.5, 9))
+    ax, ax_rel, ax_acc = fig.subplots(3, 1, sharex=True, gridspec_kw={"height_ratios": [2, 2, 1.2]})
     layers = sorted({r["layer"] for r in disc_rows})
-    cmap = plt.get_cmap("viridis")
+    cmap = matplotlib.colormaps["viridis"]
     for layer in layers:
         sel = sorted((r for r in disc_rows if r["layer"] == layer and r["head"] == 0), key=lambda r: r["extra"])
         x = [r["extra"] for r in sel]
