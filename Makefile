@@ -6,15 +6,17 @@ VENV ?= .venv
 TORCH_SPEC ?= torch==2.13.0
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.possym-installed
-# Debian's chromium renders report.html in the report test; apt needs root (or sudo).
+# Debian's chromium renders report.html in one test (the report test of tests/integration/pipeline);
+# only `make test` installs it, with apt as root or through sudo. `make demo` never touches the system.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: setup browser demo test test-slow lint bench clean
 
-setup: $(STAMP) browser
+setup: $(STAMP)
 
 browser:
 	@command -v chromium >/dev/null || command -v chromium-browser >/dev/null || { \
+	  echo "make test: installing Debian's chromium with apt$(if $(SUDO), (through sudo),) for the report's browser test"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium >/dev/null; }
 
 $(STAMP): pyproject.toml Makefile
@@ -31,7 +33,7 @@ $(STAMP): pyproject.toml Makefile
 demo: setup
 	$(BIN)/possym reproduce --preset quick --out runs/demo
 
-test: setup
+test: setup browser
 	$(BIN)/python -m pytest -q
 
 test-slow: setup

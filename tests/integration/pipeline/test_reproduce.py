@@ -105,7 +105,7 @@ def test_a_second_call_only_rebuilds_the_report_and_other_settings_are_refused(
 
 def test_the_report_renders_in_headless_chromium_with_no_missing_image(tiny_reproduction):
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
-    assert browser, "Debian's chromium is needed (`make setup` and .ci/run install it: apt-get install chromium)"
+    assert browser, "Debian's chromium is needed (`make test` and .ci/run install it: apt-get install chromium)"
     dom = subprocess.run(
         [
             browser,
