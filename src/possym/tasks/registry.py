@@ -15,13 +15,21 @@ from __future__ import annotations
 
 from types import ModuleType
 
+from possym.canonical import index, induction, retrieval
 from possym.tasks import letter, number
 
 # The paper's two tasks (App. B), in the order ``possym reproduce`` trains and reports them.
 PAPER_TASKS = ("number", "letter")
 TASK_MEMBERS = ("PREFIX_PER_HOP", "combinations", "sample", "draw_prefix", "sample_after")
 
-TASKS: dict[str, ModuleType] = {"number": number, "letter": letter}
+TASKS: dict[str, ModuleType] = {
+    "number": number,
+    "letter": letter,
+    # The metric paper's canonical tasks (issue 18); not paper tasks, so reproduce and sweeps leave them out.
+    "index": index,
+    "retrieval": retrieval,
+    "induction": induction,
+}
 
 
 def register_task(name: str, module: ModuleType) -> None:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from possym.config import TaskConfig
+from possym.config import CANONICAL_TASKS, TaskConfig
 
 PAD = "<pad>"
 
@@ -111,4 +111,8 @@ def task_vocab(cfg: TaskConfig) -> Vocab:
     """The vocabulary of ``cfg``'s task, ids as the paper's tokenizer (see the module docstring)."""
     if cfg.name == "number":
         return Vocab((PAD, *number_ints(cfg), *number_alphabet(cfg.letters)))
+    if cfg.name in CANONICAL_TASKS:
+        from possym.canonical.adapter import spec_of  # the canonical package imports this module
+
+        return spec_of(cfg).vocab
     return Vocab((PAD, *letter_int_tokens(cfg), *letter_pair_tokens(cfg)))
