@@ -24,6 +24,8 @@ from possym.errors import PossymError
 
 # HF's activation_function names -> torch's gelu(approximate=...): "gelu" is the exact (erf) GELU.
 ACTIVATIONS = {"gelu_new": "tanh", "gelu": "none"}
+# Where a model runs (possym.devices resolves "auto" to the best this machine has).
+DEVICES = ("auto", "cpu", "cuda", "mps")
 # Presets and sweep specs are package data, so a plain `pip install` (no -e) ships them.
 PRESET_DIR = Path(__file__).resolve().parent / "configs"
 SWEEP_DIR = PRESET_DIR / "sweeps"
@@ -322,6 +324,9 @@ class TrainConfig:
     ``compile=True`` runs that step through ``torch.compile`` (Inductor, which needs a C++ compiler),
     the same maths with the elementwise work fused, and the evaluations through one compiled graph
     per block; the first evaluation and the first step compile them (about 70 s on 2 cores).
+    ``device`` runs the step (:func:`possym.devices.resolve_device`): ``auto`` (CUDA, else MPS, else
+    the CPU), ``cpu``, ``cuda`` or ``mps``. Dropout bits are drawn on the CPU whatever the device, so
+    a run draws the same masks everywhere and resumes on another device.
     """
 
     lr: float = 1e-4
@@ -340,6 +345,7 @@ class TrainConfig:
     random_extra: int = 0
     precision: str = "fp32"
     compile: bool = False
+    device: str = "auto"
 
     def __post_init__(self) -> None:
         _require(self.lr > 0 and math.isfinite(self.lr), f"train.lr={self.lr} must be a positive number")
@@ -361,6 +367,10 @@ class TrainConfig:
         _require(self.random_extra >= 0, f"train.random_extra={self.random_extra} must be >= 0 (0: no extra tokens)")
         _require(self.precision in ("fp32", "bf16"), f"train.precision={self.precision!r} must be 'fp32' or 'bf16'")
         _require(isinstance(self.compile, bool), f"train.compile={self.compile!r} must be true or false")
+        _require(
+            isinstance(self.device, str) and self.device.split(":")[0] in DEVICES,
+            f"train.device={self.device!r}; allowed: {DEVICES} (cuda:N for one GPU of several)",
+        )
         _require(
             not (self.compile and self.random_extra),
             "train.compile=true needs batches of one length, and train.random_extra varies it: set one of them off",

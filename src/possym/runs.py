@@ -361,7 +361,8 @@ class RunDir:
         if not file.exists():
             return None
         try:
-            return torch.load(file, weights_only=False)
+            # On the CPU: the training loop moves the state to its own device, which may not be the saving one.
+            return torch.load(file, weights_only=False, map_location="cpu")
         except Exception as exc:  # torch raises many types for a torn pickle/zip
             raise RunError(f"{file} is truncated or corrupt ({exc}); delete it to restart from scratch") from exc
 

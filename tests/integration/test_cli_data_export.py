@@ -7,7 +7,8 @@ from possym.cli import main
 from possym.config import load_config
 from possym.runs import RunDir
 from possym.tasks import make_splits, solve, task_vocab
-from possym.train.loop import predict, train
+from possym.train.fused import last_token_logits
+from possym.train.loop import train
 
 
 def test_data_command_writes_solvable_jsonl(tmp_path):
@@ -46,6 +47,6 @@ def test_exported_folder_loads_with_plain_transformers_and_predicts_the_same(tmp
     assert torch.equal(ids, torch.as_tensor(samples.tokens)), "the tokenizer must reproduce possym's ids"
     with torch.no_grad():
         theirs = hf(ids).logits[:, -1]
-    ours = predict(run.load_model(), ids)
+    ours = last_token_logits(run.load_model(), ids).argmax(-1)
     assert torch.equal(theirs.argmax(-1), ours)
     torch.testing.assert_close(theirs, run.load_model()(ids)[:, -1], atol=1e-5, rtol=1e-5)

@@ -50,6 +50,7 @@ from scipy.stats import t as t_dist
 from torch import Tensor
 
 from possym.config import ConfigError, TaskConfig
+from possym.devices import batch_size_on, model_device
 from possym.model.gptj import GPTJ, KV
 from possym.tasks import TaskSamples, draw_prefix, generate_after, prefix_per_hop
 
@@ -64,7 +65,8 @@ class LengthGenConfig:
     n: windows per (K, hop count) point (the issue asks for >= 500 on the paper's curve).
     n_prefixes: distinct prefixes per (K, hop count) point, each shared by ~n / n_prefixes windows.
     mode: "cached" (a prefix's KV cache is computed once) or "plain" (full forward per input).
-    token_budget: a batch holds at most this many tokens (inputs x (K + window)); bounds memory.
+    token_budget: a batch holds at most this many tokens (inputs x (K + window)) on the CPU; bounds memory.
+        An accelerator takes :data:`~possym.devices.ACCELERATOR_BATCH_FACTOR` times as many.
     seed: the seed of every prefix and window.
     """
 
@@ -125,11 +127,11 @@ def last_logits_plain(model: GPTJ, tokens: Tensor, token_budget: int) -> Tensor:
 
 
 def prefix_cache(model: GPTJ, prefix: np.ndarray) -> list[KV] | None:
-    """The KV cache of one prefix (batch 1), or None for an empty one."""
+    """The KV cache of one prefix (batch 1) on the model's device, or None for an empty one."""
     if len(prefix) == 0:
         return None
     with torch.inference_mode():
-        return model.forward_kv(torch.as_tensor(prefix)[None])[1]
+        return model.forward_kv(torch.as_tensor(prefix, device=model_device(model))[None])[1]
 
 
 def slice_cache(cache: list[KV] | None, length: int) -> list[KV] | None:
@@ -173,12 +175,19 @@ def length_curve(
 
 
 def _correct(model: GPTJ, samples: TaskSamples, cfg: LengthGenConfig, past: list[KV] | None) -> np.ndarray:
-    tokens = torch.as_tensor(samples.tokens)
+    device = model_device(model)
+    tokens = torch.as_tensor(samples.tokens, device=device)
+    budget = batch_size_on(device, cfg.token_budget)  # cfg.token_budget is the CPU's
     if cfg.mode == "plain":
-        logits = last_logits_plain(model, tokens, cfg.token_budget)
+        logits = last_logits_plain(model, tokens, budget)
     else:
-        logits = last_logits_after(model, tokens[:, samples.extra :], past, cfg.token_budget)
-    return logits.argmax(-1).numpy() == samples.answer
+        logits = last_logits_after(model, tokens[:, samples.extra :], past, budget)
+    return _to_host(logits.argmax(-1)) == samples.answer
+
+
+def _to_host(predictions: Tensor) -> np.ndarray:
+    # The one place the loop leaves the model's device (the meta-device test stands in for it).
+    return predictions.cpu().numpy()
 
 
 def wilson_interval(correct: int, n: int) -> tuple[float, float]:

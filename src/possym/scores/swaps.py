@@ -53,6 +53,7 @@ from typing import Any, Literal
 import torch
 from torch import Tensor
 
+from possym.devices import model_device
 from possym.model.rope import layer_frequencies
 from possym.scores.metric import (
     TAU,
@@ -159,11 +160,11 @@ def swap_attention(table: Tensor, block_size: int = 1) -> SwapAttention:
     the mass; everything is shifted by max(L) and by the largest moved logit, so nothing overflows.
     """
     n = table.shape[-1]
-    blocks, positions, contents = block_swaps(n - 1, block_size)
+    blocks, positions, contents = (t.to(table.device) for t in block_swaps(n - 1, block_size))
     logits = table.diagonal(dim1=-2, dim2=-1)  # [..., key_pos]
     shift = logits.amax(-1, keepdim=True)
     weights = (logits - shift).exp()  # [..., key_pos], max entry 1
-    keep = torch.ones(blocks.shape[0], n, dtype=table.dtype).scatter_(1, positions, 0.0)  # [swap, key_pos]
+    keep = torch.ones(blocks.shape[0], n, dtype=table.dtype, device=table.device).scatter_(1, positions, 0.0)
     rest = weights @ keep.T  # [..., swap]: unnormalised mass left on the unswapped positions
     moved = table[..., contents, positions] - shift[..., None]  # [..., swap, 2m]
     extra = moved.amax(-1).clamp_min(0.0)  # [..., swap]: second shift, only if a moved logit beats max(L)
@@ -283,9 +284,11 @@ def head_scores(
     """
     _check_eval(model)
     layers = list(range(model.cfg.n_layers)) if layers is None else list(layers)
-    qpos = query_positions(tokens, query)
+    qpos = query_positions(tokens, query)  # on the CPU: its values steer the loop
+    device = model_device(model)  # the scores stay there, with the activations
+    tokens = tokens.to(device)
     shape = (tokens.shape[0], len(layers), model.cfg.n_heads)
-    s_pos, s_sym, ent = (torch.full(shape, float("nan"), dtype=dtype) for _ in range(3))
+    s_pos, s_sym, ent = (torch.full(shape, float("nan"), dtype=dtype, device=device) for _ in range(3))
     acts = rotated_qk(model, tokens, layers) if acts is None else acts
     with torch.no_grad():
         for li, layer in enumerate(layers):

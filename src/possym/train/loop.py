@@ -19,6 +19,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections.abc import Callable
@@ -29,6 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from possym.devices import batch_size_on, resolve_device
 from possym.model.gptj import GPTJ
 from possym.runs import RunDir
 from possym.tasks import TaskSamples
@@ -40,24 +42,25 @@ Monitor = Callable[[GPTJ, Tensor], list[dict[str, Any]]]
 
 
 @torch.no_grad()
-def predict(model: GPTJ, tokens: Tensor, batch_size: int = 256, precision: Precision = "fp32") -> Tensor:
-    """Greedy answer id at the last position.  [batch, pos] -> [batch]."""
-    return torch.cat([last_token_logits(model, t, precision).argmax(-1) for t in tokens.split(batch_size)])
-
-
-@torch.no_grad()
 def evaluate(
-    model: GPTJ, samples: TaskSamples, batch_size: int = 256, precision: Precision = "fp32", compiled: bool = False
+    model: GPTJ,
+    samples: TaskSamples,
+    batch_size: int | None = None,
+    precision: Precision = "fp32",
+    compiled: bool = False,
 ) -> dict[str, float]:
-    """Global and per-hop accuracy, and mean loss, of the last-token prediction.
+    """Global and per-hop accuracy, and mean loss, of the last-token prediction, on the model's device.
 
-    Batches of 256 stay in cache (2048 was 1.6x slower on this CPU); the forward is the training
+    ``batch_size`` defaults to 256 rows on the CPU, which stay in cache (2048 was 1.6x slower on this
+    CPU), and more on an accelerator (:func:`possym.devices.batch_size_on`). The forward is the training
     step's own, which computes only the query row in the last block, at the run's ``precision``.
     ``compiled`` (:func:`~possym.train.fused.last_token_logits`) pads the last batch to the full
     size, so every batch has the one shape the compiled blocks were built for.
     """
-    tokens = torch.as_tensor(samples.tokens)
-    answers = torch.as_tensor(samples.answer)
+    device = model.embed.weight.device
+    batch_size = batch_size_on(device, 256) if batch_size is None else batch_size
+    tokens = torch.as_tensor(samples.tokens).to(device)
+    answers = torch.as_tensor(samples.answer).to(device)
     losses, preds = [], []
     for t, a in zip(tokens.split(batch_size), answers.split(batch_size), strict=True):
         rows = len(t)
@@ -66,7 +69,7 @@ def evaluate(
         logits = last_token_logits(model, t, precision, compiled)[:rows]
         losses.append(F.cross_entropy(logits.float(), a, reduction="sum"))
         preds.append(logits.argmax(-1))
-    correct = (torch.cat(preds) == answers).numpy()
+    correct = (torch.cat(preds) == answers).cpu().numpy()
     out = {"accuracy": float(correct.mean()), "loss": float(torch.stack(losses).sum()) / len(samples)}
     for h in np.unique(samples.n_hops):
         out[f"acc_hop{int(h)}"] = float(correct[samples.n_hops == h].mean())
@@ -96,8 +99,10 @@ def _epoch_order(n_train: int, order_seed: int, epoch: int) -> np.ndarray:
     return order
 
 
-def build_model(run: RunDir) -> GPTJ:
-    return GPTJ(run.model_config, torch.Generator().manual_seed(run.config.seeds.init))
+def build_model(run: RunDir, device: torch.device | None = None) -> GPTJ:
+    """The run's freshly initialised model, on ``device``: drawn on the CPU, so every device starts
+    from the same weights."""
+    return GPTJ(run.model_config, torch.Generator().manual_seed(run.config.seeds.init)).to(device)
 
 
 def train(
@@ -123,11 +128,13 @@ def train(
     eval_set = splits["val"].take(np.arange(min(tc.eval_size, len(splits["val"]))))
     train_tokens, train_answers = torch.as_tensor(train_set.tokens), torch.as_tensor(train_set.answer)
 
+    device = resolve_device(tc.device)
     # The step brings its own dropout masks, so the module itself only ever runs in eval mode
     # (the live monitor's forward passes).
-    model = build_model(run).eval()
+    model = build_model(run, device).eval()
     groups = _param_groups(model, tc.weight_decay)
     opt = torch.optim.AdamW(groups, lr=tc.lr, betas=(tc.beta1, tc.beta2), fused=True)  # 4x foreach's speed on CPU
+    # Dropout is drawn on the CPU on every device: the same masks everywhere, and a state that resumes anywhere.
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, tc.warmup_steps, total))
     dropout = torch.Generator().manual_seed(cfg.seeds.dropout)
 
@@ -155,8 +162,11 @@ def train(
         if tc.random_extra:  # drawn from (order seed, step), so a resumed run sees the same tokens
             rng = np.random.default_rng([cfg.seeds.order, step, 1])
             batch = torch.as_tensor(with_random_extra(batch.numpy(), cfg.task, tc.random_extra, rng))
-        masks = draw_bits(model.cfg, *batch.shape, dropout)
-        loss = loss_and_grads(model, batch, train_answers[idx], masks, tc.precision, tc.compile)
+        bits = draw_bits(model.cfg, *batch.shape, dropout)
+        if device.type != "cpu" and bits.uniforms is not None:
+            bits = dataclasses.replace(bits, uniforms=bits.uniforms.to(device, non_blocking=True))
+        answers = train_answers[idx].to(device, non_blocking=True)
+        loss = loss_and_grads(model, batch.to(device, non_blocking=True), answers, bits, tc.precision, tc.compile)
         if tc.grad_clip is not None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
         opt.step()
@@ -207,7 +217,8 @@ def _checkpoint_and_eval(
         if monitor is not None:
             t = time.perf_counter()
             with torch.no_grad():
-                record["scores"] = monitor(model, torch.as_tensor(eval_set.tokens[:monitor_size]))
+                tokens = torch.as_tensor(eval_set.tokens[:monitor_size]).to(model.embed.weight.device)
+                record["scores"] = monitor(model, tokens)
             record["monitor_s"] = time.perf_counter() - t
         run.log(record)
     if step % tc.checkpoint_every == 0 or step == total:
