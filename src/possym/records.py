@@ -171,6 +171,14 @@ class ScoreRecord(Record):
     entropy: float
     n_inputs: int
     entropy_norm: float | None = None
+    # The spread over the inputs (possym.scores.spread): sd of the per-input scores and the bootstrap
+    # 95% interval of the mean. Blank in files scored before they were recorded.
+    s_pos_sd: float | None = None
+    s_pos_low: float | None = None
+    s_pos_high: float | None = None
+    s_sym_sd: float | None = None
+    s_sym_low: float | None = None
+    s_sym_high: float | None = None
 
 
 @dataclass(frozen=True)

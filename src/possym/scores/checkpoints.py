@@ -9,7 +9,7 @@ rows score every checkpoint, so the curves differ only by the weights.
 
 Queries: ``"last"`` is the last token (every figure of the paper); ``"hop{h}"`` (with ``hops=True``)
 is the h-th position of each input's hop path after the query, for the inputs with more than h hops
-(NOTES §1.3, item 6: the authors' second script scores every hop position).
+(the authors' second script scores every hop position; docs/choices.md).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import torch
 from possym.config import TaskConfig
 from possym.runs import RunDir
 from possym.scores.dynamics import GAMMAS, first_pure_steps, max_accuracy_step, purity_tally
-from possym.scores.metric import TAU
+from possym.scores.metric import TAU, Cosine
 from possym.scores.swaps import head_scores, rotated_qk
 from possym.tasks import TaskSamples, make_splits
 
@@ -50,16 +50,19 @@ def score_model(
     tau: float = TAU,
     block_size: int = 1,
     hops: bool = False,
+    cosine: Cosine = "exact",
 ) -> list[dict[str, Any]]:
-    """Records ``{step, query, layer, head, s_pos, s_sym, entropy, n_inputs}`` of one model."""
-    tokens = torch.as_tensor(samples.tokens)
+    """Records ``{step, query, layer, head, s_pos, s_sym, entropy, n_inputs}`` of one model, each score
+    with its spread over the inputs (``s_pos_sd``, ``s_pos_low``, ``s_pos_high``, the same for s_sym)."""
+    tokens = torch.as_tensor(samples.tokens, device=next(model.parameters()).device)
     acts = rotated_qk(model, tokens, list(range(model.cfg.n_layers)))  # one forward pass for every query set
-    out = head_scores(model, tokens, tau=tau, block_size=block_size, acts=acts).records(step=step, query="last")
+    kw: dict[str, Any] = dict(tau=tau, block_size=block_size, acts=acts, cosine=cosine)
+    out = head_scores(model, tokens, **kw).records(step=step, query="last")
     if hops:
         for h in range(1, samples.path.shape[1] - 1):
             query = hop_queries(samples, h)
             if (query >= 0).any():
-                s = head_scores(model, tokens, query=query, tau=tau, block_size=block_size, acts=acts)
+                s = head_scores(model, tokens, query=query, **kw)
                 out += s.records(step=step, query=f"hop{h}")
     return out
 
@@ -73,6 +76,7 @@ def score_checkpoints(
     block_size: int = 1,
     hops: bool = False,
     progress: Callable[[int], None] | None = None,
+    cosine: Cosine = "exact",
 ) -> list[dict[str, Any]]:
     """Score every checkpoint in ``steps``; ``progress(step)`` is called after each (for a progress bar)."""
     steps = list(steps)
@@ -82,7 +86,7 @@ def score_checkpoints(
     model = run.load_model(steps[0])  # built once; later checkpoints only load weights
     for step in steps:
         model.load_state_dict(run.load_state_dict(step))
-        out += score_model(model, samples, step=step, tau=tau, block_size=block_size, hops=hops)
+        out += score_model(model, samples, step=step, tau=tau, block_size=block_size, hops=hops, cosine=cosine)
         if progress is not None:
             progress(step)
     return out

@@ -25,8 +25,19 @@ Degenerate cases, each covered by a test:
   float32) has no direction; its cosine is defined as 0. Vectors are rescaled by their largest entry
   before the cosine, so tiny but non-zero masses (1e-30) still have a well-defined direction.
 
+The cosine, two ways (``cosine=``):
+- ``"exact"`` (the default; the paper's formula): the cosine of the two 2-vectors, however small
+  their masses, as above.
+- ``"torch"`` (the authors' code): ``torch.nn.functional.cosine_similarity`` on float32 vectors,
+  whose eps = 1e-8 clamps each norm: cos = a·b / (max(‖a‖, eps) · max(‖b‖, eps)). When both swapped
+  positions carry almost no attention (‖v‖ ≲ 1e-8) the cosine, and with it the swap's share of the
+  score, collapses towards 0 instead of measuring the direction. A swap that moves little mass is
+  also weighted least by α unless every swap moves little (a sharp head on the query itself), which
+  is where the two differ.
+
 Block-mean versus block-sum changes nothing for equal blocks except the scale of ``|d_I − d_J|``
-inside α (a factor m, which a temperature absorbs); NOTES §2.2 says block-mean, and so do we.
+inside α (a factor m, which a temperature absorbs); paper B's metric (Sec. 3, as paper A's App. D
+restates it) takes block means, and so do we.
 
 Scores over a set S of inputs are plain means over the inputs (done by the caller).
 
@@ -39,10 +50,15 @@ Example (a one-hot positional head on key 0 of 3, and the swaps (0,1), (0,2), (1
 
 from __future__ import annotations
 
+from typing import Literal
+
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
-TAU = 1e-4  # paper A's swap temperature (NOTES §1.3)
+TAU = 1e-4  # paper A's swap temperature (App. D)
+Cosine = Literal["exact", "torch"]
+COSINES: tuple[str, ...] = ("exact", "torch")
 
 
 def swap_weights(clean: Tensor, tau: float = TAU) -> Tensor:
@@ -55,34 +71,43 @@ def swap_weights(clean: Tensor, tau: float = TAU) -> Tensor:
     return ((clean[..., 0] - clean[..., 1]).abs() / tau).softmax(dim=-1)
 
 
-def pair_cosine(a: Tensor, b: Tensor) -> Tensor:
+def pair_cosine(a: Tensor, b: Tensor, cosine: Cosine = "exact") -> Tensor:
     """cos(a, b) of 2-vectors along the last axis: [..., 2], [..., 2] -> [...]; 0 if either is zero.
 
-    Each vector is divided by its largest |entry| first, so the cosine of masses like 1e-200 is exact
-    instead of underflowing in the product of norms.
+    ``"exact"``: each vector is divided by its largest |entry| first, so the cosine of masses like
+    1e-200 is exact instead of underflowing in the product of norms. ``"torch"``: the authors'
+    ``F.cosine_similarity`` in float32 (eps 1e-8 on each norm), returned in ``a``'s dtype.
+
+    >>> tiny = torch.tensor([[3e-9, 4e-9]], dtype=torch.float64)
+    >>> float(pair_cosine(tiny, tiny)), round(float(pair_cosine(tiny, tiny, "torch")), 4)
+    (1.0, 0.25)
     """
+    if cosine == "torch":
+        return F.cosine_similarity(a.float(), b.float(), dim=-1).to(a.dtype)
+    if cosine != "exact":
+        raise ValueError(f"cosine={cosine!r}; allowed: {COSINES}")
     a = a / a.abs().amax(dim=-1, keepdim=True).clamp_min(torch.finfo(a.dtype).tiny)
     b = b / b.abs().amax(dim=-1, keepdim=True).clamp_min(torch.finfo(b.dtype).tiny)
     norm = a.norm(dim=-1) * b.norm(dim=-1)
     return torch.where(norm > 0, (a * b).sum(-1) / norm.clamp_min(torch.finfo(a.dtype).tiny), 0.0)
 
 
-def positional_score(clean: Tensor, swapped: Tensor, tau: float = TAU) -> Tensor:
+def positional_score(clean: Tensor, swapped: Tensor, tau: float = TAU, cosine: Cosine = "exact") -> Tensor:
     """s_POS = Σ_π α(π) cos(v_IJ(πx), v_IJ(x)) in [0, 1] (paper A App. D).
 
     clean, swapped: [..., swap, 2], the block masses (d_I, d_J) before and (d'_I, d'_J) after swap π.
     Returns [...]. 1 when no swap changes the attention at the swapped blocks (a positional head).
     """
-    return (swap_weights(clean, tau) * pair_cosine(swapped, clean)).sum(-1)
+    return (swap_weights(clean, tau) * pair_cosine(swapped, clean, cosine)).sum(-1)
 
 
-def symbolic_score(clean: Tensor, swapped: Tensor, tau: float = TAU) -> Tensor:
+def symbolic_score(clean: Tensor, swapped: Tensor, tau: float = TAU, cosine: Cosine = "exact") -> Tensor:
     """s_SYM = Σ_π α(π) cos(v_IJ(πx), v_JI(x)) in [0, 1] (paper A App. D).
 
     clean, swapped: [..., swap, 2] as in :func:`positional_score`. Returns [...]. 1 when every swap
     exchanges the attention of the two blocks, i.e. attention follows content (a symbolic head).
     """
-    return (swap_weights(clean, tau) * pair_cosine(swapped, clean.flip(-1))).sum(-1)
+    return (swap_weights(clean, tau) * pair_cosine(swapped, clean.flip(-1), cosine)).sum(-1)
 
 
 def block_mean(row: Tensor, block_size: int, n_blocks: int) -> Tensor:
@@ -145,9 +170,11 @@ def swap_pairs(row: Tensor, swapped_rows: Tensor, blocks: Tensor, block_size: in
     return clean, means.gather(-1, index)
 
 
-def pair_scores(clean: Tensor, swapped: Tensor, tau: float = TAU) -> tuple[Tensor, Tensor]:
+def pair_scores(
+    clean: Tensor, swapped: Tensor, tau: float = TAU, cosine: Cosine = "exact"
+) -> tuple[Tensor, Tensor]:
     """(s_POS, s_SYM) from the swap 2-vectors [..., swap, 2]; NaN when there is no swap (fewer than two blocks)."""
     if clean.shape[-2] == 0:
-        nan = torch.full(clean.shape[:-2], float("nan"), dtype=clean.dtype)
+        nan = torch.full(clean.shape[:-2], float("nan"), dtype=clean.dtype, device=clean.device)
         return nan, nan.clone()
-    return positional_score(clean, swapped, tau), symbolic_score(clean, swapped, tau)
+    return positional_score(clean, swapped, tau, cosine), symbolic_score(clean, swapped, tau, cosine)

@@ -12,8 +12,8 @@ Example (what ``possym.train.loop.train(..., monitor=monitor_scores)`` logs per 
     >>> from possym.model.gptj import GPTJ
     >>> model = GPTJ(ModelConfig(n_layers=2, d_model=16, d_mlp=32, d_vocab=10)).eval()
     >>> records = monitor_scores(model, torch.randint(0, 10, (4, 7)))
-    >>> sorted(records[0])
-    ['entropy', 'head', 'layer', 'n_inputs', 'query', 's_pos', 's_sym']
+    >>> sorted(records[0])[:7]
+    ['entropy', 'head', 'layer', 'n_inputs', 'query', 's_pos', 's_pos_high']
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ def monitor_scores(model: torch.nn.Module, tokens: Tensor, *, tau: float = TAU) 
 
     model: a GPTJ in eval mode (a model in training mode is refused: dropout would perturb the
     scores); tokens: [batch, pos]. Returns one record per (layer, head):
-    ``{"query": "last", "layer", "head", "s_pos", "s_sym", "entropy", "n_inputs"}``, means over the inputs.
+    ``{"query": "last", "layer", "head", "s_pos", "s_sym", "entropy", "n_inputs"}``, means over the inputs,
+    and each score's spread over them (``s_pos_sd``, ``s_pos_low``, ``s_pos_high``; the same for s_sym).
     """
     with torch.no_grad():
         return head_scores(model, tokens, tau=tau).records(query="last")

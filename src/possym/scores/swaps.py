@@ -50,6 +50,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -57,10 +58,12 @@ from possym.devices import model_device
 from possym.model.rope import layer_frequencies
 from possym.scores.metric import (
     TAU,
+    Cosine,
     attention_entropy,
     block_swaps,
     pair_scores,
 )
+from possym.scores.spread import mean_spread
 
 Pairing = Literal["gptj", "neox"]
 
@@ -144,9 +147,9 @@ class SwapAttention:
         rows = self.row[..., None, :] * self.rest_factor[..., None]
         return rows.scatter(-1, self.positions.expand(*self.moved.shape[:-1], -1), self.moved)
 
-    def scores(self, tau: float = TAU) -> tuple[Tensor, Tensor]:
+    def scores(self, tau: float = TAU, cosine: Cosine = "exact") -> tuple[Tensor, Tensor]:
         """(s_POS, s_SYM), each [...]; NaN when there are fewer than two blocks to swap."""
-        return pair_scores(*self.pairs(), tau)
+        return pair_scores(*self.pairs(), tau, cosine)
 
 
 def swap_attention(table: Tensor, block_size: int = 1) -> SwapAttention:
@@ -185,12 +188,19 @@ class HeadScores:
     layers: tuple[int, ...]
     query: Tensor  # [batch] query position of each input (−1: not scored, its scores are NaN)
 
-    def records(self, **fields: Any) -> list[dict[str, Any]]:
-        """One record per (layer, head) with the means over scored inputs; ``fields`` are added to each."""
+    def records(self, rng: np.random.Generator | None = None, **fields: Any) -> list[dict[str, Any]]:
+        """One record per (layer, head) with the means over scored inputs; ``fields`` are added to each.
+
+        Each score also carries its spread over the inputs (:mod:`possym.scores.spread`): ``*_sd``, the
+        sd of the per-input scores, and ``*_low``/``*_high``, the bootstrap 95% interval of the mean
+        (resamples from ``rng``; default: the fixed :data:`~possym.scores.spread.BOOTSTRAP_SEED`).
+        """
+        pos, sym = mean_spread(self.s_pos, rng), mean_spread(self.s_sym, rng)
         out = []
         for li, layer in enumerate(self.layers):
             for head in range(self.s_pos.shape[-1]):
                 ok = ~self.s_pos[:, li, head].isnan()
+                at = (li, head)
                 out.append(
                     {
                         **fields,
@@ -200,6 +210,12 @@ class HeadScores:
                         "s_sym": float(self.s_sym[ok, li, head].mean()) if ok.any() else float("nan"),
                         "entropy": float(self.entropy[ok, li, head].mean()) if ok.any() else float("nan"),
                         "n_inputs": int(ok.sum()),
+                        "s_pos_sd": float(pos.sd[at]),
+                        "s_pos_low": float(pos.low[at]),
+                        "s_pos_high": float(pos.high[at]),
+                        "s_sym_sd": float(sym.sd[at]),
+                        "s_sym_low": float(sym.low[at]),
+                        "s_sym_high": float(sym.high[at]),
                     }
                 )
         return out
@@ -273,6 +289,7 @@ def head_scores(
     tau: float = TAU,
     dtype: torch.dtype = torch.float64,
     acts: dict[int, tuple[Tensor, Tensor]] | None = None,
+    cosine: Cosine = "exact",
 ) -> HeadScores:
     """s_POS, s_SYM and the entropy of every head for one query per input, with the exact engine.
 
@@ -280,7 +297,8 @@ def head_scores(
     layers: default all. One forward pass reads ``hook_rot_q``/``hook_rot_k`` (or pass its result,
     ``acts = rotated_qk(model, tokens, layers)``, to score several query sets from one pass);
     everything after it runs in ``dtype`` (float64 by default, so a float32 model's tiny attention
-    masses stay exact).
+    masses stay exact). ``cosine``: the paper's exact cosine, or ``"torch"``, the authors'
+    ``F.cosine_similarity`` (:mod:`possym.scores.metric`).
     """
     _check_eval(model)
     layers = list(range(model.cfg.n_layers)) if layers is None else list(layers)
@@ -298,6 +316,6 @@ def head_scores(
                     continue
                 idx = (qpos == q).nonzero().squeeze(1)
                 sw = swap_attention(layer_tables(model, q_rot[idx], k_rot[idx], q, dtype, layer=layer), block_size)
-                s_pos[idx, li], s_sym[idx, li] = sw.scores(tau)
+                s_pos[idx, li], s_sym[idx, li] = sw.scores(tau, cosine)
                 ent[idx, li] = attention_entropy(sw.row)
     return HeadScores(s_pos, s_sym, ent, tuple(layers), qpos)
