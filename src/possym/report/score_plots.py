@@ -38,12 +38,26 @@ def _vline(ax, step: int | None) -> None:
         ax.axvline(step, color="grey", ls="--", lw=1)
 
 
+def _band(records: Iterable[dict[str, Any]], layer: int, key: str, head: int, query: str):
+    """(steps, low, high) of ``key``'s bootstrap interval, at the steps whose record has one."""
+    pts = sorted(
+        (int(r["step"]), float(r[f"{key}_low"]), float(r[f"{key}_high"]))
+        for r in records
+        if int(r["layer"]) == layer and int(r["head"]) == head and str(r.get("query", "last")) == query
+        and r.get(f"{key}_low") not in (None, "") and r.get(f"{key}_high") not in (None, "")
+    )
+    return [p[0] for p in pts], [p[1] for p in pts], [p[2] for p in pts]
+
+
 def _score_panel(ax, scores, layer, head, query, max_acc_step) -> None:
     lines = (("s_pos", POS, "positional"), ("s_sym", SYM, "symbolic"), ("entropy_norm", ENT, "entropy"))
     for key, colour, label in lines:
         x, y = _series(scores, layer, key, head, query)
         if x:
             ax.plot(x, y, color=colour, lw=1.2, label=label)
+        bx, lo, hi = _band(scores, layer, key, head, query) if key != "entropy_norm" else ([], [], [])
+        if bx:  # the bootstrap 95% interval of the mean over the scored inputs
+            ax.fill_between(bx, lo, hi, color=colour, alpha=0.2, lw=0)
     _vline(ax, max_acc_step)
     ax.set_ylim(-0.05, 1.05)
     ax.set_title(f"L{layer}" + (f" H{head}" if head else ""), fontsize=9)

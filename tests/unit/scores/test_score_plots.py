@@ -44,3 +44,16 @@ def test_attention_geometry_and_frequency_figures():
     use = [{"layer": layer, "head": 0, "frequency_id": k, "use": 1.0 / k} for layer in range(2) for k in range(1, 9)]
     table = [{"layer": layer, "head": 0, "weighted_id": 2.5} for layer in range(2)]
     assert "mean ID 2.5" in fig8_frequency_use(use, table).axes[0].get_title()
+
+
+def test_score_panels_draw_the_interval_as_a_band_where_records_have_one():
+    from matplotlib.collections import PolyCollection
+
+    with_ci = [r | {"s_pos_low": "0.4", "s_pos_high": "0.6", "s_sym_low": "0.85", "s_sym_high": "0.95"}
+               for r in _scores(n_layers=1)]
+    bands = [c for c in fig6_layer_scores(with_ci).axes[0].collections if isinstance(c, PolyCollection)]
+    assert len(bands) == 2  # s_pos and s_sym
+    ys = sorted(float(v[1]) for v in bands[0].get_paths()[0].vertices)
+    assert ys[0] == 0.4 and ys[-1] == 0.6
+    plain = [c for c in fig6_layer_scores(_scores(n_layers=1)).axes[0].collections if isinstance(c, PolyCollection)]
+    assert plain == []  # scores written before intervals were recorded: no band
