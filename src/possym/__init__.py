@@ -1,3 +1,30 @@
-"""possym: positional versus symbolic attention heads in RoPE Transformers."""
+"""possym: positional versus symbolic attention heads in RoPE Transformers.
+
+The library API (:mod:`possym.api`), imported on first use so that ``import possym`` stays light::
+
+    import possym
+    run = possym.open_run("runs/demo/number")
+    run.model(step="best"); run.metrics(); run.scores(); run.purity(gamma=0.1); run.table1()
+    run.length_curve(grid=(0, 100, 1000), step="best")
+    possym.head_scores(model, tokens)
+    possym.train(possym.load_config("number", "quick", train__steps=500), out="runs/x")
+    possym.load_model("runs/x/checkpoints/step_000500.safetensors")
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
 
 __version__ = "0.1.0"
+
+_API = ("Run", "head_scores", "load_config", "load_model", "open_run", "train")
+__all__ = [*_API, "PossymError", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _API:
+        return getattr(importlib.import_module("possym.api"), name)
+    if name == "PossymError":
+        return importlib.import_module("possym.errors").PossymError
+    raise AttributeError(f"module 'possym' has no attribute {name!r}")

@@ -11,6 +11,10 @@ import argparse
 import importlib
 import sys
 
+from possym.errors import PossymError
+
+# Subcommands whose library code still raises plain ValueError / FileNotFoundError for bad input.
+PLAIN_ERRORS = frozenset({"heads", "llm"})
 # Subcommand name -> module in possym.cli; a plain dict keeps the registry explicit and stable.
 SUBCOMMANDS: dict[str, str] = {
     "data": "possym.cli.data",
@@ -36,13 +40,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     for name, module in SUBCOMMANDS.items():
         if module in seen or (only is not None and name != only):
             continue
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name == module:  # not written yet: leave it out of the menu
-                continue
-            raise
-        mod.register(sub)
+        importlib.import_module(module).register(sub)
         seen.add(module)
     return parser
 
@@ -53,8 +51,14 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser(only).parse_args(argv)
     try:
         return int(args.func(args) or 0)
+    except PossymError as exc:
+        # The library's own refusals say what is wrong and what is allowed; any other exception is a bug.
+        print(f"possym {args.command}: error: {exc}", file=sys.stderr)
+        return 2
     except (ValueError, FileNotFoundError) as exc:
-        # Validation errors carry a message that says what is wrong and what is allowed.
+        # heads/ and llm/ still refuse their inputs with plain ValueError (issue 17 §6 moves them).
+        if args.command not in PLAIN_ERRORS:
+            raise
         print(f"possym {args.command}: error: {exc}", file=sys.stderr)
         return 2
 

@@ -8,6 +8,7 @@ import json
 import numpy as np
 
 from possym.config import apply_overrides, config_from_dict
+from possym.errors import PossymError
 from possym.runs import atomic_write_text
 from possym.tasks import SPLITS, TASKS, generate, make_splits, task_vocab
 
@@ -26,18 +27,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.n < 0:
-        raise ValueError(f"--n={args.n} must be >= 0")
+        raise PossymError(f"--n={args.n} must be >= 0")
     if args.extra < 0:
-        raise ValueError(f"--extra={args.extra} must be >= 0")
+        raise PossymError(f"--extra={args.extra} must be >= 0")
     cfg = config_from_dict(apply_overrides({"task": {"name": args.task}}, args.overrides)).task
     if args.split is None:
         samples = generate(cfg, args.n, np.random.default_rng(args.seed), extra=args.extra)
     else:
         if args.extra:
-            raise ValueError("--extra applies to freshly generated instances; drop --split to use it")
+            raise PossymError("--extra applies to freshly generated instances; drop --split to use it")
         split = make_splits(cfg, args.seed)[args.split]
         if args.n > len(split):
-            raise ValueError(f"--n={args.n} exceeds the {args.split} split's {len(split)} instances")
+            raise PossymError(f"--n={args.n} exceeds the {args.split} split's {len(split)} instances")
         samples = split.take(np.arange(args.n))
     lines = [json.dumps(r) for r in samples.records(task_vocab(cfg))]
     atomic_write_text(args.out, "".join(line + "\n" for line in lines))

@@ -16,6 +16,7 @@ import os
 import time
 from pathlib import Path
 
+from possym.errors import PossymError
 from possym.sweep.engines import ENGINES
 
 
@@ -49,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     out = Path(args.out)
     if args.workers < 1:
-        raise ValueError(f"--workers={args.workers} must be >= 1")
+        raise PossymError(f"--workers={args.workers} must be >= 1")
     outcome = None
     if not args.aggregate_only:
         engine = make_engine(args.engine, workers=args.workers, out=out, address=args.address,

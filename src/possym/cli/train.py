@@ -6,11 +6,12 @@ import argparse
 import sys
 
 import torch
-from tqdm import tqdm
 
 from possym.config import load_config, preset_names
+from possym.errors import PossymError
 from possym.runs import RunDir
-from possym.tasks import TASKS, make_splits
+from possym.stages.train import train_run
+from possym.tasks import TASKS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,10 +28,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def open_or_create(args: argparse.Namespace) -> RunDir:
     if args.resume:
         if args.task or args.preset or args.out or args.overrides:
-            raise ValueError("--resume takes only the run directory; its config is fixed in RUN/config.yaml")
+            raise PossymError("--resume takes only the run directory; its config is fixed in RUN/config.yaml")
         return RunDir.open(args.resume)
     if not args.task or not args.out:
-        raise ValueError("give --task and --out for a new run, or --resume RUN")
+        raise PossymError("give --task and --out for a new run, or --resume RUN")
     cfg = load_config(args.task, args.preset, args.overrides)
     if cfg.train.threads:  # before the run records its environment, so meta.json tells the truth
         torch.set_num_threads(cfg.train.threads)
@@ -40,37 +41,6 @@ def open_or_create(args: argparse.Namespace) -> RunDir:
 def format_eval(record: dict) -> str:
     hops = sorted(k for k in record if k.startswith("acc_hop"))
     return " ".join(f"{k[4:]}={record[k]:.3f}" for k in hops) + f" all={record['accuracy']:.3f}"
-
-
-def train_run(run: RunDir, monitor: bool = False, position: int = 0) -> dict:
-    """Train with a progress bar; shared by ``train`` and ``reproduce``."""
-    from possym.train.loop import train
-
-    cfg = run.config
-    if cfg.train.threads:
-        torch.set_num_threads(cfg.train.threads)
-    splits = make_splits(cfg.task, cfg.seeds.data)
-    monitor_fn = None
-    if monitor:
-        from possym.scores.monitor import monitor_scores
-
-        monitor_fn = monitor_scores
-    bar = tqdm(total=cfg.total_steps, desc=f"{cfg.task.name}", position=position, dynamic_ncols=True)
-    acc = {"acc": float("nan")}
-
-    def on_step(info: dict) -> None:
-        if bar.n == 0 and info["step"] > 1:
-            bar.update(info["step"] - 1)  # resumed
-        if "eval" in info and info["eval"]:
-            acc["acc"] = info["eval"]["accuracy"]
-        # refresh=False: the bar redraws at tqdm's own pace, not once per step into a log file
-        postfix = {"loss": f"{info['loss']:.3f}", "acc": f"{acc['acc']:.3f}", "it_s": f"{info['steps_per_s']:.1f}"}
-        bar.set_postfix(postfix, refresh=False)
-        bar.update(1)
-
-    final = train(run, splits, on_step=on_step, monitor=monitor_fn)
-    bar.close()
-    return final
 
 
 def run(args: argparse.Namespace) -> int:

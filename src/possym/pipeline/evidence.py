@@ -10,8 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from possym.records import LengthPoint, PurityRecord, ScoreRecord, Table1Record
 from possym.report.claims import Evidence, TaskEvidence
 from possym.runs import RunDir, read_csv, typed_row
+from possym.stages.lengthgen import points_at
 
 TASK_DIRS = ("number", "letter")
 
@@ -20,15 +22,38 @@ def table(path: Path) -> list[dict[str, Any]]:
     return [typed_row(r) for r in read_csv(path)] if path.exists() else []
 
 
+def _label(run: RunDir, step: int | None) -> str:
+    """How a claim names a checkpoint: "best 4800", "final 6750", or "best = final 6750"."""
+    if step is None:
+        return ""
+    steps = run.checkpoint_steps()
+    names = [n for n, s in (("best", run.best()), ("final", steps[-1] if steps else None)) if s == step]
+    return f"{' = '.join(names) or 'step'} {step}"
+
+
 def task_evidence(run: RunDir) -> TaskEvidence:
-    p = run.path
+    """A run's tables; the length curve at the best checkpoint (as the authors evaluated), the final one beside."""
+    steps = run.checkpoint_steps()
+    final = steps[-1] if steps else None
+    points = run.read("lengthgen", LengthPoint)
+    best = run.best() if steps else None
+    at_best = points_at(points, best) if best is not None and any(p.step == best for p in points) else []
+    at_final = points_at(points, final) if final is not None else []
+    curve = at_best or at_final
+    curve_step = best if at_best else (final if at_final else None)
+    scores = run.read("scores", ScoreRecord)
+    table1 = run.read("table1", Table1Record)
     return TaskEvidence(
         n_layers=run.config.model.n_layers,
         metrics=run.metrics(),
-        purity=table(p / "purity.csv"),
-        scores=table(p / "scores.csv"),
-        table1=table(p / "table1.csv"),
-        lengthgen=table(p / "lengthgen.csv"),
+        purity=[r.to_dict() for r in run.read("purity", PurityRecord)],
+        scores=[r.to_dict() for r in scores],
+        table1=[r.to_dict() for r in table1],
+        lengthgen=[p.to_dict() for p in curve],
+        lengthgen_final=[p.to_dict() for p in at_final] if at_best and best != final else [],
+        lengthgen_step=_label(run, curve_step),
+        scores_step=_label(run, max((r.step for r in scores), default=None)),
+        table1_step=_label(run, table1[0].step if table1 else None),
     )
 
 

@@ -17,8 +17,9 @@ from typing import Any
 import matplotlib.pyplot as plt
 import yaml
 
-from possym.pipeline.evidence import load_evidence, table
+from possym.errors import PossymError
 from possym.paper import paper_numbers
+from possym.pipeline.evidence import load_evidence, table
 from possym.report import compare_plots, html
 from possym.report.claims import check_claims, final_kinds, first_steps
 from possym.report.length_plots import plot_length_curves
@@ -181,7 +182,8 @@ def build_report(
         compared.append(
             (
                 _save(fig, figures / "compare_fig5b_length"),
-                "Length generalisation, ours (band: per-prefix 95% interval) beside the paper's digitised Fig. 5B",
+                "Length generalisation, ours (band: per-prefix 95% interval) beside the paper's digitised Fig. 5B; "
+                "checkpoints: " + ", ".join(f"{t} {te.lengthgen_step}" for t, te in tasks.items() if te.lengthgen),
             )
         )
 
@@ -231,7 +233,8 @@ def build_report(
         html.Section(
             "Length generalisation",
             tables=[
-                html.Table(f"{t}: accuracy per K, pooled over hops", [r for r in te.lengthgen if r["n_hops"] == 0])
+                html.Table(f"{t}: accuracy per K, pooled over hops, at {te.lengthgen_step}",
+                           [r for r in te.lengthgen if r["n_hops"] == 0])
                 for t, te in tasks.items()
                 if te.lengthgen
             ],
@@ -256,7 +259,7 @@ def build_report(
 def require_sweep_dir(sweep: Path) -> None:
     """A ``possym sweep`` output directory (it holds summary.csv), or a ValueError that says so."""
     if not (sweep / "summary.csv").exists():
-        raise ValueError(f"{sweep} has no summary.csv: give a directory made by `possym sweep`")
+        raise PossymError(f"{sweep} has no summary.csv: give a directory made by `possym sweep`")
 
 
 def _sweep_section(sweep: Path, figures: Path, tables: Path) -> html.Section:

@@ -30,6 +30,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from possym.errors import PossymError
 from possym.runs import atomic_write_text
 
 
@@ -54,7 +55,7 @@ class StageLog:
                 changed = sorted(
                     k for k in set(settings) | set(record["settings"]) if settings.get(k) != record["settings"].get(k)
                 )
-                raise ValueError(
+                raise PossymError(
                     f"{out} was made with other settings ({', '.join(changed)} differ: "
                     f"{ {k: record['settings'].get(k) for k in changed} }); use a new --out, or the same settings"
                 )

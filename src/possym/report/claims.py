@@ -58,7 +58,12 @@ class TaskEvidence:
     purity: Sequence[Mapping[str, Any]] = ()
     scores: Sequence[Mapping[str, Any]] = ()
     table1: Sequence[Mapping[str, Any]] = ()
-    lengthgen: Sequence[Mapping[str, Any]] = ()
+    lengthgen: Sequence[Mapping[str, Any]] = ()  # the curve at ``lengthgen_step``
+    lengthgen_final: Sequence[Mapping[str, Any]] = ()  # the curve at the final checkpoint, shown beside it
+    # The checkpoint each kind of number comes from, as a claim names it ("best 4800", "final 6750").
+    lengthgen_step: str = ""
+    scores_step: str = ""
+    table1_step: str = ""
 
 
 @dataclass(frozen=True)
@@ -86,9 +91,10 @@ def _layers(layers: set[int]) -> str:
     return "{" + ", ".join(f"L{x}" for x in sorted(layers)) + "}" if layers else "none"
 
 
-def _claim(claim: str, section: str, paper: str, ours: str, verdict: str, rule: str) -> dict[str, str]:
+def _claim(claim: str, section: str, paper: str, ours: str, verdict: str, rule: str, step: str = "") -> dict[str, str]:
     assert verdict in VERDICTS, verdict
-    return {"claim": claim, "section": section, "paper": paper, "ours": ours, "verdict": verdict, "rule": rule}
+    return {"claim": claim, "section": section, "paper": paper, "ours": ours, "verdict": verdict, "rule": rule,
+            "step": step}
 
 
 def first_steps(metrics: Sequence[Mapping[str, Any]], threshold: float = 0.9) -> dict[str, int | None]:
@@ -332,14 +338,17 @@ def length_claims(ev: Evidence) -> list[dict[str, str]]:
             acc = float(row["accuracy"])
             low, high = float(row["cluster_low"]), float(row["cluster_high"])
             half = (high - low) / 2 if high == high and low == low else 0.0  # NaN for one prefix
+            final = _at(te.lengthgen_final, extra) if te.lengthgen_final is not te.lengthgen else None
+            beside = f"; final checkpoint {float(final['accuracy']):.2f}" if final is not None else ""
             out.append(
                 _claim(
                     name,
                     "Sec. 3.6, Fig. 5B",
                     f"{values[extra]:.2f}",
-                    f"{acc:.2f} [{low:.2f}, {high:.2f}]",
+                    f"{acc:.2f} [{low:.2f}, {high:.2f}]{beside}",
                     verdict_for_value(acc, values[extra], half),
                     rule,
+                    te.lengthgen_step,
                 )
             )
     number, letter = ev.tasks.get("number"), ev.tasks.get("letter")
@@ -418,4 +427,13 @@ def theory_claims(ev: Evidence) -> list[dict[str, str]]:
 
 def check_claims(ev: Evidence) -> list[dict[str, str]]:
     """Every claim's record, in the paper's order."""
-    return learning_claims(ev) + head_claims(ev) + frequency_claims(ev) + length_claims(ev) + theory_claims(ev)
+    def at(claims: list[dict[str, str]], kind: str) -> list[dict[str, str]]:
+        """Name the checkpoint of each claim about one task's ``kind`` numbers (the task opens the claim)."""
+        for c in claims:
+            task = next((t for t in ev.tasks if c["claim"].startswith(t)), None)
+            if task is not None and not c["step"]:
+                c["step"] = getattr(ev.tasks[task], kind)
+        return claims
+
+    return (learning_claims(ev) + at(head_claims(ev), "scores_step") + at(frequency_claims(ev), "table1_step")
+            + length_claims(ev) + theory_claims(ev))

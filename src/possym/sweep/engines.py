@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from possym.errors import PossymError
+
 ENGINES = ("local", "ray", "slurm")
 Outcome = tuple[Any, Any, str | None]
 
@@ -177,4 +179,4 @@ def make_engine(
     if name == "slurm":
         _require_extra("submitit", "slurm")
         return SlurmEngine(out / "submitit", partition, time_min, gpus, cluster=cluster)
-    raise ValueError(f"--engine {name!r} is not an engine; allowed: {ENGINES}")
+    raise PossymError(f"--engine {name!r} is not an engine; allowed: {ENGINES}")

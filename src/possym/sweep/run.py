@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from possym.errors import PossymError
 from possym.runs import atomic_write_text
 from possym.sweep.spec import SweepSpec, Trial, expand
 from possym.sweep.trial import done_record, is_done, run_trial, settings_conflict
@@ -44,7 +45,7 @@ def run_sweep(
     trials = expand(spec, out)
     conflicts = [c for c in map(settings_conflict, trials) if c]
     if conflicts:  # before anything runs: one sweep directory never mixes two configurations of a trial
-        raise ValueError(f"{len(conflicts)} trial(s) of this spec already exist with other settings: {conflicts[0]}")
+        raise PossymError(f"{len(conflicts)} trial(s) of this spec already exist with other settings: {conflicts[0]}")
     outcome = SweepOutcome()
     todo = []
     for trial in trials:

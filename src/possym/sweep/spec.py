@@ -9,23 +9,27 @@ A spec is a small YAML file::
     variants:                           # name -> overrides, or {overrides: [...], tasks: [...]}
       baseline: []
       p_rope_25: {overrides: [model.p_rope=0.25], tasks: [number], seeds: [0, 1]}
-    stages:                             # which analyses follow training, with their extra arguments
-      score: [--n-inputs, 50]
-      lengthgen: [--grid, "0,10,100", --n, 200]
-      discrepancy: [--samples, 16]
+    stages:                             # which analyses follow training, with their settings as config keys
+      score: {n_inputs: 50, figures: false}            # possym.stages.score.ScoreConfig
+      lengthgen: {grid: [0, 10, 100], n: 200, steps: [best, final]}   # LengthGenConfig, steps, threads
+      discrepancy: {samples: 16, step: best}           # possym.stages.theory.DiscrepancyConfig
     retries: 1                          # extra attempts for a failed trial
     threads: 1                          # torch threads per trial
 
-A trial is one (variant, task, seed): ``possym train --monitor`` into ``OUT/runs/ID``, then each
-stage as ``possym STAGE OUT/runs/ID ARGS``. Its id is ``VARIANT-TASK-sSEED``. Every override is
-checked against the config now, so a typo fails before the first trial starts.
+A trial is one (variant, task, seed): training with the live score monitor into ``OUT/runs/ID``,
+then each stage's library function on that run with its typed config. Its id is
+``VARIANT-TASK-sSEED``, and what it trains is its resolved run config: a trial started under other
+overrides that resolve to the same config is the same trial. Every override and stage key is checked
+now, so a typo fails before the first trial starts.
 
 Example:
-    >>> spec = spec_from_dict({"tasks": ["number"], "seeds": [0, 1], "variants": {"nope": ["model.nope_from_layer=2"]}})
+    >>> spec = spec_from_dict({"tasks": ["number"], "seeds": [0, 1], "variants": {"nope": ["model.nope_from_layer=2"]},
+    ...                        "stages": {"score": {"n_inputs": 5}}})
     >>> [t.id for t in expand(spec, "out")]
     ['nope-number-s0', 'nope-number-s1']
-    >>> expand(spec, "out")[1].train_argv[:6]
-    ['train', '--task', 'number', '--out', 'out/runs/nope-number-s1', '--monitor']
+    >>> trial = expand(spec, "out")[1]
+    >>> trial.config().seeds.init, trial.config().model.nope_from_layer, trial.stages["score"].n_inputs
+    (1, 2, 5)
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ from typing import Any
 
 import yaml
 
-from possym.config import SWEEP_DIR, ConfigError, load_config
+from possym.config import SWEEP_DIR, ConfigError, RunConfig, load_config
 from possym.tasks.registry import PAPER_TASKS, TASKS
 
 STAGES = ("score", "lengthgen", "discrepancy")  # the analyses that follow training, in this order
@@ -67,7 +71,7 @@ class SweepSpec:
     variants: tuple[Variant, ...] = (Variant("baseline"),)
     preset: str | None = None
     overrides: tuple[str, ...] = ()
-    stages: dict[str, tuple[str, ...]] = field(default_factory=lambda: {s: () for s in STAGES})
+    stages: dict[str, Any] = field(default_factory=lambda: {s: stage_config(s, {}) for s in STAGES})
     retries: int = 1
     threads: int = 1
 
@@ -110,6 +114,23 @@ def _seeds(value: Any, where: str) -> tuple[int, ...]:
     return tuple(value)
 
 
+def stage_config(name: str, settings: dict[str, Any] | None) -> Any:
+    """The typed config of stage ``name`` from its settings in a spec (config keys; None: the defaults)."""
+    from possym.stages import build_config
+    from possym.stages.lengthgen import LengthStageConfig
+    from possym.stages.score import ScoreConfig
+    from possym.stages.theory import DiscrepancyConfig
+
+    _require(name in STAGES, f"sweep.stages: unknown stage {name!r}; allowed: {list(STAGES)}")
+    settings = {} if settings is None else settings
+    _require(isinstance(settings, dict), f"sweep.stages.{name}: give settings as config keys, e.g. "
+             f"{{n_inputs: 30}}, not command-line flags {settings!r}")
+    if name == "lengthgen":
+        return LengthStageConfig.from_dict(settings)
+    kind = {"score": ScoreConfig, "discrepancy": DiscrepancyConfig}[name]
+    return build_config(kind, settings, f"sweep.stages.{name}")
+
+
 def spec_from_dict(data: dict[str, Any]) -> SweepSpec:
     """Build and validate a SweepSpec from plain data (a parsed YAML file)."""
     _require(isinstance(data, dict), f"a sweep spec must be a mapping, got {type(data).__name__}")
@@ -128,15 +149,15 @@ def spec_from_dict(data: dict[str, Any]) -> SweepSpec:
         else:
             variants.append(Variant(str(name), _strings(value, f"sweep.variants.{name}")))
     stages = data.get("stages")
-    _require(stages is None or isinstance(stages, dict), "sweep.stages must map a stage name to its argument list")
+    _require(stages is None or isinstance(stages, dict), "sweep.stages must map a stage name to its settings")
     return SweepSpec(
         tasks=_strings(data.get("tasks", list(PAPER_TASKS)), "sweep.tasks"),
         seeds=_seeds(data.get("seeds", [0]), "sweep.seeds"),
         variants=tuple(variants),
         preset=data.get("preset"),
         overrides=_strings(data.get("overrides"), "sweep.overrides"),
-        stages={s: () for s in STAGES} if stages is None else {
-            str(k): _strings(v, f"sweep.stages.{k}") for k, v in stages.items()},
+        stages={s: stage_config(s, {}) for s in STAGES} if stages is None else {
+            str(k): stage_config(str(k), v) for k, v in stages.items()},
         retries=int(data.get("retries", 1)),
         threads=int(data.get("threads", 1)),
     )
@@ -163,20 +184,24 @@ def load_spec(spec: str | Path) -> SweepSpec:
 
 @dataclass(frozen=True)
 class Trial:
-    """One (variant, task, seed): the argv of training and of each stage, and where they write.
-
-    Picklable plain data, so that every engine can ship it to a worker.
+    """One (variant, task, seed): what it trains (preset and overrides), each stage's typed config, and
+    where they write. Picklable plain data, so that every engine can ship it to a worker.
     """
 
     id: str
     variant: str
     task: str
     seed: int
-    run_dir: str  # OUT/runs/ID, the `possym train` run directory
+    run_dir: str  # OUT/runs/ID, the run directory
     state_dir: str  # OUT/trials/ID: stage markers, the trial record, the log
-    train_argv: list[str]
-    stage_argvs: dict[str, list[str]]
+    preset: str | None
+    overrides: tuple[str, ...]
+    stages: dict[str, Any]  # stage name -> its typed config, in STAGES order
     threads: int = 1
+
+    def config(self) -> RunConfig:
+        """The run config this trial trains: its identity."""
+        return load_config(self.task, self.preset, list(self.overrides))
 
 
 def expand(spec: SweepSpec, out: str | Path) -> list[Trial]:
@@ -190,11 +215,8 @@ def expand(spec: SweepSpec, out: str | Path) -> list[Trial]:
                 tid = f"{v.name}-{task}-s{seed}"
                 run = str(out / "runs" / tid)
                 seeds = [f"seeds.{f}={seed}" for f in SEED_FIELDS]
-                preset = ["--preset", spec.preset] if spec.preset else []
-                train = ["train", "--task", task, "--out", run, "--monitor", *preset,
-                         *spec.overrides, *v.overrides, *seeds]
-                stages = {s: [s, run, *spec.stages[s]] for s in STAGES if s in spec.stages}
-                trials.append(Trial(tid, v.name, task, seed, run, str(out / "trials" / tid), train, stages,
-                                    spec.threads))
+                stages = {s: spec.stages[s] for s in STAGES if s in spec.stages}
+                trials.append(Trial(tid, v.name, task, seed, run, str(out / "trials" / tid), spec.preset,
+                                    (*spec.overrides, *v.overrides, *seeds), stages, spec.threads))
     order = {seed: i for i, seed in enumerate(dict.fromkeys(s for v in spec.variants for s in v.seeds or spec.seeds))}
     return sorted(trials, key=lambda t: order[t.seed])

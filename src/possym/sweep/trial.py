@@ -1,18 +1,18 @@
-"""One trial, run in-process through the ``possym`` command: train, then each analysis stage.
+"""One trial, run in-process: train, then each analysis stage as a library call with its typed config.
 
 :func:`run_trial` is a top-level function of plain, picklable data, so the local process pool, Ray
-and submitit all run the very same code. It calls :func:`possym.cli.main` (the stable interface)
-once per stage, with the stage's output appended to ``STATE/log.txt``.
+and submitit all run the very same code. Each stage's printed output is appended to ``STATE/log.txt``.
 
-Resumable at stage granularity. After each stage returns 0, ``STATE/STAGE.done`` is written
-atomically; a rerun skips marked stages, resumes an interrupted training from its last state
-(``possym train --resume``), and a trial with every stage marked is skipped whole. ``STATE/DONE``
-holds the finished trial's record; a stage added to the spec later runs on the next sweep. A killed
-sweep therefore loses at most the stage in flight, and training loses at most the steps since its
-last checkpoint.
+Resumable at stage granularity. After each stage returns, ``STATE/STAGE.done`` is written
+atomically; a rerun skips marked stages, resumes an interrupted training from its last state, and a
+trial with every stage marked is skipped whole. ``STATE/DONE`` holds the finished trial's record; a
+stage added to the spec later runs on the next sweep. A killed sweep therefore loses at most the
+stage in flight, and training loses at most the steps since its last checkpoint.
 
-A trial first writes ``STATE/trial.json`` (its argv); a later sweep that would run the same trial id
-with different settings is refused instead of mixing two configurations in one run directory.
+A trial's identity is the run config it trains. A later sweep that would train the same trial id
+with a different resolved config is refused instead of mixing two configurations in one run
+directory; one that spells the same config differently (the flags of an older spec, overrides in
+another order) continues it.
 
 Example:
     >>> record = run_trial(trial)   # doctest: +SKIP
@@ -26,10 +26,12 @@ import contextlib
 import dataclasses
 import json
 import time
+import traceback
 from pathlib import Path
 from typing import Any
 
-from possym.runs import atomic_write_text
+from possym.errors import PossymError
+from possym.runs import RunDir, atomic_write_text
 from possym.sweep.spec import Trial
 
 DONE = "DONE"
@@ -42,7 +44,7 @@ class TrialError(RuntimeError):
 def is_done(trial: Trial) -> bool:
     """Every stage of this trial is marked (a stage added to the spec later makes it unfinished again)."""
     state = Path(trial.state_dir)
-    return all((state / f"{s}.done").is_file() for s in ["train", *trial.stage_argvs]) and (state / DONE).is_file()
+    return all((state / f"{s}.done").is_file() for s in ["train", *trial.stages]) and (state / DONE).is_file()
 
 
 def done_record(trial: Trial) -> dict[str, Any] | None:
@@ -51,37 +53,50 @@ def done_record(trial: Trial) -> dict[str, Any] | None:
 
 
 def settings_conflict(trial: Trial) -> str | None:
-    """Why this trial id cannot continue under ``trial``'s training argv (it was started with others), or None."""
-    path = Path(trial.state_dir) / "trial.json"
-    if not path.is_file():
+    """Why this trial id cannot continue under ``trial``'s config (its run holds another), or None."""
+    if not (Path(trial.run_dir) / "config.yaml").is_file():
         return None
-    before = json.loads(path.read_text())["train"]
-    if before == trial.train_argv:
+    before, now = RunDir.open(trial.run_dir).config.to_dict(), trial.config().to_dict()
+    if before == now:
         return None
-    return (f"trial {trial.id} was started with {before}, not {trial.train_argv}; use a new --out, or delete "
-            f"{trial.state_dir} and {trial.run_dir} to start it again")
+    changed = sorted(f"{section}.{key}" for section in now if isinstance(now[section], dict)
+                     for key in now[section] if now[section][key] != before.get(section, {}).get(key))
+    return (f"trial {trial.id} was started with another config ({', '.join(changed) or 'preset'} differ); "
+            f"use a new --out, or delete {trial.state_dir} and {trial.run_dir} to start it again")
 
 
 def check_settings(trial: Trial) -> None:
-    """Refuse to continue a trial id that was started with other settings; record them on first use."""
+    """Refuse to continue a trial id that was started with another config; record the settings on first use."""
     conflict = settings_conflict(trial)
     if conflict:
-        raise ValueError(conflict)
-    settings = {"train": trial.train_argv, "stages": trial.stage_argvs}
+        raise PossymError(conflict)
+    settings = {"config": trial.config().to_dict(),
+                "stages": {name: _plain(cfg) for name, cfg in trial.stages.items()}}
     atomic_write_text(Path(trial.state_dir) / "trial.json", json.dumps(settings, indent=1) + "\n")
 
 
-def _call(argv: list[str], log: Path) -> int:
-    """``possym ARGV`` in this process, stdout and stderr appended to ``log``; argparse exits become codes."""
-    from possym.cli import main
+def _plain(cfg: Any) -> Any:
+    return dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else cfg
 
-    with log.open("a") as f, contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
-        f.write(f"$ possym {' '.join(argv)}\n")
-        f.flush()
-        try:
-            return main(argv)
-        except SystemExit as exc:  # argparse refuses an argument (or an unknown subcommand)
-            return exc.code if isinstance(exc.code, int) else 2
+
+def _stage(trial: Trial, name: str, run: RunDir | None) -> None:
+    """Run one stage of the trial (its library function with its typed config)."""
+    from possym.stages.score import score_run
+    from possym.stages.theory import trained_discrepancy_run
+    from possym.stages.train import train_run
+
+    if name == "train":
+        run = run or RunDir.create(trial.run_dir, trial.config())
+        train_run(run, monitor=True, progress=False)
+        return
+    assert run is not None  # training comes first and is marked before any analysis runs
+    cfg = trial.stages[name]
+    if name == "score":
+        score_run(run, cfg)
+    elif name == "lengthgen":
+        cfg.run(run)
+    else:
+        trained_discrepancy_run(run, cfg, log=print)
 
 
 def run_trial(trial: Trial) -> dict[str, Any]:
@@ -100,16 +115,21 @@ def run_trial(trial: Trial) -> dict[str, Any]:
     log = state / "log.txt"
     t0 = time.perf_counter()
     ran = []
-    for stage, argv in [("train", trial.train_argv), *trial.stage_argvs.items()]:
+    for stage in ["train", *trial.stages]:
         marker = state / f"{stage}.done"
         if marker.is_file():
             continue
-        if stage == "train" and (Path(trial.run_dir) / "config.yaml").is_file():
-            argv = ["train", "--resume", trial.run_dir, "--monitor"]  # an interrupted training
+        run = RunDir.open(trial.run_dir) if (Path(trial.run_dir) / "config.yaml").is_file() else None
         t = time.perf_counter()
-        code = _call(argv, log)
-        if code != 0:
-            raise TrialError(f"trial {trial.id}: `possym {argv[0]}` exited with {code}; see {log}")
+        with log.open("a") as f, contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
+            f.write(f"== {stage} ({trial.id})\n")
+            f.flush()
+            try:
+                _stage(trial, stage, run)
+            except Exception as exc:
+                traceback.print_exc()
+                raise TrialError(f"trial {trial.id}: stage {stage} failed ({type(exc).__name__}: {exc}); "
+                                 f"see {log}") from exc
         atomic_write_text(marker, json.dumps({"seconds": time.perf_counter() - t}) + "\n")
         ran.append(stage)
     record = {
@@ -118,7 +138,7 @@ def run_trial(trial: Trial) -> dict[str, Any]:
         "stages_run": ran,
         "seconds": time.perf_counter() - t0,
         "stage_seconds": {
-            s: json.loads((state / f"{s}.done").read_text())["seconds"] for s in ["train", *trial.stage_argvs]
+            s: json.loads((state / f"{s}.done").read_text())["seconds"] for s in ["train", *trial.stages]
         },
     }
     atomic_write_text(state / DONE, json.dumps(record, indent=1) + "\n")

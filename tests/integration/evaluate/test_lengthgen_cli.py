@@ -15,7 +15,8 @@ def test_lengthgen_writes_its_curve_reuses_it_and_refuses_bad_input(tmp_path, ti
     assert {"extra", "n_hops", "accuracy", "n", "ci_low", "ci_high", "cluster_low", "n_prefixes"} <= set(rows[0])
     assert [(r["extra"], r["n_hops"]) for r in rows][:2] == [("0", "0"), ("0", "1")] and len(rows) == 15
     record = json.loads((run / "lengthgen.json").read_text())
-    assert record["settings"]["grid"] == [0, 5, 40] and record["settings"]["step"] == 30 and record["inputs"] == 96
+    assert record["settings"]["grid"] == [0, 5, 40] and record["steps"]["30"]["inputs"] == 96
+    assert {r["step"] for r in rows} == {"30"}
     assert (run / "figures" / "fig5b_length_generalisation.png").stat().st_size > 1000
 
     stamp = (run / "lengthgen.csv").stat().st_mtime_ns

@@ -17,10 +17,10 @@ import yaml
 from possym.cli import main
 from possym.pipeline.evidence import load_evidence
 from possym.report.claims import frequency_claims, head_claims, learning_claims, length_claims
-from possym.runs import read_csv
+from possym.runs import RunDir, read_csv
 from possym.sweep.spec import expand, load_spec
 
-SCORE = ["--n-inputs", "4", "--no-figures", "--no-frequency"]
+SCORE = {"n_inputs": 4, "figures": False, "frequency": False}
 
 
 def write_spec(path: Path, tiny: list[str], seeds=(0, 1), stages=None, **extra) -> Path:
@@ -37,8 +37,8 @@ def write_spec(path: Path, tiny: list[str], seeds=(0, 1), stages=None, **extra) 
 
 
 def stage_runs(trial_dir: Path, stage: str) -> int:
-    """How many times the trial's log shows `possym STAGE` starting."""
-    return (trial_dir / "log.txt").read_text().count(f"$ possym {stage} ")
+    """How many times the trial's log shows STAGE starting."""
+    return (trial_dir / "log.txt").read_text().count(f"== {stage} (")
 
 
 def assert_finished(out: Path, spec: Path) -> None:
@@ -51,8 +51,8 @@ def assert_finished(out: Path, spec: Path) -> None:
 def test_local_engine_runs_every_stage_then_resumes_without_redoing_work(tmp_path, tiny_overrides):
     stages = {
         "score": SCORE,
-        "lengthgen": ["--grid", "0,10", "--n", "4", "--n-prefixes", "2", "--no-figures"],
-        "discrepancy": ["--samples", "4", "--extras", "0,10"],
+        "lengthgen": {"grid": [0, 10], "n": 4, "n_prefixes": 2, "steps": ["best", "final"]},
+        "discrepancy": {"samples": 4, "extras": [0, 10]},
     }
     spec = write_spec(
         tmp_path / "spec.yaml",
@@ -88,20 +88,20 @@ def test_local_engine_runs_every_stage_then_resumes_without_redoing_work(tmp_pat
 
 def test_a_failing_stage_keeps_the_finished_ones_and_a_rerun_completes_it(tmp_path, tiny_overrides, capsys):
     bad = write_spec(
-        tmp_path / "bad.yaml", tiny_overrides, seeds=[0], stages={"score": SCORE, "discrepancy": ["--extras", "ten"]}
+        tmp_path / "bad.yaml", tiny_overrides, seeds=[0], stages={"score": SCORE, "discrepancy": {"step": 999}}
     )
     out = tmp_path / "sweep"
     assert main(["sweep", str(bad), "--out", str(out), "--workers", "1"]) == 1
     assert "FAILED baseline-number-s0" in capsys.readouterr().out
     trial = out / "trials/baseline-number-s0"
     report = json.loads((trial / "failed.json").read_text())
-    assert "`possym discrepancy` exited with 2" in report["error"] and report["final"]
+    assert "stage discrepancy failed (RunError: no checkpoint for step 999" in report["error"] and report["final"]
     assert (trial / "train.done").exists() and (trial / "score.done").exists()
     good = write_spec(
         tmp_path / "good.yaml",
         tiny_overrides,
         seeds=[0],
-        stages={"score": SCORE, "discrepancy": ["--samples", "4", "--extras", "0,10"]},
+        stages={"score": SCORE, "discrepancy": {"samples": 4, "extras": [0, 10]}},
     )
     assert main(["sweep", str(good), "--out", str(out), "--workers", "1"]) == 0
     assert stage_runs(trial, "train") == 1 and stage_runs(trial, "discrepancy") == 2
@@ -115,6 +115,20 @@ def test_a_changed_trial_config_is_refused_not_mixed(tmp_path, tiny_overrides, c
     changed = write_spec(tmp_path / "b.yaml", [*tiny_overrides, "train.lr=2e-3"], seeds=[0], stages={})
     assert main(["sweep", str(changed), "--out", str(out), "--workers", "1"]) == 2
     assert "already exist with other settings" in capsys.readouterr().err
+
+
+def test_a_trial_is_its_resolved_config_so_an_equivalent_spelling_continues_it(tmp_path, tiny_overrides):
+    out = tmp_path / "sweep"
+    spec = write_spec(tmp_path / "a.yaml", tiny_overrides, seeds=[0], stages={})
+    assert main(["sweep", str(spec), "--out", str(out), "--workers", "1"]) == 0
+    # The same config spelled otherwise: overrides reversed, and a default restated.
+    same = write_spec(tmp_path / "b.yaml", [*reversed(tiny_overrides), "train.grad_clip=1.0"], seeds=[0],
+                      stages={"score": SCORE})
+    (trial,) = expand(load_spec(same), out)
+    assert trial.config() == RunDir.open(trial.run_dir).config
+    assert main(["sweep", str(same), "--out", str(out), "--workers", "1"]) == 0
+    state = out / "trials/baseline-number-s0"
+    assert stage_runs(state, "train") == 1 and stage_runs(state, "score") == 1  # only the added stage ran
 
 
 def test_killing_the_sweep_loses_no_finished_trial(tmp_path, tiny_overrides):

@@ -1,0 +1,203 @@
+"""The library API for notebooks: a run directory in a line, its tables as pandas DataFrames.
+
+Example (a tiny run, trained here in a few seconds)::
+
+    >>> import tempfile, possym
+    >>> cfg = possym.load_config("number", None, model__n_layers=1, model__d_model=16, model__d_mlp=32,
+    ...     task__n_train=500, task__n_val=100, task__n_test=100, train__steps=4, train__eval_every=2,
+    ...     train__checkpoint_every=2, train__eval_size=50, train__warmup_steps=1, train__threads=1)
+    >>> run = possym.train(cfg, out=tempfile.mkdtemp() + "/run", progress=False)
+    >>> run.checkpoint_steps(), run.step("final")
+    ([0, 2, 4], 4)
+    >>> list(run.metrics().columns)
+    ['step', 'hop', 'accuracy', 'loss']
+    >>> scores = run.scores(n_inputs=4, figures=False, frequency=False)
+    >>> scores.query("step == 4 and layer == 0")[["head", "s_pos", "s_sym"]].shape
+    (1, 3)
+    >>> possym.load_model(run.path / "checkpoints" / "step_000004.safetensors").cfg.n_layers
+    1
+
+Names follow the paper: :meth:`Run.scores` (s_POS, s_SYM per head), :meth:`Run.purity` (pure heads
+at threshold γ), :meth:`Run.table1` (frequency IDs), :meth:`Run.length_curve` (Fig. 5B).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import safe_open
+
+from possym.config import RunConfig, config_from_dict
+from possym.config import load_config as _load_config
+from possym.errors import PossymError, RunError
+from possym.records import GAMMA, LengthPoint, PurityRecord, ScoreRecord, Table1Record, frame
+from possym.runs import RunDir, StepSpec
+from possym.scores.metric import TAU
+
+__all__ = ["Run", "head_scores", "load_config", "load_model", "open_run", "train"]
+
+
+def load_config(task: str, preset: str | None = None, overrides: list[str] | None = None,
+                **keys: Any) -> RunConfig:
+    """The resolved config of a run: defaults < preset < ``overrides`` (``"train.lr=3e-4"``) < ``keys``,
+    where ``section__key=value`` is the override ``section.key=value`` (``train__steps=500``).
+
+    >>> load_config("number", "quick", train__steps=500).train.steps
+    500
+    """
+    extra = []
+    for key, value in keys.items():
+        if "__" not in key:
+            raise PossymError(f"config key {key!r}: write section__key, e.g. train__steps=500")
+        extra.append(f"{key.replace('__', '.', 1)}={json.dumps(value) if not isinstance(value, str) else value}")
+    return _load_config(task, preset, [*(overrides or []), *extra])
+
+
+def load_model(checkpoint: str | Path, dtype: torch.dtype = torch.float32):  # -> GPTJ
+    """A checkpoint file on its own: the config written into its safetensors header builds the model.
+
+    >>> load_model("runs/demo/number/checkpoints/step_006750.safetensors")   # doctest: +SKIP
+    """
+    from possym.model.gptj import GPTJ
+    from possym.tasks import task_vocab
+
+    path = Path(checkpoint)
+    if not path.is_file():
+        raise RunError(f"checkpoint {path} does not exist")
+    with safe_open(str(path), framework="pt") as f:
+        header = f.metadata() or {}
+        if "config" not in header:
+            raise RunError(f"{path} carries no config in its header; open its run directory instead")
+        cfg = config_from_dict(json.loads(header["config"]))
+        state = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open is not a mapping)
+    model = GPTJ(dataclasses.replace(cfg.model, d_vocab=len(task_vocab(cfg.task))))
+    model.load_state_dict(state)
+    return model.to(dtype).eval()
+
+
+def train(config: RunConfig, out: str | Path, monitor: bool = True, progress: bool = True) -> Run:
+    """Train a new run into ``out`` (or finish an interrupted one with the same config); returns it."""
+    from possym.stages.train import train_run
+
+    out = Path(out)
+    if (out / "config.yaml").is_file():
+        run = RunDir.open(out)
+        if run.config.to_dict() != config.to_dict():
+            raise RunError(f"{out} holds a run with another config; choose a new out")
+    else:
+        if config.train.threads:  # before the run records its environment, so meta.json tells the truth
+            torch.set_num_threads(config.train.threads)
+        run = RunDir.create(out, config, argv=["possym.train", str(out)])
+    train_run(run, monitor=monitor, progress=progress)
+    return Run(run)
+
+
+def open_run(path: str | Path) -> Run:
+    """A run directory made by ``possym train`` (or :func:`train`)."""
+    return Run(RunDir.open(path))
+
+
+def head_scores(model: torch.nn.Module, tokens: Any, **options: Any):
+    """s_POS, s_SYM and entropy of every head of ``model`` on ``tokens``, with the exact swap engine.
+
+    A possym GPT-J takes a LongTensor [batch, pos] of token ids (options: ``query``, ``tau``,
+    ``block_size``; see :func:`possym.scores.swaps.head_scores`). A Hugging Face RoPE model takes a list
+    of encoded prompts (:class:`possym.heads.prompts.EncodedPrompt`; options as
+    :func:`possym.heads.scores.score_heads`). Either way the result has ``s_pos`` and ``s_sym``
+    tensors [input, layer, head].
+    """
+    from possym.model.gptj import GPTJ
+
+    if isinstance(model, GPTJ):
+        from possym.scores.swaps import head_scores as gptj_scores
+
+        return gptj_scores(model, torch.as_tensor(tokens), **{"tau": TAU, **options})
+    from possym.heads.scores import score_heads
+
+    return score_heads(model, list(tokens), **options)
+
+
+class Run:
+    """A run directory with its analyses as DataFrames; each is computed once and cached on disk."""
+
+    def __init__(self, run: RunDir) -> None:
+        self.dir = run
+
+    def __repr__(self) -> str:
+        return f"Run({str(self.path)!r}, task={self.config.task.name!r}, checkpoints={len(self.checkpoint_steps())})"
+
+    @property
+    def path(self) -> Path:
+        return self.dir.path
+
+    @property
+    def config(self) -> RunConfig:
+        return self.dir.config
+
+    def checkpoint_steps(self) -> list[int]:
+        return self.dir.checkpoint_steps()
+
+    def step(self, step: StepSpec = "final") -> int:
+        """The checkpoint step ``step`` names: a number, ``"best"`` (earliest at the maximum validation
+        accuracy) or ``"final"``."""
+        return self.dir.resolve_step(step)
+
+    def model(self, step: StepSpec = "final", dtype: torch.dtype = torch.float32):  # -> GPTJ
+        return self.dir.load_model(step, dtype)
+
+    def metrics(self):  # -> pandas.DataFrame
+        """Validation accuracy over training, long form: ``step, hop, accuracy, loss``; ``hop`` 0 is the
+        accuracy over all hops (the one ``best`` maximises), ``hop`` h the h-hop inputs alone."""
+        import pandas as pd
+
+        rows = []
+        for m in self.dir.metrics():
+            if m.get("event") != "eval":
+                continue
+            rows.append({"step": m["step"], "hop": 0, "accuracy": m["accuracy"], "loss": m.get("loss")})
+            rows += [{"step": m["step"], "hop": int(k[7:]), "accuracy": v, "loss": None}
+                     for k, v in m.items() if k.startswith("acc_hop")]
+        return pd.DataFrame(rows, columns=["step", "hop", "accuracy", "loss"])
+
+    def scores(self, **settings: Any):  # -> pandas.DataFrame
+        """s_POS, s_SYM, entropy of every head at every checkpoint (``scores.csv``): read back when it
+        was made with these settings (:class:`possym.stages.score.ScoreConfig`), else computed and written."""
+        from possym.stages.score import ScoreConfig, cached_scores, score_run
+
+        cfg = ScoreConfig(**{"figures": False, **settings})
+        rows = cached_scores(self.dir, cfg)
+        if {r.step for r in rows} < set(cfg.steps or self.checkpoint_steps()) or cfg.force:
+            rows = score_run(self.dir, cfg).scores
+        return frame(rows, ScoreRecord)
+
+    def purity(self, gamma: float = GAMMA, **settings: Any):  # -> pandas.DataFrame
+        """Per head, its first passage to purity at ``gamma`` (0.1 or 0.05: ``purity.csv``); scores first if needed."""
+        self.scores(**settings)
+        every = self.dir.read("purity", PurityRecord)
+        rows = [r for r in every if r.gamma == gamma]
+        if not rows:
+            raise PossymError(f"purity.csv has no rows at gamma={gamma}; it holds {sorted({r.gamma for r in every})}")
+        return frame(rows, PurityRecord)
+
+    def table1(self, **settings: Any):  # -> pandas.DataFrame
+        """Table 1: each head's weighted mean frequency ID at the table step (``table1.csv``); scores first
+        if needed."""
+        rows = self.dir.read("table1", Table1Record)
+        if not rows:
+            from possym.stages.score import ScoreConfig, score_run
+
+            rows = score_run(self.dir, ScoreConfig(**{"figures": False, **settings})).table1
+        return frame(rows, Table1Record)
+
+    def length_curve(self, grid: tuple[int, ...] | None = None, step: StepSpec = "final", **settings: Any):
+        """Accuracy with K extra tokens (Fig. 5B) at checkpoint ``step``, with Wilson and per-prefix
+        intervals (``lengthgen.csv``): measured once per settings and step, then read back."""
+        from possym.evaluate.lengthgen import LengthGenConfig
+        from possym.stages.lengthgen import length_curve
+
+        cfg = LengthGenConfig(**({"grid": grid} if grid is not None else {}), **settings)
+        return frame(length_curve(self.dir, cfg, step), LengthPoint)

@@ -1,0 +1,111 @@
+"""Length curves of a run, cached in the run directory (paper Fig. 5B).
+
+``lengthgen.csv`` holds :class:`~possym.records.LengthPoint` rows for one or more checkpoints (its
+``step`` column); ``lengthgen.json`` holds the :class:`~possym.evaluate.lengthgen.LengthGenConfig`
+they were measured with and, per step, the seconds and inputs it took. Asking again for a step with
+the same settings reads the rows back; other settings start the file afresh. A file written before
+steps were recorded (its settings held one ``step``) is read as that one step.
+
+Example:
+    >>> points = length_curve(RunDir.open("runs/demo/number"), LengthGenConfig(n=100), step="best")  # doctest: +SKIP
+    >>> [(p.extra, p.accuracy) for p in points if p.n_hops == 0]                                     # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from possym.config import ConfigError
+from possym.evaluate.lengthgen import LengthGenConfig
+from possym.evaluate.lengthgen import length_curve as measure_curve
+from possym.records import LengthPoint
+from possym.runs import RunDir, StepSpec, atomic_write_text
+from possym.stages import build_config
+
+__all__ = ["LengthGenConfig", "LengthStageConfig", "length_curve", "points_at"]
+
+
+@dataclass(frozen=True)
+class LengthStageConfig:
+    """The lengthgen stage of a pipeline: the curve's settings, at each of ``steps``."""
+
+    curve: LengthGenConfig = field(default_factory=LengthGenConfig)
+    steps: tuple[StepSpec, ...] = ("final",)
+    threads: int | None = None
+
+    def __post_init__(self) -> None:
+        for step in self.steps:
+            if not (isinstance(step, int) or step in ("best", "final")):
+                raise ConfigError(f"lengthgen steps: {step!r}; allowed: checkpoint step numbers, 'best', 'final'")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> LengthStageConfig:
+        """From flat settings: :class:`LengthGenConfig`'s keys, ``steps`` and ``threads``."""
+        own = {k: data[k] for k in ("steps", "threads") if k in data}
+        if "steps" in own:
+            own["steps"] = tuple(own["steps"])
+        return cls(curve=build_config(LengthGenConfig, {k: v for k, v in data.items() if k not in own},
+                                      "lengthgen", also=("steps", "threads")), **own)
+
+    def run(self, run: RunDir) -> list[LengthPoint]:
+        if self.threads:
+            torch.set_num_threads(self.threads)
+        return [p for step in self.steps for p in length_curve(run, self.curve, step)]
+
+
+def _settings(cfg: LengthGenConfig) -> dict[str, Any]:
+    return {**dataclasses.asdict(cfg), "grid": list(cfg.grid)}
+
+
+def _cache(run: RunDir) -> dict[str, Any]:
+    """``lengthgen.json`` as ``{"settings", "steps": {step: info}}``, or empty."""
+    file = run.artifact("lengthgen_settings")
+    if not file.is_file():
+        return {}
+    record = json.loads(file.read_text())
+    if "steps" in record:
+        return record
+    settings = dict(record["settings"])  # the one-step form: settings carried the step
+    step = settings.pop("step")
+    info = {k: v for k, v in record.items() if k != "settings"}
+    return {"settings": settings, "steps": {str(step): info}, "legacy_step": step}
+
+
+def points_at(points: list[LengthPoint], step: int) -> list[LengthPoint]:
+    """The points measured at ``step`` (a curve written before steps were recorded counts as any)."""
+    return [p for p in points if p.step in (step, None)]
+
+
+def length_curve(run: RunDir, cfg: LengthGenConfig | None = None, step: StepSpec = "final",
+                 force: bool = False, progress: Callable[[int], None] | None = None) -> list[LengthPoint]:
+    """The run's length curve at checkpoint ``step`` (a number, ``"best"`` or ``"final"``), measured once
+    and then read from RUN/lengthgen.csv; ``progress(n)`` after each batch of ``n`` inputs."""
+    cfg = cfg or LengthGenConfig()
+    at = run.resolve_step(step)
+    cache = _cache(run)
+    same = cache.get("settings") == _settings(cfg)
+    stored = run.read("lengthgen", LengthPoint) if same else []
+    if "legacy_step" in cache:  # give the old rows their step, so that a second step can join them
+        stored = [dataclasses.replace(p, step=cache["legacy_step"]) for p in stored]
+    if same and not force and str(at) in cache["steps"]:
+        return points_at(stored, at)
+    model = run.load_model(at)
+    start = time.perf_counter()
+    rows = measure_curve(model, run.config.task, cfg, on_batch=progress)
+    info = {"seconds": time.perf_counter() - start, "inputs": cfg.n * len(run.config.task.hops) * len(cfg.grid),
+            "threads": torch.get_num_threads()}
+    fresh = [LengthPoint.from_dict({**r, "step": at}) for r in rows]
+    kept = [p for p in stored if p.step != at]
+    steps = {k: v for k, v in cache.get("steps", {}).items() if same and k != str(at)} | {str(at): info}
+    run.write("lengthgen", sorted(kept + fresh, key=lambda p: (p.step or 0, p.extra, p.n_hops)))
+    # The settings file goes last: its entry for a step says that step's rows beside it are complete.
+    record = {"settings": _settings(cfg), "steps": dict(sorted(steps.items(), key=lambda kv: int(kv[0])))}
+    atomic_write_text(run.artifact("lengthgen_settings"), json.dumps(record, indent=2) + "\n")
+    return fresh

@@ -1,0 +1,241 @@
+"""Score a run: positional/symbolic scores of every checkpoint, purity, frequency use and Table 1.
+
+The library half of ``possym score RUN`` and of the ``score`` stage of ``reproduce`` and sweeps.
+Writes into RUN (file names from :data:`possym.runs.ARTIFACTS`):
+
+  scores.csv          :class:`~possym.records.ScoreRecord` per step, query, layer, head
+  scores.json         the settings scores.csv was made with; steps already scored with the same
+                      settings are reused, unless ``force``
+  purity.csv          :class:`~possym.records.PurityRecord` per γ and head
+  purity_tally.csv    :class:`~possym.records.TallyRecord` per γ and step (Fig. 2C, 7)
+  frequency_use.csv   at the table step: use per (layer, head, frequency ID)            (Fig. 8)
+  table1.csv          at the table step: weighted mean ID, its frequency, dominant ID   (Table 1)
+  plane_scores.csv    at the table step: s_pos, s_sym of every plane's projection head
+  figures/            fig2_dynamics, fig3_hop_attention, fig4b_geometry, fig6_scores, fig7_purity,
+                      fig8_frequency_use (PNG and SVG), with ``figures=True``
+
+Example:
+    >>> result = score_run(RunDir.open("runs/demo/number"), ScoreConfig(n_inputs=30))   # doctest: +SKIP
+    >>> [r for r in result.scores if r.step == result.table_step and r.layer == 0]      # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from possym.config import ConfigError
+from possym.errors import PossymError
+from possym.records import (
+    GAMMAS,
+    FrequencyUseRecord,
+    PlaneScoreRecord,
+    PurityRecord,
+    ScoreRecord,
+    Table1Record,
+    TallyRecord,
+)
+from possym.runs import RunDir, StepSpec, atomic_write_text
+from possym.scores.metric import COSINES, TAU
+
+
+@dataclass(frozen=True)
+class ScoreConfig:
+    """How to score a run.
+
+    n_inputs: test inputs per checkpoint (paper: 100), chosen by ``seed`` from the run's test split.
+    tau: swap temperature (paper: 1e-4). block_size: tokens per swapped block (paper A: 1).
+    hops: also score every hop position as a query. frequency: frequency use, Table 1 and per-plane
+    scores at ``table_step`` (a number, ``"best"`` or ``"final"``). steps: checkpoints to score
+    (None: all). force: re-score steps already in scores.csv. cosine: ``"exact"`` (the paper's
+    formula) or ``"torch"`` (the authors' ``F.cosine_similarity``; :mod:`possym.scores.metric`).
+    """
+
+    n_inputs: int = 100
+    seed: int = 0
+    tau: float = TAU
+    block_size: int = 1
+    hops: bool = False
+    frequency: bool = True
+    figures: bool = True
+    table_step: StepSpec = "final"
+    steps: tuple[int, ...] | None = None
+    force: bool = False
+    threads: int | None = 1  # the engine works on small tensors; an OpenMP team on a busy machine is 10x slower
+    cosine: str = "exact"
+
+    def __post_init__(self) -> None:
+        if self.cosine not in COSINES:
+            raise ConfigError(f"score cosine={self.cosine!r} is not a cosine possym knows; allowed: {COSINES}")
+        if self.n_inputs < 1:
+            raise ConfigError(f"score n_inputs={self.n_inputs} must be >= 1")
+        if not self.tau > 0:
+            raise ConfigError(f"score tau={self.tau} must be > 0")
+        if self.block_size < 1:
+            raise ConfigError(f"score block_size={self.block_size} must be >= 1")
+        if self.steps is not None:
+            object.__setattr__(self, "steps", tuple(sorted({int(s) for s in self.steps})))
+
+    def settings(self) -> dict:
+        """What scores.csv depends on (recorded in scores.json; equal settings reuse its rows)."""
+        return {"n_inputs": self.n_inputs, "seed": self.seed, "tau": self.tau, "block_size": self.block_size,
+                "hops": self.hops, "cosine": self.cosine}
+
+
+@dataclass(frozen=True)
+class ScoreResult:
+    scores: list[ScoreRecord]
+    purity: list[PurityRecord]
+    tally: list[TallyRecord]
+    table1: list[Table1Record]
+    table_step: int
+    best_step: int | None
+    n_scored: int  # checkpoints scored by this call (the rest were reused)
+    n_inputs: int
+
+
+def cached_scores(run: RunDir, cfg: ScoreConfig) -> list[ScoreRecord]:
+    """Rows of an earlier scoring made with the same settings (else none)."""
+    settings_file = run.artifact("scores_settings")
+    # Files written before the cosine was a setting were scored with the exact one.
+    if not settings_file.is_file() or {"cosine": "exact", **json.loads(settings_file.read_text())} != cfg.settings():
+        return []
+    return run.read("scores", ScoreRecord)
+
+
+def score_run(run: RunDir, cfg: ScoreConfig = ScoreConfig(),
+              progress: Callable[[int], None] | None = None) -> ScoreResult:
+    """Score the run's checkpoints (reusing those already scored with ``cfg``'s settings), write the
+    score, purity and frequency tables, and the figures if asked; ``progress(step)`` after each checkpoint."""
+    from possym.scores.checkpoints import purity_tables, score_checkpoints, score_inputs
+    from possym.scores.dynamics import normalise_entropy
+
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    available = run.checkpoint_steps()
+    if not available:
+        raise PossymError(f"{run.path} has no checkpoints yet")
+    steps = list(cfg.steps) if cfg.steps else available
+    missing = sorted(set(steps) - set(available))
+    if missing:
+        raise PossymError(f"no checkpoints for steps {missing}; available: {available}")
+    table_step = run.resolve_step(cfg.table_step)
+    samples = score_inputs(run.config.task, run.config.seeds.data, cfg.n_inputs, cfg.seed)
+
+    previous = cached_scores(run, cfg)
+    kept = [r for r in previous if not (cfg.force and r.step in steps)]
+    done = {r.step for r in kept}
+    todo = [s for s in steps if s not in done]
+    fresh = score_checkpoints(run, todo, samples, tau=cfg.tau, block_size=cfg.block_size, hops=cfg.hops,
+                              progress=progress, cosine=cfg.cosine)  # type: ignore[arg-type]
+    # Entropy is normalised across every step of the run, so it is recomputed over kept + fresh rows.
+    raw = [{k: v for k, v in r.to_dict().items() if k != "entropy_norm"} for r in kept] + fresh
+    raw.sort(key=lambda r: (r["step"], r["query"], r["layer"], r["head"]))
+    scores = [ScoreRecord.from_dict(r) for r in normalise_entropy(raw)]
+    run.write("scores", scores)
+    atomic_write_text(run.artifact("scores_settings"), json.dumps(cfg.settings(), indent=2) + "\n")
+
+    first, tally = purity_tables([r.to_dict() for r in scores], run.metrics(), GAMMAS)
+    purity = [PurityRecord.from_dict(r) for r in first]
+    tallies = [TallyRecord.from_dict(t) for t in tally]
+    run.write("purity", purity)
+    run.write("purity_tally", tallies)
+
+    table1: list[Table1Record] = []
+    if cfg.frequency and run.config.model.rot_dim > 0:
+        table1 = frequency_tables(run, table_step, samples, cfg)
+    result = ScoreResult(scores, purity, tallies, table1, table_step, run.best(), len(todo), len(samples))
+    if cfg.figures:
+        score_figures(run, result, samples, cfg)
+    return result
+
+
+def frequency_tables(run: RunDir, step: int, samples, cfg: ScoreConfig) -> list[Table1Record]:
+    """Frequency use (Fig. 8), Table 1 and per-plane scores of the model at ``step``; writes all three."""
+    from possym.model.rope import layer_frequencies
+    from possym.scores.frequency import dominant_frequency_id, frequency_use, plane_scores, weighted_frequency_id
+
+    model = run.load_model(step)
+    tokens = torch.as_tensor(samples.tokens)
+    use = frequency_use(model, tokens)  # [layer, head, plane]
+    per_plane = plane_scores(model, tokens, tau=cfg.tau, block_size=cfg.block_size)
+    use_rows, table, plane_rows = [], [], []
+    for layer in range(use.shape[0]):
+        thetas = layer_frequencies(model.cfg, layer)  # 0 where p-RoPE or a NoPE layer stops a plane turning
+        for head in range(use.shape[1]):
+            for k in range(use.shape[2]):
+                use_rows.append(FrequencyUseRecord(step, layer, head, k + 1, float(thetas[k]),
+                                                   float(use[layer, head, k])))
+                plane_rows.append(PlaneScoreRecord(step, layer, head, k + 1,
+                                                   float(per_plane.s_pos[:, layer, head, k].nanmean()),
+                                                   float(per_plane.s_sym[:, layer, head, k].nanmean())))
+            weighted = float(weighted_frequency_id(use[layer, head]))
+            rounded = min(max(round(weighted), 1), len(thetas))
+            table.append(Table1Record(step, layer, head, weighted, rounded, float(thetas[rounded - 1]),
+                                      int(dominant_frequency_id(use[layer, head]))))
+    run.write("frequency_use", use_rows)
+    run.write("table1", table)
+    run.write("plane_scores", plane_rows)
+    return table
+
+
+def score_figures(run: RunDir, result: ScoreResult, samples, cfg: ScoreConfig) -> list[str]:
+    """The run's score figures into RUN/figures; returns their stems."""
+    import matplotlib.pyplot as plt
+
+    from possym.report.score_plots import (
+        fig2_dynamics,
+        fig3_hop_attention,
+        fig4b_geometry,
+        fig6_layer_scores,
+        fig7_purity,
+        fig8_frequency_use,
+    )
+    from possym.runs import save_figure
+    from possym.scores.frequency import plane_geometry
+    from possym.scores.patterns import hop_attention
+    from possym.tasks import task_vocab
+
+    out = run.artifact("figures")
+    out.mkdir(exist_ok=True)
+    name = run.config.task.name
+    rows = [r.to_dict() for r in result.scores]
+    first = [r.to_dict() for r in result.purity]
+    tally = [r.to_dict() for r in result.tally]
+    best = result.best_step
+    n_layers = run.config.model.n_layers
+    shown = [layer for layer in (1, 5, 11) if layer < n_layers] or list(range(min(3, n_layers)))
+    figs = {
+        "fig2_dynamics": fig2_dynamics(rows, run.metrics(), [t for t in tally if t["gamma"] == GAMMAS[0]],
+                                       [f for f in first if f["gamma"] == GAMMAS[0]], layers=shown,
+                                       max_acc_step=best, title=f"{name} task"),
+        "fig6_scores": fig6_layer_scores(rows, max_acc_step=best, title=f"{name} task: scores per layer"),
+        "fig7_purity": fig7_purity({g: [t for t in tally if t["gamma"] == g] for g in GAMMAS},
+                                   {g: [f for f in first if f["gamma"] == g] for g in GAMMAS}, title=name),
+    }
+    if cfg.hops:
+        for q in sorted({r["query"] for r in rows} - {"last"}):
+            figs[f"fig6_scores_{q}"] = fig6_layer_scores(rows, max_acc_step=best, query=q,
+                                                         title=f"{name} task: scores per layer, query {q}")
+    # Fig. 3 and 4B: one input with the most hops, at the table step.
+    model = run.load_model(result.table_step)
+    i = int(samples.n_hops.argmax())
+    tokens = torch.as_tensor(samples.tokens[i])
+    path = [int(p) for p in samples.path[i] if p >= 0]
+    words = task_vocab(run.config.task).decode(samples.tokens[i])
+    figs["fig3_hop_attention"] = fig3_hop_attention(hop_attention(model, tokens, path), words, path)
+    if model.cfg.rot_dim > 0:
+        layer = 1 if n_layers > 1 else 0
+        geo = plane_geometry(model, tokens, layer=layer)
+        figs["fig4b_geometry"] = fig4b_geometry(geo, title=f"{name} task, L{layer}, frequency ID {geo.frequency_id}")
+    if result.table1:
+        use = [r.to_dict() for r in run.read("frequency_use", FrequencyUseRecord)]
+        figs["fig8_frequency_use"] = fig8_frequency_use(use, [r.to_dict() for r in result.table1],
+                                                        title=f"{name} task: frequency use")
+    for stem, fig in figs.items():
+        save_figure(fig, out / stem)
+        plt.close(fig)
+    return list(figs)

@@ -1,0 +1,194 @@
+"""The theory stage (Theorems 3.1–3.2, Remark 3.1 as code) and the trained heads' discrepancy.
+
+:func:`theory_tables` writes, in ``out``:
+  verification.csv     T_Index / T_Retrieval run through the model code, against the oracles (hard, softmax)
+  violations.csv       the theorem's conditions violated: where the failures start
+  beta.csv             the exact smallest softmax beta per n0, Lemma F.1's sufficient beta, the witness checks
+  witnesses.csv        Remark 3.1's swap pairs and the heads run on them
+  discrepancy.csv      exact discrepancy per (function, definition, domain, n) with Theorem 3.2's bound
+  bounds.csv           where each bound holds and fails; counterexamples.csv: a concrete input per failure
+  fig5a.csv            Theorem 3.2's bounds for n = 1..100 (the curves of the paper's Fig. 5A)
+  theory_fig5a.{png,svg}, theory_discrepancy.{png,svg}, theory_beta.{png,svg}
+
+:func:`trained_discrepancy_run` writes, in RUN/theory (or ``out``): discrepancy_heads.csv,
+discrepancy_accuracy.csv, discrepancy_summary.csv and discrepancy_heads.{png,svg}, each row naming
+the checkpoint step it was measured at.
+
+Both return their tables; ``log(line)`` receives a line of progress per part (the CLI prints them).
+
+Example:
+    >>> result = theory_tables(TheoryConfig(quick=True), Path("theory"))     # doctest: +SKIP
+    >>> result.ok, len(result.tables["bounds"])                               # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from possym.config import ConfigError
+from possym.runs import RunDir, StepSpec, atomic_write_text, csv_text, read_csv, save_figure, typed_row
+
+Log = Callable[[str], None]
+
+
+def _quiet(_line: str) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class TheoryConfig:
+    """n_max: largest input length for the discrepancy; samples: random / task inputs per setting;
+    quick: small settings only (a smoke run of about a minute)."""
+
+    n_max: int = 5000
+    samples: int = 10_000
+    seed: int = 0
+    quick: bool = False
+    threads: int | None = 1
+
+    def __post_init__(self) -> None:
+        if self.n_max < 2:
+            raise ConfigError(f"theory n_max={self.n_max} must be >= 2")
+        if self.samples < 1:
+            raise ConfigError(f"theory samples={self.samples} must be >= 1")
+
+
+@dataclass(frozen=True)
+class TheoryResult:
+    tables: dict[str, list[dict[str, Any]]]  # file stem -> rows
+    seconds: float
+
+    @property
+    def off_expectation(self) -> list[dict[str, Any]]:
+        """Verification rows off expectation: a finding for the claims table, not a crash."""
+        return [r for r in self.tables["verification"] + self.tables["violations"] if not r["ok"]]
+
+    @property
+    def ok(self) -> bool:
+        return not self.off_expectation
+
+
+def _dense_grid(n_max: int) -> np.ndarray:
+    """Every n up to 300, every 10th to 1000, every 50th beyond: where the costly reductions are evaluated."""
+    grid = np.concatenate([np.arange(2, 301), np.arange(310, 1001, 10), np.arange(1050, n_max + 1, 50)])
+    return np.unique(grid[grid <= n_max])
+
+
+def theory_tables(cfg: TheoryConfig, out: Path, log: Log = _quiet) -> TheoryResult:
+    """Run every check of the theory section and write its tables and figures into ``out``."""
+    from possym.theory import discrepancy as disc
+    from possym.theory import plots, tables
+
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(cfg.seed)
+    samples = min(cfg.samples, 300) if cfg.quick else cfg.samples
+    n_max = min(cfg.n_max, 400) if cfg.quick else cfg.n_max
+    t0 = time.perf_counter()
+    written: dict[str, list[dict[str, Any]]] = {}
+
+    def write(name: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        atomic_write_text(out / f"{name}.csv", csv_text(rows))
+        log(f"  wrote {out / name}.csv ({len(rows)} rows)")
+        written[name] = rows
+        return rows
+
+    log("Theorem 3.1: the constructions against the oracles")
+    write("verification", tables.verification_records(tables.input_sets(samples, rng, quick=cfg.quick)))
+    write("violations", tables.violation_records(quick=cfg.quick))
+    log("Smallest softmax beta per n0")
+    beta = write("beta", tables.beta_records(tables.beta_settings(cfg.quick), samples, rng))
+    log("Remark 3.1: swap pairs")
+    write("witnesses", tables.witness_records(rng))
+    log(f"Theorem 3.2: exact discrepancy for n <= {n_max}")
+    rows = write("discrepancy", disc.discrepancy_records(n_max=n_max, retrieval_ns=_dense_grid(n_max),
+                                                          index_ns=np.arange(2, n_max + 1)))
+    write("bounds", disc.bound_checks(rows))
+    write("counterexamples", tables.counterexample_records(rows))
+    fig5a = write("fig5a", disc.fig5a_records())
+    for stem, fig in (
+        ("theory_fig5a", plots.fig5a_figure(fig5a, rows)),
+        ("theory_discrepancy", plots.discrepancy_figure(rows)),
+        ("theory_beta", plots.beta_figure(beta)),
+    ):
+        for path in save_figure(fig, out / stem):
+            log(f"  wrote {path}")
+    return TheoryResult(written, time.perf_counter() - t0)
+
+
+@dataclass(frozen=True)
+class DiscrepancyConfig:
+    """extras: extra-token counts (None: :data:`possym.theory.trained.DEFAULT_EXTRAS`); samples: task
+    instances per extra length; step: the checkpoint (a number, ``"best"`` or ``"final"``)."""
+
+    extras: tuple[int, ...] | None = None
+    samples: int = 32
+    seed: int = 0
+    dtype: str = "float32"
+    step: StepSpec = "final"
+    threads: int | None = 1
+
+    def __post_init__(self) -> None:
+        if self.dtype not in ("float32", "float64"):
+            raise ConfigError(f"discrepancy dtype={self.dtype!r}; allowed: 'float32', 'float64'")
+        if self.samples < 1:
+            raise ConfigError(f"discrepancy samples={self.samples} must be >= 1")
+        if self.extras is not None:
+            if not all(isinstance(x, int) and x >= 0 for x in self.extras):
+                raise ConfigError(f"discrepancy extras={list(self.extras)} must be integers >= 0")
+            object.__setattr__(self, "extras", tuple(self.extras))
+
+
+@dataclass(frozen=True)
+class DiscrepancyResult:
+    heads: list[dict[str, Any]]
+    accuracy: list[dict[str, Any]]
+    summary: list[dict[str, Any]]
+    step: int
+    out: Path
+
+
+def trained_discrepancy_run(run: RunDir, cfg: DiscrepancyConfig = DiscrepancyConfig(), out: Path | None = None,
+                            replot: bool = False, log: Log = _quiet) -> DiscrepancyResult:
+    """Top-minus-second attention score of the run's heads against extra length, at ``cfg.step``;
+    with ``replot``, redo the summary and figure from the CSVs already in ``out``."""
+    from possym.theory import plots
+    from possym.theory.trained import DEFAULT_EXTRAS, collapse_summary, trained_discrepancy
+
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    out = Path(out) if out is not None else run.path / "theory"
+    out.mkdir(parents=True, exist_ok=True)
+    task = run.config.task
+    if replot:
+        heads = [typed_row(r) for r in read_csv(out / "discrepancy_heads.csv")]
+        accuracy = [typed_row(r) for r in read_csv(out / "discrepancy_accuracy.csv")]
+        step = int(heads[0]["step"])
+    else:
+        step = run.resolve_step(cfg.step)
+        model = run.load_model(step, dtype=torch.float64 if cfg.dtype == "float64" else torch.float32)
+        extras = DEFAULT_EXTRAS if cfg.extras is None else cfg.extras
+        log(f"{run.path}: {task.name} task, step {step}, {model.cfg.n_layers} layers; extras {list(extras)}, "
+            f"{cfg.samples} samples each")
+        heads, accuracy = trained_discrepancy(model, task, extras, cfg.samples, np.random.default_rng(cfg.seed))
+    summary = collapse_summary(heads, accuracy)
+    for rows in (heads, accuracy, summary):
+        for r in rows:
+            r.update({"task": task.name, "step": step})
+    for name, rows in (("discrepancy_heads", heads), ("discrepancy_accuracy", accuracy),
+                       ("discrepancy_summary", summary)):
+        atomic_write_text(out / f"{name}.csv", csv_text(rows))
+        log(f"  wrote {out / name}.csv ({len(rows)} rows)")
+    fig = plots.trained_figure(heads, accuracy, task.name, title=f"{run.path.name}: step {step}")
+    for path in save_figure(fig, out / "discrepancy_heads"):
+        log(f"  wrote {path}")
+    return DiscrepancyResult(heads, accuracy, summary, step, out)

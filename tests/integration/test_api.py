@@ -1,0 +1,65 @@
+"""The library API against the command line on one tiny trained run: the same tables, cached or not,
+and `best` as the checkpoint HF Trainer would keep."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import torch
+
+import possym
+from possym.cli import main
+from possym.records import ScoreRecord, read_records
+from possym.runs import best_step
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, tiny_session_overrides):
+    cfg = possym.load_config("number", None, tiny_session_overrides)
+    return possym.train(cfg, out=tmp_path_factory.mktemp("api") / "run", progress=False)
+
+
+def test_best_is_the_earliest_checkpoint_at_the_maximum_validation_accuracy(run):
+    evals = [m for m in run.dir.metrics() if m.get("event") == "eval"]
+    top = max(m["accuracy"] for m in evals)
+    assert run.step("best") == min(m["step"] for m in evals if m["accuracy"] == top)
+    recorded = json.loads((run.path / "best.json").read_text())["step"]
+    (run.path / "best.json").rename(run.path / "best.json.bak")  # an older run: derived from the log
+    try:
+        assert run.step("best") == recorded == best_step(run.dir.metrics(), run.checkpoint_steps())
+    finally:
+        (run.path / "best.json.bak").rename(run.path / "best.json")
+    with pytest.raises(possym.PossymError, match="available"):
+        run.step(7)
+
+
+def test_a_checkpoint_file_alone_gives_the_run_model(run):
+    step = run.step("best")
+    alone = possym.load_model(run.path / "checkpoints" / f"step_{step:06d}.safetensors")
+    tokens = torch.randint(0, alone.cfg.d_vocab, (2, 12))
+    assert torch.equal(alone(tokens), run.model(step="best")(tokens))
+
+
+def test_api_scores_equal_what_the_cli_wrote_and_a_recomputation(run):
+    assert main(["score", str(run.path), "--n-inputs", "6", "--no-figures", "--no-frequency", "--step", "best"]) == 0
+    written = read_records(run.path / "scores.csv", ScoreRecord)
+    cached = run.scores(n_inputs=6, frequency=False)
+    assert cached.to_dict("records") == [r.to_dict() for r in written]
+    fresh = run.scores(n_inputs=6, frequency=False, force=True)
+    pd.testing.assert_frame_equal(fresh, cached)
+    assert set(run.purity(gamma=0.05)["gamma"]) == {0.05}
+
+
+def test_length_curves_at_best_and_final_share_one_cached_file(run, capsys):
+    args = ["lengthgen", str(run.path), "--grid", "0,5", "--n", "4", "--n-prefixes", "2", "--no-figures"]
+    assert main([*args, "--step", "best"]) == 0 and main([*args, "--step", "final"]) == 0
+    steps = json.loads((run.path / "lengthgen.json").read_text())["steps"]
+    assert set(steps) == {str(run.step("best")), str(run.step("final"))}
+    curve = run.length_curve(grid=(0, 5), n=4, n_prefixes=2, step="best")
+    assert set(curve["step"]) == {run.step("best")} and {"ci_low", "cluster_high"} <= set(curve.columns)
+    capsys.readouterr()
+    with pytest.raises(SystemExit):  # argparse refuses it, naming what is allowed
+        main(["export", str(run.path), "--step", "nope", "--out", "x"])
+    assert "best or final" in capsys.readouterr().err
