@@ -11,6 +11,7 @@ import torch.nn.functional as F
 
 from possym.config import ModelConfig
 from possym.model.gptj import GPTJ
+from possym.scores.cosines import cosine_verdicts
 from possym.scores.metric import TAU, pair_cosine, swap_pairs
 from possym.scores.spread import mean_spread
 from possym.scores.swap_and_rerun import reference_swap_attention
@@ -75,6 +76,9 @@ def test_a_head_whose_attention_sits_on_the_query_scores_near_zero_under_the_tor
         W[0:8, 0:8] = torch.diag(torch.tensor([0.0, 1, 2, 3, 4, 9, 0, 0])) * 1.1  # q: a gain per token
         W[8:16, 0:8] = torch.eye(8) * 1.1  # k
     tokens = torch.tensor([[0, 1, 2, 3, 4, 5]])
+    table = cosine_verdicts(model, tokens)
+    assert table.loc[0, "kind_exact_0.1"] == "symbolic" and table.loc[0, "kind_torch_0.1"] == "mixed"
+    assert bool(table.loc[0, "changed"])
     _, cache = model.run_with_cache(tokens, ["blocks.0.attn.hook_pattern"])
     row = cache["blocks.0.attn.hook_pattern"][0, 0, -1]
     assert 1e-15 < float(row[:-1].min()) and float(row[:-1].max()) < 1e-12
