@@ -63,27 +63,27 @@ def test_engine_with_either_cosine_equals_swap_and_rerun_scored_by_hand(cosine):
 
 
 def test_a_head_whose_attention_sits_on_the_query_scores_near_zero_under_the_torch_cosine():
-    """NoPE head, all but 1e-13 of its mass on the query itself, the rest ordered by content: exactly
-    symbolic (s_SYM = 1), but every swapped 2-vector has a norm below eps = 1e-8, so the authors'
-    cosine gives both scores ~0 (masses of 1e-14 are far above float32's smallest normal, 1e-38, so
-    this is the eps clamp, not underflow)."""
+    """NoPE head, all but 1e-15 of its mass on the query itself, the rest ordered by content (each key
+    e^-4 of the one before): exactly symbolic (s_SYM = 1, s_POS = 0.014), but every swapped 2-vector
+    has a norm below eps = 1e-8, so the authors' cosine gives both scores ~0 (masses of 1e-16 to
+    1e-23 are far above float32's smallest normal, 1e-38: this is the eps clamp, not underflow)."""
     cfg = ModelConfig(n_layers=1, d_model=8, d_mlp=8, d_vocab=6, rotary_dim=0, dropout=0.0)
     model = GPTJ(cfg, torch.Generator().manual_seed(0)).double().eval()
     with torch.no_grad():
         model.embed.weight.copy_(torch.eye(8)[:6])
         W = model.blocks[0].attn.qkv.weight
         W.zero_()
-        W[0:8, 0:8] = torch.diag(torch.tensor([0.0, 1, 2, 3, 4, 9, 0, 0])) * 1.1  # q: a gain per token
-        W[8:16, 0:8] = torch.eye(8) * 1.1  # k
+        W[0:8, 0:8] = torch.diag(torch.tensor([0.0, 40, 80, 120, 160, 50, 0, 0])) * 0.5  # q: a gain per token
+        W[8:16, 0:8] = torch.eye(8) * 0.5  # k
     tokens = torch.tensor([[0, 1, 2, 3, 4, 5]])
     table = cosine_verdicts(model, tokens)
     assert table.loc[0, "kind_exact_0.1"] == "symbolic" and table.loc[0, "kind_torch_0.1"] == "mixed"
     assert bool(table.loc[0, "changed"])
     _, cache = model.run_with_cache(tokens, ["blocks.0.attn.hook_pattern"])
     row = cache["blocks.0.attn.hook_pattern"][0, 0, -1]
-    assert 1e-15 < float(row[:-1].min()) and float(row[:-1].max()) < 1e-12
+    assert 1e-24 < float(row[:-1].min()) and float(row[:-1].max()) < 1e-15
     exact, authors = head_scores(model, tokens), head_scores(model, tokens, cosine="torch")
-    assert float(exact.s_sym[0, 0, 0]) == pytest.approx(1.0, abs=1e-9)
+    assert float(exact.s_sym[0, 0, 0]) == pytest.approx(1.0, abs=1e-9) and float(exact.s_pos[0, 0, 0]) < 0.05
     assert float(authors.s_sym[0, 0, 0]) < 1e-6 and float(authors.s_pos[0, 0, 0]) < 1e-6
 
 
