@@ -21,9 +21,9 @@ import torch
 
 from possym.heads.capture import rope_spec
 from possym.heads.prompts import COLORS, NAMES, BindingConfig, binding_prompt, encode, single_token_words
-from possym.heads.swap_and_rerun import rerun_swaps
 from possym.heads.scores import _forward, layer_swap_attention, score_heads
-from possym.llm.providers import load_local_model
+from possym.heads.swap_and_rerun import rerun_swaps
+from possym.local_models import load_local_model
 
 
 def main() -> None:

@@ -293,13 +293,16 @@ class RunDir:
         except (SafetensorError, ValueError, RuntimeError) as exc:
             raise RunError(f"checkpoint {path} is truncated or corrupt ({exc}); delete it and resume") from exc
 
-    def load_model(self, step: StepSpec = None, dtype: torch.dtype = torch.float32):  # -> GPTJ
-        """The model at ``step`` (a number, ``"best"`` or ``"final"``; default: the last checkpoint), in eval mode."""
+    def load_model(
+        self, step: StepSpec = None, dtype: torch.dtype = torch.float32, device: torch.device | str | None = None
+    ):  # -> GPTJ
+        """The model at ``step`` (a number, ``"best"`` or ``"final"``; default: the last checkpoint), in eval
+        mode, on ``device`` (default: the CPU; see :func:`possym.devices.resolve_device`)."""
         from possym.model.gptj import GPTJ
 
         model = GPTJ(self.model_config)
         model.load_state_dict(self.load_state_dict(self.resolve_step(step)))
-        return model.to(dtype).eval()
+        return model.to(device=device, dtype=dtype).eval()
 
     # ---- which checkpoint: a number, "best" or "final" ----------------------------------------
     def resolve_step(self, step: StepSpec = None) -> int:

@@ -113,3 +113,12 @@ def test_a_short_run_on_cuda_matches_the_cpu_run(tiny_overrides, tmp_path):
         run = RunDir.create(tmp_path / device, cfg, argv=["t"])
         finals[device] = train(run, make_splits(cfg.task, 0))
     assert finals["cuda"]["loss"] == pytest.approx(finals["cpu"]["loss"], rel=1e-3)
+
+
+def test_the_trained_discrepancy_reads_its_scores_on_the_device():
+    from possym.theory.trained import last_query_scores, top_gap
+
+    model = _meta_model()
+    scores, logits = last_query_scores(model, _tokens(3, 8))
+    assert scores.device == logits.device == top_gap(scores).device == META
+    assert scores.shape == (3, 2, 2, 8)

@@ -42,6 +42,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--frequency-heads", nargs="*", default=[], metavar="LAYER:HEAD",
                    help="more heads to get per-frequency scores for")
     p.add_argument("--threads", type=int, default=1, help="torch threads")
+    p.add_argument("--device", default="auto", help="auto, cpu, cuda (cuda:N) or mps (auto: the best here)")
+    p.add_argument("--device-map", default=None,
+                   help="'auto': spread a model too big for one device over the GPUs, then the CPU (accelerate)")
     p.add_argument("--label", help="model name in figure titles (default: the --model file or folder name)")
     p.add_argument("--no-figures", action="store_true")
     p.add_argument("--replot", action="store_true", help="only redraw the figures from DIR's CSV and JSON files")
@@ -50,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def _check_args(args: argparse.Namespace) -> list[tuple[int, int]]:
     """Validate what can be checked before loading the model; returns the parsed --frequency-heads."""
-    from possym.llm.providers import LOCAL_MODELS
+    from possym.local_models import LOCAL_MODELS
 
     for name in ("model", "prompts"):
         if getattr(args, name) is None:
@@ -136,14 +139,14 @@ def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from possym.heads.scores import depth_summary, extreme_heads, frequency_scores, score_heads
-    from possym.llm.providers import load_local_model
+    from possym.local_models import load_local_model
     from possym.runs import atomic_write_text, csv_text
 
     torch.set_num_threads(args.threads)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
-    model, tokenizer = load_local_model(args.model, args.gguf)
+    model, tokenizer = load_local_model(args.model, args.gguf, device=args.device, device_map=args.device_map)
     n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
     for layer, head in freq_heads:
         if not (0 <= layer < n_layers and 0 <= head < n_heads):

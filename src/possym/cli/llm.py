@@ -101,7 +101,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-backoff", type=float, default=60.0)
     p.add_argument("--batch-size", type=int, default=8, help="hf: prompts per forward batch")
     p.add_argument("--gguf-file", default=None, help="hf: GGUF file inside a --model directory")
-    p.add_argument("--device", default="cpu", help="hf: torch device")
+    p.add_argument("--device", default="auto", help="hf: auto, cpu, cuda (cuda:N) or mps (auto: the best here)")
+    p.add_argument("--device-map", default=None, help="hf: 'auto' spreads a model too big for one device (accelerate)")
     p.add_argument(
         "--stop-when-decided",
         action="store_true",
@@ -141,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
         batch_size=args.batch_size,
         gguf_file=args.gguf_file,
         device=args.device,
+        device_map=args.device_map,
         stop_when_decided=args.stop_when_decided,
     )
     out: Path = args.out

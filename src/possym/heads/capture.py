@@ -73,7 +73,7 @@ class AttentionRecord:
     def mask_row(self, query: int) -> Tensor:
         """The additive mask of the query's row over keys 0..query, float64, −inf where masked: [batch, key_pos]."""
         if self.mask is None:
-            return torch.zeros(self.query.shape[0], query + 1, dtype=torch.float64)
+            return torch.zeros(self.query.shape[0], query + 1, dtype=torch.float64, device=self.query.device)
         row = self.mask[:, 0, query, : query + 1]
         if row.dtype == torch.bool:
             return torch.where(row, 0.0, -math.inf).double()

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from possym.heads.scores import BlockLayout
+from possym.heads.layout import BlockLayout, EncodedPrompt
 from possym.llm.prompts import load_templates, make_cell
 
 BUILTIN = ("binding", "number1", "letter1")
@@ -147,16 +147,6 @@ class BlockSpec:
             raise ValueError(f"block_size={self.block_size} must be >= 1")
         if self.n_blocks is not None and self.n_blocks < 2:
             raise ValueError(f"n_blocks={self.n_blocks} must be >= 2 (a swap needs two blocks)")
-
-
-@dataclass(frozen=True)
-class EncodedPrompt:
-    """A tokenized prompt, its block layout, and the first token of its answer (None: no answer)."""
-
-    ids: tuple[int, ...]
-    layout: BlockLayout
-    answer_id: int | None
-    task: str
 
 
 def _tokens_inside(offsets: list[tuple[int, int]], start: int, end: int, stop: int) -> list[int]:

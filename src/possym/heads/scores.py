@@ -22,60 +22,35 @@ content moves there. Grouped-query attention: query head h reads key head h // (
 Per-frequency scores (paper B's projection heads, :mod:`possym.scores.frequency`) use the same
 merge on each RoPE plane's partial logits alone.
 
-Example (``model``, ``tokenizer`` from :func:`possym.llm.providers.load_local_model`):
-    >>> from possym.heads.prompts import BindingConfig, binding_prompt, encode       # doctest: +SKIP
-    >>> p = encode(binding_prompt(BindingConfig(n_pairs=4), np.random.default_rng(0)), tokenizer)
-    >>> s = score_heads(model, [p])                                                   # doctest: +SKIP
-    >>> s.s_pos.shape                                  # [prompt, layer, head]        # doctest: +SKIP
-    torch.Size([1, 30, 9])
+Example (a tiny random Llama built locally; a real model comes from
+:func:`possym.local_models.load_local_model` and its prompts from :func:`possym.heads.prompts.encode`):
+    >>> import transformers
+    >>> from possym.heads.layout import BlockLayout, EncodedPrompt
+    >>> cfg = transformers.LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+    ...                                num_attention_heads=4, num_key_value_heads=2)
+    >>> model = transformers.AutoModelForCausalLM.from_config(cfg).eval()
+    >>> prompt = EncodedPrompt(tuple(range(1, 13)), BlockLayout(start=2, block_size=2, n_blocks=4), None, "demo")
+    >>> scores = score_heads(model, [prompt])
+    >>> scores.s_pos.shape                                  # [prompt, layer, head]
+    torch.Size([1, 2, 4])
+    >>> bool(((scores.s_pos >= 0) & (scores.s_pos <= 1)).all())
+    True
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from possym.heads.capture import AttentionRecord, RopeSpec, capture_attention, rope_spec
+from possym.heads.layout import BlockLayout, EncodedPrompt
 from possym.scores.metric import TAU, attention_entropy
 from possym.scores.swaps import SwapAttention, content_position_logits, rope_planes, swap_attention
-
-if TYPE_CHECKING:
-    from possym.heads.prompts import EncodedPrompt
-
-
-@dataclass(frozen=True)
-class BlockLayout:
-    """``n_blocks`` swap blocks of ``block_size`` tokens, contiguous from token ``start``.
-
-    >>> BlockLayout(start=3, block_size=2, n_blocks=2).positions.tolist()
-    [3, 4, 5, 6]
-    """
-
-    start: int
-    block_size: int
-    n_blocks: int
-
-    def __post_init__(self) -> None:
-        if self.start < 0:
-            raise ValueError(f"start={self.start} must be >= 0")
-        if self.block_size < 1:
-            raise ValueError(f"block_size={self.block_size} must be >= 1")
-        if self.n_blocks < 2:
-            raise ValueError(f"n_blocks={self.n_blocks} must be >= 2 (a swap needs two blocks)")
-
-    @property
-    def end(self) -> int:
-        """One past the last swapped position."""
-        return self.start + self.block_size * self.n_blocks
-
-    @property
-    def positions(self) -> Tensor:
-        return torch.arange(self.start, self.end)
 
 
 def _cap(logits: Tensor, softcap: float | None) -> Tensor:
@@ -89,7 +64,7 @@ def merged_table(table: Tensor, clean: Tensor, layout: BlockLayout) -> Tensor:
     there); row and column K are otherwise never read by ``swap_attention``.
     """
     k = table.shape[-1]
-    outside = torch.ones(clean.shape[-1], dtype=torch.bool)
+    outside = torch.ones(clean.shape[-1], dtype=torch.bool, device=clean.device)
     outside[layout.positions] = False
     out = table.new_zeros(*table.shape[:-2], k + 1, k + 1)
     out[..., :k, :k] = table
@@ -108,10 +83,12 @@ def layer_swap_attention(
     """
     if layout.end > query:
         raise ValueError(f"blocks end at {layout.end} but must end before the query at {query}")
-    q = record.query[:, :, query].double()  # [batch, head, d_head]
-    k = record.keys_per_head()[:, :, : query + 1].double()  # [batch, head, key_pos, d_head]
+    # float64 where the layer ran; MPS has no float64, so its layers are scored on the CPU
+    device = torch.device("cpu") if record.query.device.type == "mps" else record.query.device
+    q = record.query[:, :, query].to(device, torch.float64)  # [batch, head, d_head]
+    k = record.keys_per_head()[:, :, : query + 1].to(device, torch.float64)  # [batch, head, key_pos, d_head]
     pos = layout.positions
-    mask = record.mask_row(query)  # [batch, key_pos]
+    mask = record.mask_row(query).to(device)  # [batch, key_pos]
     if per_plane:
         table, _ = content_position_logits(
             q, k[:, :, pos], rope.thetas, scale=record.scale, pairing=rope.pairing, key_positions=pos, per_plane=True
@@ -186,7 +163,14 @@ def _groups(prompts: Sequence[EncodedPrompt], batch_size: int) -> list[list[int]
     return [idx[s : s + batch_size] for idx in by_key.values() for s in range(0, len(idx), batch_size)]
 
 
+def input_device(model: torch.nn.Module) -> torch.device:
+    """Where a Hugging Face model takes its input ids: its embedding's device (with a ``device_map``, the
+    layers after it may sit elsewhere; each layer's records stay where the layer ran)."""
+    return model.get_input_embeddings().weight.device
+
+
 def _forward(model: torch.nn.Module, ids: Tensor, layers: list[int]) -> tuple[dict[int, AttentionRecord], Tensor]:
+    ids = ids.to(input_device(model))
     with torch.no_grad(), capture_attention(model, layers) as records:
         logits = model(input_ids=ids, use_cache=False).logits[:, -1]
     return {layer: recs[0] for layer, recs in records.items()}, logits
@@ -224,8 +208,8 @@ def score_heads(
         query, layout = ids.shape[1] - 1, prompts[idx[0]].layout
         for li, layer in enumerate(layers):
             sw, row = layer_swap_attention(records[layer], rope_spec(model, layer), layout, query)
-            s_pos[idx, li], s_sym[idx, li] = sw.scores(tau)
-            ent[idx, li] = attention_entropy(row)
+            s_pos[idx, li], s_sym[idx, li] = (t.cpu() for t in sw.scores(tau))  # layers may sit on several devices
+            ent[idx, li] = attention_entropy(row).cpu()
         for j, i in enumerate(idx):
             if prompts[i].answer_id is not None:
                 correct[i] = float(int(logits[j].argmax()) == prompts[i].answer_id)
@@ -246,8 +230,15 @@ class FrequencyScores:
 
     def records(self, **fields: Any) -> list[dict[str, Any]]:
         return [
-            {**fields, "layer": self.layer, "head": self.head, "frequency_id": k + 1, "theta": float(self.thetas[k]),
-             "s_pos": float(self.s_pos[k]), "s_sym": float(self.s_sym[k])}
+            {
+                **fields,
+                "layer": self.layer,
+                "head": self.head,
+                "frequency_id": k + 1,
+                "theta": float(self.thetas[k]),
+                "s_pos": float(self.s_pos[k]),
+                "s_sym": float(self.s_sym[k]),
+            }
             for k in range(len(self.thetas))
         ]
 
@@ -272,7 +263,7 @@ def frequency_scores(
             one = records[layer].head(head)  # the per-plane tables of one head, not of all
             sw, _ = layer_swap_attention(one, rope_spec(model, layer), layout, query, per_plane=True)
             s_pos, s_sym = sw.scores(tau)  # [batch, 1, plane]
-            per_batch[(layer, head)].append((s_pos[:, 0], s_sym[:, 0]))
+            per_batch[(layer, head)].append((s_pos[:, 0].cpu(), s_sym[:, 0].cpu()))
     out = []
     for layer, head in heads:
         s_pos, s_sym = (torch.cat(parts).nanmean(0) for parts in zip(*per_batch[(layer, head)], strict=True))

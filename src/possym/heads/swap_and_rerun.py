@@ -23,7 +23,8 @@ import torch
 from torch import Tensor
 
 from possym.heads.capture import attention_implementation, attention_module, capture_attention, decoder_layers
-from possym.heads.scores import BlockLayout, layout_pairs
+from possym.heads.layout import BlockLayout
+from possym.heads.scores import layout_pairs
 from possym.scores.metric import TAU, block_swaps, pair_scores
 
 

@@ -35,6 +35,7 @@ import torch
 from torch import Tensor
 
 from possym.config import TaskConfig
+from possym.devices import batch_size_on
 from possym.model.gptj import GPTJ
 from possym.tasks import generate
 
@@ -76,7 +77,8 @@ def trained_discrepancy(
 ) -> tuple[list[dict], list[dict]]:
     """Discrepancy records (layer, head, extra: mean, median, q10, q90, min, max over inputs) and accuracy
     records (extra: n_samples, accuracy) on ``n_samples`` task instances per extra length."""
-    dtype = model.embed.weight.dtype
+    dtype, device = model.embed.weight.dtype, model.embed.weight.device
+    max_batch_elements = batch_size_on(device, max_batch_elements)  # the default is the CPU's
     disc_rows, acc_rows = [], []
     for extra in extras:
         samples = generate(task, n_samples, rng, extra=int(extra))
@@ -84,10 +86,10 @@ def trained_discrepancy(
         batch = max(1, max_batch_elements // (pos * pos * model.cfg.n_heads))
         gaps, correct = [], []
         for start in range(0, n_samples, batch):
-            tokens = torch.as_tensor(samples.tokens[start : start + batch])
+            tokens = torch.as_tensor(samples.tokens[start : start + batch], device=device)
             scores, logits = last_query_scores(model, tokens)
-            gaps.append(top_gap(scores.to(dtype)).double().numpy())  # [batch, layer, head]
-            correct.append(logits.argmax(-1).numpy() == samples.answer[start : start + batch])
+            gaps.append(top_gap(scores.to(dtype)).cpu().double().numpy())  # [batch, layer, head]; MPS has no float64
+            correct.append(logits.argmax(-1).cpu().numpy() == samples.answer[start : start + batch])
         gap = np.concatenate(gaps)
         acc_rows.append(
             {"extra": int(extra), "n_samples": n_samples, "accuracy": float(np.concatenate(correct).mean())}

@@ -18,6 +18,7 @@ transformers = pytest.importorskip("transformers")
 
 from possym.heads import capture  # noqa: E402
 from possym.heads.capture import capture_attention, rope_spec  # noqa: E402
+from possym.heads.layout import BlockLayout, EncodedPrompt  # noqa: E402
 from possym.heads.prompts import (  # noqa: E402
     BindingConfig,
     BlockSpec,
@@ -26,8 +27,8 @@ from possym.heads.prompts import (  # noqa: E402
     binding_prompt,
     one_hop_prompts,
 )
+from possym.heads.scores import _forward, depth_summary, layer_swap_attention, score_heads  # noqa: E402
 from possym.heads.swap_and_rerun import rerun_swaps  # noqa: E402
-from possym.heads.scores import BlockLayout, _forward, depth_summary, layer_swap_attention, score_heads  # noqa: E402
 from possym.llm.prompts import solve  # noqa: E402
 
 _COMMON = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
@@ -157,7 +158,6 @@ def test_registering_the_attention_function_alone_drops_the_causal_mask(llama, m
 
 def test_score_heads_shapes_and_the_future_does_not_matter(llama):
     """Scores of the last query depend on nothing after it: the same prompt inside a batch scores the same."""
-    from possym.heads.prompts import EncodedPrompt
 
     layout = BlockLayout(1, 3, 4)
     prompts = [EncodedPrompt(tuple(_ids(16, seed).tolist()[0]), layout, None, "file") for seed in range(3)]
@@ -220,7 +220,6 @@ def test_head_prompt_span_is_validated():
 
 def test_frequency_scores_of_one_head_are_those_of_its_planes_among_all_heads(llama):
     """Per-frequency scores computed for one head alone equal that head's slice of all heads' planes."""
-    from possym.heads.prompts import EncodedPrompt
     from possym.heads.scores import frequency_scores
 
     layout = BlockLayout(1, 2, 5)

@@ -29,8 +29,8 @@ from possym.heads.prompts import (
     one_hop_prompts,
     single_token_words,
 )
-from possym.heads.swap_and_rerun import rerun_swaps
 from possym.heads.scores import _forward, layer_swap_attention, score_heads
+from possym.heads.swap_and_rerun import rerun_swaps
 
 
 def _skip_reason() -> str | None:
@@ -44,7 +44,7 @@ def _skip_reason() -> str | None:
 def smol():
     if _skip_reason():
         pytest.skip(_skip_reason())
-    from possym.llm.providers import load_local_model
+    from possym.local_models import load_local_model
 
     return load_local_model("SmolLM2-135M-Instruct")
 

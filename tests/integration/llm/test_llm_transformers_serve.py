@@ -26,7 +26,7 @@ pytest.importorskip("uvicorn", reason="transformers serve needs the transformers
 
 from possym.cli import main  # noqa: E402
 from possym.llm.prompts import load_templates, make_grid  # noqa: E402
-from possym.llm.providers import export_to_directory  # noqa: E402
+from possym.local_models import export_to_directory  # noqa: E402
 
 
 def _free_port() -> int:

