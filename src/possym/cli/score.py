@@ -15,7 +15,7 @@ from tqdm import tqdm
 from possym.cli._args import step_arg
 from possym.records import GAMMA, GAMMAS
 from possym.runs import RunDir
-from possym.scores.metric import TAU
+from possym.scores.metric import COSINES, TAU
 from possym.stages.score import ScoreConfig, ScoreResult, score_run
 
 
@@ -29,6 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed choosing the test inputs")
     p.add_argument("--tau", type=float, default=TAU, help="swap temperature (paper: 1e-4)")
     p.add_argument("--block-size", type=int, default=1, help="tokens per swapped block (paper A: 1)")
+    p.add_argument("--cosine", choices=COSINES, default="exact",
+                   help="exact: the paper's formula (default); torch: the authors' F.cosine_similarity, float32 "
+                   "with eps 1e-8 on each norm (docs/choices.md)")
     p.add_argument("--hops", action="store_true", help="also score every hop position as a query")
     p.add_argument("--no-frequency", action="store_true", help="skip frequency use and per-plane scores")
     p.add_argument("--no-figures", action="store_true")
@@ -43,7 +46,7 @@ def config(args: argparse.Namespace) -> ScoreConfig:
     return ScoreConfig(n_inputs=args.n_inputs, seed=args.seed, tau=args.tau, block_size=args.block_size,
                        hops=args.hops, frequency=not args.no_frequency, figures=not args.no_figures,
                        table_step=args.step, steps=tuple(args.steps) if args.steps else None, force=args.force,
-                       threads=args.threads)
+                       threads=args.threads, cosine=args.cosine)
 
 
 def run(args: argparse.Namespace) -> int:

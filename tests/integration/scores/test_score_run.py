@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from possym.cli import main
@@ -56,6 +57,18 @@ def test_score_cli_writes_scores_purity_frequency_and_figures(tmp_path, tiny_ove
     assert main(["score", str(run.path), "--hops", "--n-inputs", "40", "--no-figures", "--no-frequency"]) == 0
     assert "4 already scored" in capsys.readouterr().out
     assert read_csv(run.path / "scores.csv") == rows
+    # Every score carries its spread over the 40 inputs.
+    assert all(float(r["s_pos_low"]) <= float(r["s_pos"]) <= float(r["s_pos_high"]) for r in last)
+    assert all(r["final_straddles"] in ("True", "False") for r in read_csv(run.path / "purity.csv"))
+
+    # The authors' cosine is another setting: every step is scored again, and recorded as such.
+    assert main(["score", str(run.path), "--n-inputs", "40", "--no-figures", "--no-frequency",
+                 "--cosine", "torch"]) == 0
+    assert "0 already scored" in capsys.readouterr().out
+    assert '"cosine": "torch"' in (run.path / "scores.json").read_text()
+    with pytest.raises(SystemExit, match="2"):
+        main(["score", str(run.path), "--cosine", "cos"])
+    assert "invalid choice: 'cos'" in capsys.readouterr().err
 
 
 def test_engine_matches_the_reference_on_a_trained_runs_checkpoints(tmp_path, tiny_overrides):
