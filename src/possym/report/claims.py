@@ -18,6 +18,12 @@ The rules, once for all:
 - **Sets of layers** (Figs. 2C, 6, 7): with J the Jaccard index of our set and the paper's, match if
   J = 1, partial if J >= 0.5, else differs.
 - **Counts of pure heads**: match if within 1 of the paper's, partial if within 3.
+- **Sampling noise** (scores carry bootstrap 95% intervals; :func:`possym.scores.dynamics.layer_sets`):
+  a layer is *surely* pure when its whole interval box is, *possibly* pure when the box meets the
+  pure region. Every set between the sure and the possible one is consistent with our data; the
+  rules above are applied to the one closest to the paper's (the sure layers plus the possible ones
+  the paper lists), and ``ours`` names the layers that straddle γ. So a claim never flips on sampling
+  noise alone. Scores without intervals count by their point estimates.
 - **Table 1 frequency IDs**: a layer agrees if |our weighted ID - paper's| <= 3; match if >= 10 of 12
   layers agree, partial if >= 6.
 - **Orders and inequalities** (hop order, which task learns first, letter above number): exact, as
@@ -42,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from possym.paper import paper_numbers
-from possym.scores.dynamics import purity
+from possym.scores.dynamics import layer_sets, purity
 
 VERDICTS = ("match", "partial", "differs", "n/a")
 PAPER_LAYERS = 12
@@ -111,6 +117,32 @@ def ever_pure(purity_rows: Sequence[Mapping[str, Any]], kind: str) -> set[int]:
         for r in purity_rows
         if float(r["gamma"]) == GAMMA and r.get("query", "last") == "last" and kind in (r["kind"], r["final_kind"])
     }
+
+
+def closest_layers(sure: set[int], possible: set[int], paper: set[int]) -> set[int]:
+    """Of the sets between ``sure`` and ``possible`` (all consistent with the intervals), the one closest to
+    ``paper``: the sure layers plus the possible ones the paper lists.
+
+    >>> sorted(closest_layers({1, 2}, {0, 1, 2, 4}, {0, 1, 2, 3}))
+    [0, 1, 2]
+    """
+    return sure | (possible & paper)
+
+
+def _straddling(sure: set[int], possible: set[int]) -> str:
+    uncertain = possible - sure
+    return f" ({', '.join(f'L{x}' for x in sorted(uncertain))} straddle γ)" if uncertain else ""
+
+
+def layer_claim_sets(te: TaskEvidence, kind: str, paper: set[int], *, ever: bool) -> tuple[set[int], str]:
+    """(our set for the rule, its text): from the scores' intervals when the run has scores, else from
+    the purity table (``ever``) or the point estimates."""
+    if te.scores:
+        sure, possible = layer_sets([dict(r) for r in te.scores], kind, GAMMA, ever=ever)
+        chosen = closest_layers(sure, possible, paper)
+        return chosen, _layers(chosen) + _straddling(sure, possible)
+    ours = ever_pure(te.purity, kind) if ever else set()
+    return ours, _layers(ours)
 
 
 def final_kinds(scores: Sequence[Mapping[str, Any]]) -> dict[int, str]:
@@ -205,34 +237,35 @@ def head_claims(ev: Evidence) -> list[dict[str, str]]:
         if te is None or not te.purity:
             out.append(_claim(name, section, _layers(paper_set), "no scores", "n/a", layer_rule))
         elif te.n_layers != PAPER_LAYERS:
-            ours = ever_pure(te.purity, kind)
+            _, text = layer_claim_sets(te, kind, paper_set, ever=True)
             out.append(
                 _claim(
                     name,
                     section,
                     _layers(paper_set),
-                    f"{_layers(ours)} of {te.n_layers} layers",
+                    f"{text} of {te.n_layers} layers",
                     "n/a",
                     layer_rule + "; needs the paper's 12 layers",
                 )
             )
         else:
-            ours = ever_pure(te.purity, kind)
-            out.append(
-                _claim(name, section, _layers(paper_set), _layers(ours), verdict_for_set(ours, paper_set), layer_rule)
-            )
+            ours, text = layer_claim_sets(te, kind, paper_set, ever=True)
+            rule = layer_rule + "; on the set closest to the paper's within our intervals"
+            out.append(_claim(name, section, _layers(paper_set), text, verdict_for_set(ours, paper_set), rule))
     number, letter = ev.tasks.get("number"), ev.tasks.get("letter")
-    rule = "match if the number model has a pure positional layer at its last checkpoint and the letter model none"
+    rule = ("match if the number model has a pure positional layer at its last checkpoint and the letter model "
+            "none (within our intervals: possibly one, surely none)")
     if number and letter and number.scores and letter.scores:
-        n_pos = {k for k, v in final_kinds(number.scores).items() if v == "positional"}
-        l_pos = {k for k, v in final_kinds(letter.scores).items() if v == "positional"}
+        n_sure, n_possible = layer_sets([dict(r) for r in number.scores], "positional", GAMMA, ever=False)
+        l_sure, l_possible = layer_sets([dict(r) for r in letter.scores], "positional", GAMMA, ever=False)
         out.append(
             _claim(
                 "positional layers appear in the number task only",
                 "Sec. 3.3, Fig. 6",
                 "number L1-L3 positional; letter none",
-                f"number {_layers(n_pos)}; letter {_layers(l_pos)}",
-                "match" if n_pos and not l_pos else "differs",
+                f"number {_layers(n_possible)}{_straddling(n_sure, n_possible)}; "
+                f"letter {_layers(l_sure)}{_straddling(l_sure, l_possible)}",
+                "match" if n_possible and not l_sure else "differs",
                 rule,
             )
         )
@@ -241,10 +274,13 @@ def head_claims(ev: Evidence) -> list[dict[str, str]]:
         te = ev.tasks.get(task)
         if te is None or not te.scores:
             continue
-        kinds = final_kinds(te.scores)
-        pure = sum(bool(v) for v in kinds.values())
+        rows = [dict(r) for r in te.scores]
+        sure = set().union(*(layer_sets(rows, k, GAMMA, ever=False)[0] for k in ("positional", "symbolic")))
+        possible = set().union(*(layer_sets(rows, k, GAMMA, ever=False)[1] for k in ("positional", "symbolic")))
         mixed_l0 = fig6[f"{task}_task"]["L0"]
         paper_pure = PAPER_LAYERS - 1  # every layer but L0 (Fig. 6: L0 at (s_pos, s_sym) = mixed)
+        # The count within our intervals that is closest to the paper's (module docstring).
+        pure = min(max(paper_pure, len(sure)), len(possible))
         rule = "match if within 1 of the paper's count, partial if within 3"
         if te.n_layers != PAPER_LAYERS:
             verdict, rule = ("match" if pure >= 1 else "differs"), "pure heads emerge: match if at least one"
@@ -256,7 +292,7 @@ def head_claims(ev: Evidence) -> list[dict[str, str]]:
                 f"{task} task: pure heads at the end of training",
                 "Sec. 3.3, Fig. 6",
                 f"{paper_pure} of 12 (L0 mixed at {tuple(mixed_l0)})",
-                f"{pure} of {te.n_layers}",
+                f"{pure} of {te.n_layers}{_straddling(sure, possible)}",
                 verdict,
                 rule,
             )

@@ -106,3 +106,41 @@ def test_bound_claims_read_the_definition_that_holds(failed, verdict):
 def test_every_claim_carries_its_rule_and_a_known_verdict():
     claims = check_claims(Evidence({}))
     assert claims and all(c["rule"] and c["verdict"] in ("match", "partial", "differs", "n/a") for c in claims)
+
+
+def _with_interval(rows: list[dict], layer: int, s_pos: float, s_sym: float, half: float) -> list[dict]:
+    out = []
+    for r in rows:
+        r = dict(r)
+        if r["layer"] == layer:
+            r |= {"s_pos": s_pos, "s_sym": s_sym, "s_pos_low": s_pos - half, "s_pos_high": s_pos + half,
+                  "s_sym_low": s_sym - half, "s_sym_high": s_sym + half}
+        out.append(r)
+    return out
+
+
+def test_a_layer_that_straddles_gamma_neither_makes_nor_breaks_a_layer_set_claim():
+    """L0 at (0.88, 0.06): mixed by its point estimate, positional within its interval. With the interval,
+    the positional claim (paper: L0-L3) matches and says L0 straddles; without it, L0 is left out (partial).
+    A straddling layer the paper does not list (L4) cannot break the match either."""
+    kinds = ["positional"] * 4 + ["symbolic"] * 8
+    base = scores(kinds)
+    noisy = _with_interval(base, 0, 0.88, 0.06, 0.04)
+    ev = Evidence(tasks={"number": TaskEvidence(n_layers=12, purity=purity(kinds), scores=noisy)})
+    c = claim(check_claims(ev), "become pure positional")
+    assert c["verdict"] == "match" and "L0 straddle" in c["ours"]
+    point = [{k: v for k, v in r.items() if "_low" not in k and "_high" not in k} for r in noisy]
+    ev = Evidence(tasks={"number": TaskEvidence(n_layers=12, purity=purity(kinds), scores=point)})
+    assert claim(check_claims(ev), "become pure positional")["verdict"] == "partial"
+    also = _with_interval(noisy, 4, 0.5, 0.9, 0.06)  # L4 mixed, possibly symbolic; possibly-positional? no
+    also = _with_interval(also, 5, 0.88, 0.06, 0.04)  # L5 possibly positional, not in the paper's set
+    ev = Evidence(tasks={"number": TaskEvidence(n_layers=12, purity=purity(kinds), scores=also)})
+    c = claim(check_claims(ev), "become pure positional")
+    assert c["verdict"] == "match" and "L0, L5 straddle" in c["ours"]
+
+
+def test_a_layer_surely_pure_still_breaks_a_claim():
+    kinds = ["positional"] * 5 + ["symbolic"] * 7  # L4 surely positional, the paper says symbolic
+    rows = _with_interval(scores(kinds), 4, 0.99, 0.01, 0.005)
+    ev = Evidence(tasks={"number": TaskEvidence(n_layers=12, purity=purity(kinds), scores=rows)})
+    assert claim(check_claims(ev), "become pure positional")["verdict"] == "partial"  # J = 4/5
