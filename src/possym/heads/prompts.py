@@ -3,7 +3,7 @@
 Three sources, each a list of :class:`HeadPrompt` (text, the character spans that may be swapped,
 and the answer if there is one):
 
-* the metric paper's **binding task** (paper B §5; NOTES §2.3): P entity–attribute pairs, then a
+* the metric paper's **binding task** (paper B §5; docs/heads.md): P entity–attribute pairs, then a
   question about one entity. With P = 3::
 
       Each person likes one color. Alice likes red. Bob likes blue. Carol likes red.

@@ -272,7 +272,7 @@ def frequency_scores(
 
 
 def depth_summary(records: Sequence[dict[str, Any]], n_layers: int) -> dict[str, float]:
-    """The metric paper's two LLM findings from per-head records (paper B §5; NOTES §2.3).
+    """The metric paper's two LLM findings from per-head records (paper B §5; docs/heads.md).
 
     Medians of s_POS and s_SYM over the heads of the early half of the layers (layer < n_layers/2)
     and of the late half, and Pearson's r (with its two-sided p) between s_POS and s_SYM across

@@ -1,6 +1,6 @@
 """Swap-and-rerun through a Hugging Face model's own attention module: the reference for the exact engine.
 
-For a layer ℓ, one prompt and the query at its last token q (paper A App. D; NOTES §1.3):
+For a layer ℓ, one prompt and the query at its last token q (paper A App. D):
 
 1. run the model once and read what layer ℓ's attention module was called with: its input
    hidden states (the residual rows after the layer's input norm, which acts on each row alone, so

@@ -7,8 +7,9 @@ clean logit of the query at q against the key at j is a sum of per-plane *partia
 
     ℓ_k(j) = (R_q q)_k · (R_j k_j)_k / sqrt(d_head)      (plus the unrotated dims, if any).
 
-Frequency use (Fig. 8, Table 1). The paper does not define it in prose; NOTES §1.4 infers this
-reading from Fig. 4C's axis ("Max. logit per Frequency") and Fig. 8, whose markers sit at Table 1's IDs:
+Frequency use (Fig. 8, Table 1). The paper does not define it in prose; we infer this
+reading (docs/results.md, "Table 1: frequency use") from Fig. 4C's axis ("Max. logit per Frequency")
+and Fig. 8, whose markers sit at Table 1's IDs:
 
     use_k = mean over inputs of  max over keys j ≤ q  of  ℓ_k(j),
     weighted ID = Σ_k k · use_k / Σ_k use_k,          dominant plane = argmax_k use_k.
@@ -51,11 +52,6 @@ from possym.scores.swaps import (
     rotated_qk,
     swap_attention,
 )
-
-
-def frequency_ids(rot_dim: int) -> Tensor:
-    """The paper's 1-based frequency IDs 1..rot_dim/2."""
-    return torch.arange(1, rot_dim // 2 + 1)
 
 
 def partial_logits(q_rot: Tensor, k_rot: Tensor, rot_dim: int, scale: float) -> Tensor:

@@ -1,4 +1,4 @@
-"""Swap-and-rerun: the paper's own procedure for the scores (paper A App. D; NOTES §1.3), kept as the reference.
+"""Swap-and-rerun: the paper's own procedure for the scores (paper A App. D), kept as the reference.
 
 For a layer ℓ and a query at position q:
 

@@ -1,4 +1,4 @@
-"""Balanced samples and disjoint train/val/test splits for either task (paper App. B; NOTES §1.1).
+"""Balanced samples and disjoint train/val/test splits for either task (paper App. B).
 
 Balance: every combination of (answer position in the target window, answer value, hop count) --
 3840 for the number task, 2048 for the letter task at defaults -- is used ⌊n / C⌋ times, a remainder

@@ -1,4 +1,4 @@
-"""Letter task (symbolic multi-hop; paper App. B.2, NOTES §1.1): a letter names the next token.
+"""Letter task (symbolic multi-hop; paper App. B.2): a letter names the next token.
 
 A window holds ``n_target`` (letter, int) tokens, ``n_pretarget`` (letter, letter) tokens and one
 (letter, letter) query, each pair one atomic token. From the query, the right letter y of the
@@ -16,7 +16,7 @@ Worked example (paper Fig. 3B, defaults, ids from ``task_vocab``)::
 (That figure's distractor ``fh`` has the chain letter h on its right; this generator never does
 that, but the path is the same.)
 
-Generation (the authors' recipe, NOTES §1.1): the chain letters are c_1..c_{h-1}, distinct and
+Generation (the authors' recipe, paper App. B.2): the chain letters are c_1..c_{h-1}, distinct and
 different from the answer letter s*, then s*. The query's right letter is c_1; the pre-target at the
 k-th chain position is (c_k, c_{k+1}), the last one's right letter being s*; the answer is the
 target (s*, w*). Every other letter -- the query's left letter, all other targets, both letters of

@@ -1,4 +1,4 @@
-"""Number task (positional multi-hop; paper App. B.1, NOTES §1.1): integers are backward offsets.
+"""Number task (positional multi-hop; paper App. B.1): integers are backward offsets.
 
 A window holds ``n_target`` letters, ``n_pretarget`` integers and one integer query (8 + 8 + 1 = 17
 tokens at defaults). The integer at window position p points to position p - offset. The hops start
@@ -13,7 +13,7 @@ Worked example (paper Fig. 3A, defaults, ids from ``task_vocab``)::
 
     16 -(2)-> 14 -(4)-> 10 -(2)-> 8 -(6)-> 2 = n     answer n (id 30), 4 hops, path (16, 14, 10, 8, 2)
 
-Generation, the authors' recipe (NOTES §1.1): target letters are uniform over the alphabet, then the
+Generation, the authors' recipe (paper App. B.1): target letters are uniform over the alphabet, then the
 answer position is overwritten with the answer letter. Every integer position p gets a pointer
 uniform over the earlier window positions 0..p-1 (a distractor may point at a letter or at another
 integer), written as the offset p - pointer in 1..p. Then the chain's pointers are forced: query ->

@@ -2,7 +2,7 @@
 
 Both tasks lay out a window of ``n_target`` targets, ``n_pretarget`` hop tokens and one query, and
 their chains visit the same positions: from the query, leftwards through ``n_hops - 1`` distinct
-pre-target positions, to the answer position in the target window (NOTES §1.1; the paper's
+pre-target positions, to the answer position in the target window (paper App. B; its
 Fig. 1 and 3 examples all move leftwards). Only what sits at those positions differs by task.
 
 Example (defaults, window positions 0..16): a 3-hop path ``(16, 13, 10, 4, -1)`` starts at the

@@ -1,4 +1,4 @@
-"""Token vocabularies of the two tasks, laid out as the paper's tokenizer (App. B; NOTES §1.1).
+"""Token vocabularies of the two tasks, laid out as the paper's tokenizer (paper App. B).
 
 Number task: ``PAD`` = 0, the offsets ``"1"..str(N)`` -> 1..N (N = n_target + n_pretarget, the
 longest possible backward jump), then the letters. At defaults that is "1".."16" -> 1..16 and the

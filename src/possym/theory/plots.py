@@ -16,7 +16,7 @@ from matplotlib.ticker import NullFormatter, ScalarFormatter
 
 from possym.paper import paper_numbers
 
-# Figs. 5A and 5B of the paper, digitised from its vector graphics (NOTES.md §1.7-1.8), from the
+# Figs. 5A and 5B of the paper, digitised from its vector graphics (how: ``possym/data/paper_numbers.json``), from the
 # package's copy of the paper's numbers.
 _FIG5A = paper_numbers()["fig5a_discrepancy_bounds"]
 PAPER_FIG5A = {k: _FIG5A[k] for k in ("n", "index", "retrieval")}

@@ -68,6 +68,6 @@ def test_partial_rotary_leaves_the_tail_untouched():
 
 def test_frequencies_are_the_papers_table_1_values():
     theta = rope_frequencies(128, 10_000.0)
-    # 1-based IDs of Table 1 -> 0-based plane index k = ID - 1 (NOTES.md §1.2).
+    # 1-based IDs of Table 1 -> 0-based plane index k = ID - 1 (paper Table 1).
     for freq_id, value in {1: 1.0, 2: 0.8660, 10: 0.2738, 18: 0.0866, 32: 0.0115, 42: 0.0027}.items():
         assert float(theta[freq_id - 1]) == pytest.approx(value, abs=6e-5)

@@ -38,9 +38,15 @@ def test_monitor_refuses_a_model_in_training_mode_and_leaves_no_graph():
     with pytest.raises(ValueError, match="eval mode"):
         monitor_scores(model.train(), random_tokens())
     model.eval()
-    records = monitor_scores(model, random_tokens())
+    outputs = []  # every forward pass the monitor runs: none may record an autograd graph
+    handle = model.register_forward_hook(lambda _m, _inputs, logits: outputs.append(logits))
+    assert torch.is_grad_enabled() and all(p.requires_grad for p in model.parameters())
+    try:
+        records = monitor_scores(model, random_tokens())
+    finally:
+        handle.remove()
     assert all(isinstance(r["s_pos"], float) for r in records)
-    assert not torch.is_grad_enabled() or all(p.grad is None for p in model.parameters())
+    assert outputs and all(out.grad_fn is None and not out.requires_grad for out in outputs)
 
 
 @pytest.mark.parametrize(

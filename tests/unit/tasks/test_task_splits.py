@@ -1,4 +1,4 @@
-"""Balance, sizes, disjointness and determinism of the splits (App. B; NOTES §1.1)."""
+"""Balance, sizes, disjointness and determinism of the splits (paper App. B)."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,4 @@
-"""The task vocabularies against the paper's tokenizer (App. B; NOTES §1.1)."""
+"""The task vocabularies against the paper's tokenizer (paper App. B)."""
 
 import string
 
