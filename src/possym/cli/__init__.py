@@ -29,6 +29,7 @@ SUBCOMMANDS: dict[str, str] = {
     "reproduce": "possym.cli.reproduce",
     "sweep": "possym.cli.sweep",
     "heads": "possym.cli.heads",
+    "canonical": "possym.cli.canonical",
 }
 
 
