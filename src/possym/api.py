@@ -6,7 +6,7 @@ Example (a tiny run, trained here in a few seconds)::
     >>> cfg = possym.load_config("number", None, model__n_layers=1, model__d_model=16, model__d_mlp=32,
     ...     task__n_train=500, task__n_val=100, task__n_test=100, train__steps=4, train__eval_every=2,
     ...     train__checkpoint_every=2, train__eval_size=50, train__warmup_steps=1, train__threads=1)
-    >>> run = possym.train(cfg, out=tempfile.mkdtemp() + "/run", progress=False)
+    >>> run = possym.train_model(cfg, out=tempfile.mkdtemp() + "/run", progress=False)
     >>> run.checkpoint_steps(), run.step("final")
     ([0, 2, 4], 4)
     >>> list(run.metrics().columns)
@@ -38,7 +38,7 @@ from possym.records import GAMMA, LengthPoint, PurityRecord, ScoreRecord, Table1
 from possym.runs import RunDir, StepSpec
 from possym.scores.metric import TAU
 
-__all__ = ["Run", "head_scores", "load_config", "load_model", "open_run", "train"]
+__all__ = ["Run", "head_scores", "load_config", "load_model", "open_run", "train_model"]
 
 
 def load_config(task: str, preset: str | None = None, overrides: list[str] | None = None,
@@ -79,8 +79,12 @@ def load_model(checkpoint: str | Path, dtype: torch.dtype = torch.float32):  # -
     return model.to(dtype).eval()
 
 
-def train(config: RunConfig, out: str | Path, monitor: bool = True, progress: bool = True) -> Run:
-    """Train a new run into ``out`` (or finish an interrupted one with the same config); returns it."""
+def train_model(config: RunConfig, out: str | Path, monitor: bool = True, progress: bool = True) -> Run:
+    """Train a new run into ``out`` (or finish an interrupted one with the same config); returns it.
+
+    Not ``possym.train``: that name is the training package (:mod:`possym.train`), which an import of
+    its loop binds on ``possym`` whatever the API says.
+    """
     from possym.stages.train import train_run
 
     out = Path(out)

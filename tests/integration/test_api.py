@@ -18,7 +18,7 @@ from possym.runs import best_step
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, tiny_session_overrides):
     cfg = possym.load_config("number", None, tiny_session_overrides)
-    return possym.train(cfg, out=tmp_path_factory.mktemp("api") / "run", progress=False)
+    return possym.train_model(cfg, out=tmp_path_factory.mktemp("api") / "run", progress=False)
 
 
 def test_best_is_the_earliest_checkpoint_at_the_maximum_validation_accuracy(run):

@@ -12,8 +12,8 @@ SRC = Path(possym.__file__).parent
 # Each package may import only those at its own level or lower; a package missing here imports nothing
 # of possym beyond the base level.
 LEVELS = {
-    "errors": 0, "records": 0, "paper": 0, "config": 1, "tasks": 1, "devices": 1, "model": 2, "runs": 3,
-    "train": 4, "scores": 5, "theory": 5, "evaluate": 5, "heads": 5, "llm": 5, "canonical": 6, "report": 6,
+    "errors": 0, "records": 0, "paper": 0, "config": 1, "tasks": 1, "devices": 1, "model": 2, "local_models": 2,
+    "runs": 3, "train": 4, "scores": 5, "theory": 5, "evaluate": 5, "heads": 5, "llm": 5, "canonical": 6, "report": 6,
     "stages": 7, "sweep": 8, "pipeline": 8, "api": 9, "cli": 10, "__main__": 11,
 }
 

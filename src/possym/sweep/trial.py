@@ -122,7 +122,8 @@ def run_trial(trial: Trial) -> dict[str, Any]:
         run = RunDir.open(trial.run_dir) if (Path(trial.run_dir) / "config.yaml").is_file() else None
         t = time.perf_counter()
         with log.open("a") as f, contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
-            f.write(f"== {stage} ({trial.id})\n")
+            resuming = stage == "train" and run is not None  # an interrupted training continues from its state
+            f.write(f"== {stage} ({trial.id}){': resuming ' + trial.run_dir if resuming else ''}\n")
             f.flush()
             try:
                 _stage(trial, stage, run)

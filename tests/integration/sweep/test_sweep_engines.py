@@ -163,7 +163,7 @@ def test_killing_the_sweep_loses_no_finished_trial(tmp_path, tiny_overrides):
     assert main(["sweep", str(spec), "--out", str(out), "--workers", "1"]) == 0
     assert stage_runs(first, "train") == 1  # finished: not rerun
     log = (out / "trials/baseline-number-s1/log.txt").read_text()
-    assert "$ possym train --resume" in log  # interrupted: resumed from its checkpoint, not restarted
+    assert "== train (baseline-number-s1): resuming" in log  # interrupted: resumed from its checkpoint, not restarted
 
 
 def test_ray_engine_with_two_cpus(tmp_path, tiny_overrides):
