@@ -15,6 +15,25 @@ def step_arg(text: str) -> int | str:
         raise argparse.ArgumentTypeError(f"--step {text!r}: give a checkpoint step number, best or final") from None
 
 
+def device_arg(text: str) -> str:
+    """``--device``: checked when the arguments are parsed, so a device this machine lacks stops the command
+    before any work."""
+    from possym.config import ConfigError
+    from possym.devices import resolve_device
+
+    try:
+        resolve_device(text)
+    except ConfigError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
+def add_device(p: argparse.ArgumentParser, default: str, why: str = "") -> None:
+    """``--device``: where the model runs (:func:`possym.devices.resolve_device`)."""
+    p.add_argument("--device", type=device_arg, default=default, metavar="DEVICE",
+                   help=f"auto, cpu, cuda (cuda:N) or mps; auto is the best here (default {default}{why})")
+
+
 def int_list(text: str) -> tuple[int, ...]:
     """Comma-separated integers, e.g. ``0,10,100``."""
     try:

@@ -19,6 +19,7 @@ import re
 import time
 from pathlib import Path
 
+from possym.cli._args import add_device
 from possym.scores.metric import TAU
 
 PROMPT_SETS = ("binding", "number1", "letter1")
@@ -42,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--frequency-heads", nargs="*", default=[], metavar="LAYER:HEAD",
                    help="more heads to get per-frequency scores for")
     p.add_argument("--threads", type=int, default=1, help="torch threads")
-    p.add_argument("--device", default="auto", help="auto, cpu, cuda (cuda:N) or mps (auto: the best here)")
+    add_device(p, "auto")
     p.add_argument("--device-map", default=None,
                    help="'auto': spread a model too big for one device over the GPUs, then the CPU (accelerate)")
     p.add_argument("--label", help="model name in figure titles (default: the --model file or folder name)")

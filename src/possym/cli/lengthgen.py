@@ -13,7 +13,7 @@ import argparse
 import torch
 from tqdm import tqdm
 
-from possym.cli._args import int_list, step_arg
+from possym.cli._args import add_device, int_list, step_arg
 from possym.evaluate.lengthgen import PAPER_GRID, LengthGenConfig
 from possym.runs import RunDir
 from possym.stages.lengthgen import length_curve
@@ -38,6 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--threads", type=int, help="torch threads (default: torch's)")
     p.add_argument("--no-figures", action="store_true")
     p.add_argument("--force", action="store_true", help="recompute even if RUN/lengthgen.csv has these settings")
+    add_device(p, "auto")
     p.set_defaults(func=run)
 
 
@@ -50,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     step = run_dir.resolve_step(args.step)
     total = cfg.n * len(run_dir.config.task.hops) * len(cfg.grid)
     with tqdm(total=total, desc=f"lengthgen {run_dir.config.task.name}", unit="input", dynamic_ncols=True) as bar:
-        points = length_curve(run_dir, cfg, step, force=args.force, progress=bar.update)
+        points = length_curve(run_dir, cfg, step, force=args.force, progress=bar.update, device=args.device)
     if not args.no_figures:
         from possym.paper import paper_numbers
         from possym.report.length_plots import plot_length_curves

@@ -22,6 +22,7 @@ import time
 from dataclasses import asdict
 from pathlib import Path
 
+from possym.cli._args import add_device
 from possym.llm.plots import load_paper_table3, plot_accuracy
 from possym.llm.prompts import PAPER_LENGTHS, PROMPT_TASKS, load_templates
 from possym.llm.providers import PROVIDERS, REASONING_MODES, GenerationSettings, make_provider
@@ -101,7 +102,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-backoff", type=float, default=60.0)
     p.add_argument("--batch-size", type=int, default=8, help="hf: prompts per forward batch")
     p.add_argument("--gguf-file", default=None, help="hf: GGUF file inside a --model directory")
-    p.add_argument("--device", default="auto", help="hf: auto, cpu, cuda (cuda:N) or mps (auto: the best here)")
+    add_device(p, "auto", "; the hf provider only")
     p.add_argument("--device-map", default=None, help="hf: 'auto' spreads a model too big for one device (accelerate)")
     p.add_argument(
         "--stop-when-decided",

@@ -12,7 +12,7 @@ import time
 
 from tqdm import tqdm
 
-from possym.cli._args import step_arg
+from possym.cli._args import add_device, step_arg
 from possym.records import GAMMA, GAMMAS
 from possym.runs import RunDir
 from possym.scores.metric import COSINES, TAU
@@ -39,6 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="torch threads (default 1: the engine works on small tensors, and an OpenMP team on a busy "
                    "machine can be 10x slower)")
     p.add_argument("--force", action="store_true", help="re-score steps already in RUN/scores.csv")
+    add_device(p, "cpu", "; the engine works in float64")
     p.set_defaults(func=run)
 
 
@@ -46,7 +47,7 @@ def config(args: argparse.Namespace) -> ScoreConfig:
     return ScoreConfig(n_inputs=args.n_inputs, seed=args.seed, tau=args.tau, block_size=args.block_size,
                        hops=args.hops, frequency=not args.no_frequency, figures=not args.no_figures,
                        table_step=args.step, steps=tuple(args.steps) if args.steps else None, force=args.force,
-                       threads=args.threads, cosine=args.cosine)
+                       threads=args.threads, cosine=args.cosine, device=args.device)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from possym.cli._args import int_list, step_arg
+from possym.cli._args import add_device, int_list, step_arg
 from possym.runs import RunDir
 from possym.stages.theory import DiscrepancyConfig, TheoryConfig, theory_tables, trained_discrepancy_run
 
@@ -35,6 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     q.add_argument("--seed", type=int, default=0)
     q.add_argument("--dtype", choices=("float32", "float64"), default="float32")
     q.add_argument("--threads", type=int, default=1)
+    add_device(q, "cpu")
     q.add_argument("--replot", action="store_true", help="redo the summary and figure from the CSVs in --out")
     q.set_defaults(func=run_discrepancy)
 
@@ -69,7 +70,7 @@ def run_theory(args: argparse.Namespace) -> int:
 
 def run_discrepancy(args: argparse.Namespace) -> int:
     cfg = DiscrepancyConfig(extras=args.extras, samples=args.samples, seed=args.seed, dtype=args.dtype,
-                            step=args.step, threads=args.threads)
+                            step=args.step, threads=args.threads, device=args.device)
     result = trained_discrepancy_run(RunDir.open(args.run), cfg, out=args.out, replot=args.replot, log=print)
     for r in result.accuracy:
         print(f"    extra {r['extra']:>5}: accuracy {r['accuracy']:.3f}")

@@ -77,13 +77,15 @@ def score_checkpoints(
     hops: bool = False,
     progress: Callable[[int], None] | None = None,
     cosine: Cosine = "exact",
+    device: torch.device | str | None = None,
 ) -> list[dict[str, Any]]:
-    """Score every checkpoint in ``steps``; ``progress(step)`` is called after each (for a progress bar)."""
+    """Score every checkpoint in ``steps`` on ``device`` (default: the CPU); ``progress(step)`` is called
+    after each (for a progress bar)."""
     steps = list(steps)
     out: list[dict[str, Any]] = []
     if not steps:
         return out
-    model = run.load_model(steps[0])  # built once; later checkpoints only load weights
+    model = run.load_model(steps[0], device=device)  # built once; later checkpoints only load weights
     for step in steps:
         model.load_state_dict(run.load_state_dict(step))
         out += score_model(model, samples, step=step, tau=tau, block_size=block_size, hops=hops, cosine=cosine)

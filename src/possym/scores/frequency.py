@@ -42,6 +42,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from possym.devices import model_device
 from possym.model.rope import layer_frequencies
 from possym.scores.metric import TAU
 from possym.scores.swaps import (
@@ -64,7 +65,7 @@ def partial_logits(q_rot: Tensor, k_rot: Tensor, rot_dim: int, scale: float) -> 
 def _per_query(model, tokens, query, layers):
     _check_eval(model)
     layers = list(range(model.cfg.n_layers)) if layers is None else list(layers)
-    return layers, query_positions(tokens, query), rotated_qk(model, tokens, layers)
+    return layers, query_positions(tokens, query), rotated_qk(model, tokens.to(model_device(model)), layers)
 
 
 def frequency_use(
@@ -80,7 +81,7 @@ def frequency_use(
     """
     layers, qpos, acts = _per_query(model, tokens, query, layers)
     cfg = model.cfg
-    out = torch.zeros(len(layers), cfg.n_heads, cfg.rot_dim // 2, dtype=torch.float64)
+    out = torch.zeros(len(layers), cfg.n_heads, cfg.rot_dim // 2, dtype=torch.float64, device=model_device(model))
     ok = qpos >= 0
     for li, layer in enumerate(layers):
         q_rot, k_rot = (a.double() for a in acts[layer])
@@ -125,7 +126,7 @@ def plane_scores(
     layers, qpos, acts = _per_query(model, tokens, query, layers)
     cfg = model.cfg
     shape = (tokens.shape[0], len(layers), cfg.n_heads, cfg.rot_dim // 2)
-    s_pos, s_sym = (torch.full(shape, float("nan"), dtype=torch.float64) for _ in range(2))
+    s_pos, s_sym = (torch.full(shape, float("nan"), dtype=torch.float64, device=model_device(model)) for _ in range(2))
     with torch.no_grad():
         for li, layer in enumerate(layers):
             for q in qpos.unique().tolist():

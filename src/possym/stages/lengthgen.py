@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from possym.config import ConfigError
+from possym.devices import resolve_device
 from possym.evaluate.lengthgen import LengthGenConfig
 from possym.evaluate.lengthgen import length_curve as measure_curve
 from possym.records import LengthPoint
@@ -34,11 +35,12 @@ __all__ = ["LengthGenConfig", "LengthStageConfig", "length_curve", "points_at"]
 
 @dataclass(frozen=True)
 class LengthStageConfig:
-    """The lengthgen stage of a pipeline: the curve's settings, at each of ``steps``."""
+    """The lengthgen stage of a pipeline: the curve's settings, at each of ``steps``, on ``device``."""
 
     curve: LengthGenConfig = field(default_factory=LengthGenConfig)
     steps: tuple[StepSpec, ...] = ("final",)
     threads: int | None = None
+    device: str = "auto"
 
     def __post_init__(self) -> None:
         for step in self.steps:
@@ -48,16 +50,16 @@ class LengthStageConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LengthStageConfig:
         """From flat settings: :class:`LengthGenConfig`'s keys, ``steps`` and ``threads``."""
-        own = {k: data[k] for k in ("steps", "threads") if k in data}
+        own = {k: data[k] for k in ("steps", "threads", "device") if k in data}
         if "steps" in own:
             own["steps"] = tuple(own["steps"])
         return cls(curve=build_config(LengthGenConfig, {k: v for k, v in data.items() if k not in own},
-                                      "lengthgen", also=("steps", "threads")), **own)
+                                      "lengthgen", also=("steps", "threads", "device")), **own)
 
     def run(self, run: RunDir) -> list[LengthPoint]:
         if self.threads:
             torch.set_num_threads(self.threads)
-        return [p for step in self.steps for p in length_curve(run, self.curve, step)]
+        return [p for step in self.steps for p in length_curve(run, self.curve, step, device=self.device)]
 
 
 def _settings(cfg: LengthGenConfig) -> dict[str, Any]:
@@ -84,9 +86,10 @@ def points_at(points: list[LengthPoint], step: int) -> list[LengthPoint]:
 
 
 def length_curve(run: RunDir, cfg: LengthGenConfig | None = None, step: StepSpec = "final",
-                 force: bool = False, progress: Callable[[int], None] | None = None) -> list[LengthPoint]:
-    """The run's length curve at checkpoint ``step`` (a number, ``"best"`` or ``"final"``), measured once
-    and then read from RUN/lengthgen.csv; ``progress(n)`` after each batch of ``n`` inputs."""
+                 force: bool = False, progress: Callable[[int], None] | None = None,
+                 device: str = "auto") -> list[LengthPoint]:
+    """The run's length curve at checkpoint ``step`` (a number, ``"best"`` or ``"final"``), measured once on
+    ``device`` and then read from RUN/lengthgen.csv; ``progress(n)`` after each batch of ``n`` inputs."""
     cfg = cfg or LengthGenConfig()
     at = run.resolve_step(step)
     cache = _cache(run)
@@ -96,7 +99,7 @@ def length_curve(run: RunDir, cfg: LengthGenConfig | None = None, step: StepSpec
         stored = [dataclasses.replace(p, step=cache["legacy_step"]) for p in stored]
     if same and not force and str(at) in cache["steps"]:
         return points_at(stored, at)
-    model = run.load_model(at)
+    model = run.load_model(at, device=resolve_device(device))
     start = time.perf_counter()
     rows = measure_curve(model, run.config.task, cfg, on_batch=progress)
     info = {"seconds": time.perf_counter() - start, "inputs": cfg.n * len(run.config.task.hops) * len(cfg.grid),

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 import torch
 
 from possym.config import ConfigError
+from possym.devices import resolve_device
 from possym.errors import PossymError
 from possym.records import (
     GAMMAS,
@@ -50,8 +51,10 @@ class ScoreConfig:
     tau: swap temperature (paper: 1e-4). block_size: tokens per swapped block (paper A: 1).
     hops: also score every hop position as a query. frequency: frequency use, Table 1 and per-plane
     scores at ``table_step`` (a number, ``"best"`` or ``"final"``). steps: checkpoints to score
-    (None: all). force: re-score steps already in scores.csv. cosine: ``"exact"`` (the paper's
-    formula) or ``"torch"`` (the authors' ``F.cosine_similarity``; :mod:`possym.scores.metric`).
+    (None: all). force: re-score steps already in scores.csv. device: where the models and the engine
+    run (:func:`possym.devices.resolve_device`; the engine works in float64, which MPS lacks).
+    cosine: ``"exact"`` (the paper's formula) or ``"torch"`` (the authors' ``F.cosine_similarity``;
+    :mod:`possym.scores.metric`).
     """
 
     n_inputs: int = 100
@@ -66,6 +69,7 @@ class ScoreConfig:
     force: bool = False
     threads: int | None = 1  # the engine works on small tensors; an OpenMP team on a busy machine is 10x slower
     cosine: str = "exact"
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
         if self.cosine not in COSINES:
@@ -130,7 +134,7 @@ def score_run(run: RunDir, cfg: ScoreConfig = ScoreConfig(),
     done = {r.step for r in kept}
     todo = [s for s in steps if s not in done]
     fresh = score_checkpoints(run, todo, samples, tau=cfg.tau, block_size=cfg.block_size, hops=cfg.hops,
-                              progress=progress, cosine=cfg.cosine)  # type: ignore[arg-type]
+                              progress=progress, cosine=cfg.cosine, device=resolve_device(cfg.device))  # type: ignore[arg-type]
     # Entropy is normalised across every step of the run, so it is recomputed over kept + fresh rows.
     raw = [{k: v for k, v in r.to_dict().items() if k != "entropy_norm"} for r in kept] + fresh
     raw.sort(key=lambda r: (r["step"], r["query"], r["layer"], r["head"]))
@@ -158,9 +162,9 @@ def frequency_tables(run: RunDir, step: int, samples, cfg: ScoreConfig) -> list[
     from possym.model.rope import layer_frequencies
     from possym.scores.frequency import dominant_frequency_id, frequency_use, plane_scores, weighted_frequency_id
 
-    model = run.load_model(step)
-    tokens = torch.as_tensor(samples.tokens)
-    use = frequency_use(model, tokens)  # [layer, head, plane]
+    model = run.load_model(step, device=resolve_device(cfg.device))
+    tokens = torch.as_tensor(samples.tokens, device=model.embed.weight.device)
+    use = frequency_use(model, tokens).cpu()  # [layer, head, plane]
     per_plane = plane_scores(model, tokens, tau=cfg.tau, block_size=cfg.block_size)
     use_rows, table, plane_rows = [], [], []
     for layer in range(use.shape[0]):

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from possym.config import ConfigError
+from possym.devices import resolve_device
 from possym.runs import RunDir, StepSpec, atomic_write_text, csv_text, read_csv, save_figure, typed_row
 
 Log = Callable[[str], None]
@@ -128,7 +129,8 @@ def theory_tables(cfg: TheoryConfig, out: Path, log: Log = _quiet) -> TheoryResu
 @dataclass(frozen=True)
 class DiscrepancyConfig:
     """extras: extra-token counts (None: :data:`possym.theory.trained.DEFAULT_EXTRAS`); samples: task
-    instances per extra length; step: the checkpoint (a number, ``"best"`` or ``"final"``)."""
+    instances per extra length; step: the checkpoint (a number, ``"best"`` or ``"final"``); device: where
+    the model runs (:func:`possym.devices.resolve_device`; MPS has no float64)."""
 
     extras: tuple[int, ...] | None = None
     samples: int = 32
@@ -136,6 +138,7 @@ class DiscrepancyConfig:
     dtype: str = "float32"
     step: StepSpec = "final"
     threads: int | None = 1
+    device: str = "cpu"
 
     def __post_init__(self) -> None:
         if self.dtype not in ("float32", "float64"):
@@ -175,7 +178,8 @@ def trained_discrepancy_run(run: RunDir, cfg: DiscrepancyConfig = DiscrepancyCon
         step = int(heads[0]["step"])
     else:
         step = run.resolve_step(cfg.step)
-        model = run.load_model(step, dtype=torch.float64 if cfg.dtype == "float64" else torch.float32)
+        dtype = torch.float64 if cfg.dtype == "float64" else torch.float32
+        model = run.load_model(step, dtype=dtype, device=resolve_device(cfg.device))
         extras = DEFAULT_EXTRAS if cfg.extras is None else cfg.extras
         log(f"{run.path}: {task.name} task, step {step}, {model.cfg.n_layers} layers; extras {list(extras)}, "
             f"{cfg.samples} samples each")

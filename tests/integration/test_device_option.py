@@ -1,0 +1,46 @@
+"""The ``--device`` option reaches every command that runs a model, and a device this machine lacks
+stops it before any work (exit 2). Here the device is the CPU; tests/unit/test_devices.py
+checks on the meta device that the paths keep their tensors on whatever device they are given."""
+
+import pytest
+import torch
+
+from possym.cli import main
+from possym.config import load_config
+from possym.runs import RunDir
+from possym.tasks import make_splits
+from possym.train.loop import train
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, tiny_session_overrides) -> str:
+    cfg = load_config("number", None, [*tiny_session_overrides, "train.device=cpu"])
+    run = RunDir.create(tmp_path_factory.mktemp("dev") / "run", cfg, argv=["t"])
+    train(run, make_splits(cfg.task, 0))
+    return str(run.path)
+
+
+def test_every_model_command_takes_a_device(run_dir, capsys):
+    assert main(["score", run_dir, "--device", "cpu", "--n-inputs", "4", "--no-figures", "--no-frequency"]) == 0
+    assert main(["lengthgen", run_dir, "--device", "cpu", "--grid", "0,5", "--n", "4", "--n-prefixes", "2",
+                 "--no-figures"]) == 0  # fmt: skip
+    assert main(["discrepancy", run_dir, "--device", "cpu", "--extras", "0,5", "--samples", "4"]) == 0
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: asking for it is not an error here")
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["score", "--n-inputs", "4", "--no-figures"],
+        ["lengthgen", "--grid", "0,5", "--n", "4", "--n-prefixes", "2", "--no-figures", "--force"],
+        ["discrepancy", "--extras", "0,5", "--samples", "4"],
+    ],
+)
+def test_a_device_this_machine_lacks_stops_the_command_before_any_work(run_dir, command, capsys):
+    name, *options = command
+    with pytest.raises(SystemExit) as exit_:
+        main([name, run_dir, *options, "--device", "cuda"])
+    assert exit_.value.code == 2  # argparse's usage error: nothing has run yet
+    err = capsys.readouterr().err
+    assert "argument --device: device='cuda', but this torch sees no CUDA device" in err
+    assert "%|" not in err  # no progress bar was started
