@@ -27,6 +27,8 @@ from possym.records import GAMMA, ClaimRecord
 SOLVED = 0.9
 ABOVE_CHANCE = 0.05
 SECTION = "metric paper (2511.11579), canonical tasks"
+GEOMETRY = "Trained positional heads: the query angle encodes the target position, the keys collapse onto one direction"
+LENGTH = "Length: the positional (Index) heads lose accuracy at 2x and 4x the training length"
 
 
 def _mean_acc(runs: Sequence[RunRow]) -> dict[tuple[str, str], float]:
@@ -59,13 +61,18 @@ def frequency_claims(acc: dict[tuple[str, str], float], conditions: Sequence[str
     solved = {k: v >= SOLVED for k, v in acc.items()}
     have = set(conditions)
     # Index: solved by the fastest band, the solved bands a prefix of the order, the slowest and NoPE not.
-    if {"nope"} <= have and len(bands) >= 2 and ("index", bands[0]) in acc:
+    index_claim = "Index is solved only with high-frequency planes"
+    retrieval_claim = "Retrieval is solved only with low-frequency planes or NoPE"
+    induction_claim = "Partial induction needs the two-angle head (or both bands)"
+    if not ({"nope"} <= have and len(bands) >= 2 and ("index", bands[0]) in acc):
+        out.append(_claim(index_claim, "", "grid lacks index, nope or two bands", "n/a", "needs Index, NoPE and >= 2 bands"))
+    else:
         s = [solved[("index", b)] for b in bands]
         prefix = s == sorted(s, reverse=True)
         ok = s[0] and prefix and not s[-1] and not solved[("index", "nope")]
         verdict = "match" if ok else "partial" if s[0] and not solved[("index", "nope")] else "differs"
         out.append(_claim(
-            "Index is solved only with high-frequency planes",
+            index_claim,
             "Index solvable only with high frequencies (low IDs); a symbolic (NoPE) head cannot (Thm 2)",
             f"solved (>= {SOLVED}): {[b for b, x in zip(bands, s, strict=True) if x]}; accuracy "
             + _fmt(acc, "index", [*bands, "nope"]),
@@ -73,13 +80,16 @@ def frequency_claims(acc: dict[tuple[str, str], float], conditions: Sequence[str
             "match if the fastest band solves it, the solving bands are the fastest ones in order, and neither "
             "the slowest band nor NoPE solves it; partial if the fastest band solves it and NoPE does not",
         ))
-    if {"nope"} <= have and len(bands) >= 2 and ("retrieval", bands[0]) in acc:
+    if not ({"nope"} <= have and len(bands) >= 2 and ("retrieval", bands[0]) in acc):
+        out.append(_claim(retrieval_claim, "", "grid lacks retrieval, nope or two bands", "n/a",
+                          "needs Retrieval, NoPE and >= 2 bands"))
+    else:
         s = [solved[("retrieval", b)] for b in bands]
         suffix = s == sorted(s)
         ok = solved[("retrieval", "nope")] and s[-1] and not s[0] and suffix
         verdict = "match" if ok else "partial" if solved[("retrieval", "nope")] and not s[0] else "differs"
         out.append(_claim(
-            "Retrieval is solved only with low-frequency planes or NoPE",
+            retrieval_claim,
             "Retrieval solvable only with low frequencies; a NoPE head can (Thm 5), a positional head cannot (Thm 4)",
             f"solved: {[b for b, x in zip(bands, s, strict=True) if x] + (['nope'] if solved[('retrieval', 'nope')] else [])}; "
             "accuracy " + _fmt(acc, "retrieval", [*bands, "nope"]),
@@ -87,13 +97,16 @@ def frequency_claims(acc: dict[tuple[str, str], float], conditions: Sequence[str
             "match if NoPE and the slowest band solve it, the fastest does not, and the solving bands are the "
             "slowest ones in order; partial if NoPE solves it and the fastest band does not",
         ))
-    if {"nope", "two_angle"} <= have and bands and ("induction", "two_angle") in acc:
+    if not ({"nope", "two_angle"} <= have and bands and ("induction", "two_angle") in acc):
+        out.append(_claim(induction_claim, "", "grid lacks induction, nope, two_angle or a band", "n/a",
+                          "needs partial induction, NoPE, the two-angle head and a band"))
+    else:
         two = solved[("induction", "two_angle")] or solved.get(("induction", "fast_slow"), False)
         single = [b for b in bands if solved[("induction", b)]]
         ok = solved[("induction", "two_angle")] and not solved[("induction", "nope")] and not solved[("induction", bands[0])]
         verdict = "match" if ok else "partial" if two else "differs"
         out.append(_claim(
-            "Partial induction needs the two-angle head (or both bands)",
+            induction_claim,
             "neither a pure positional nor a pure symbolic head solves f_MIX (Cor. 1); θ1 = 0 plus a moderate θ2 does (Thm 6)",
             f"accuracy {_fmt(acc, 'induction', ['two_angle', 'fast_slow', 'nope', *bands])}; single bands that solve it: {single}",
             verdict,
@@ -185,7 +198,10 @@ def score_claims(runs: Sequence[RunRow], acc: dict[tuple[str, str], float]) -> l
     idx = [r for r in solved_runs if r.task == "index"]
     ret = [r for r in solved_runs if r.task == "retrieval"]
     if not idx or not ret:
-        return [_claim("Index heads positional, Retrieval heads symbolic", "", "no solved Index or Retrieval run", "n/a", "")]
+        return [_claim("Trained Index heads are positional, Retrieval heads symbolic", "", "no solved Index or Retrieval run",
+                       "n/a", ""),
+                _claim("Per-frequency scores match the band each head was allowed", "", "no solved Index or Retrieval run",
+                       "n/a", "")]
     pure_pos = [r.s_pos >= 1 - GAMMA and r.s_sym <= GAMMA for r in idx]
     pure_sym = [r.s_sym >= 1 - GAMMA and r.s_pos <= GAMMA for r in ret]
     lean = all(r.s_pos > r.s_sym for r in idx) and all(r.s_sym > r.s_pos for r in ret)
@@ -220,13 +236,13 @@ def geometry_claim(runs: Sequence[RunRow]) -> ClaimRecord:
     """Claim 6: keys collapse, the query angle encodes the target offset (Fig. 4B's picture, measured)."""
     idx = [r for r in runs if r.task == "index" and r.acc >= SOLVED and r.theta_centre > 0]
     if not idx:
-        return _claim("Positional heads: query angle encodes the target, keys collapse", "", "no solved Index run", "n/a", "")
+        return _claim(GEOMETRY, "", "no solved Index run", "n/a", "")
     kc = float(np.mean([r.key_collapse for r in idx]))
     qa = float(np.mean([r.query_alignment for r in idx]))
     qs = float(np.mean([r.query_alignment_shuffled for r in idx]))
     verdict = "match" if kc >= 0.9 and qa >= 0.9 and qa - qs >= 0.3 else "partial" if qa - qs >= 0.2 else "differs"
     return _claim(
-        "Trained positional heads: the query angle encodes the target position, the keys collapse onto one direction",
+        GEOMETRY,
         "trained toy positional heads: query angle encodes the target position, keys collapse (as in a Gemma head)",
         f"{len(idx)} solved Index runs, dominant plane: key collapse {kc:.2f}, query alignment {qa:.2f} "
         f"(shuffled targets {qs:.2f})",
@@ -249,10 +265,10 @@ def length_claim(runs: Sequence[RunRow]) -> ClaimRecord:
             if task == "index":
                 drops.append(a1 - a4)
     if not drops:
-        return _claim("Length: positional heads lose accuracy at longer inputs", "", "no solved Index condition", "n/a", "")
+        return _claim(LENGTH, "", "no solved Index condition", "n/a", "")
     n_lost = sum(d >= ABOVE_CHANCE for d in drops)
     return _claim(
-        "Length: the positional (Index) heads lose accuracy at 2x and 4x the training length",
+        LENGTH,
         "paper A Thm 3.2: the positional constructions lose sharpness as n grows (our link, not a metric-paper claim)",
         "solved conditions, accuracy 1x->2x->4x: " + "; ".join(lines),
         "match" if n_lost == len(drops) else "partial" if n_lost else "differs",

@@ -16,6 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seeds", type=int, nargs="+", help="seeds (default: 0 1 2; quick: 0)")
     p.add_argument("--conditions", nargs="+", help="conditions, e.g. band1 band8 nope two_angle (default: all)")
     p.add_argument("--tasks", nargs="+", help="tasks (default: index retrieval induction)")
+    p.add_argument("--steps", type=int, help="training steps per toy head (default: 1500; quick: 1000)")
     p.add_argument("--threads", type=int, default=1, help="torch threads (default: 1)")
     p.set_defaults(func=run)
 
@@ -30,6 +31,8 @@ def run(args: argparse.Namespace) -> int:
         changes["conditions"] = tuple(args.conditions)
     if args.tasks:
         changes["tasks"] = tuple(args.tasks)
+    if args.steps:
+        changes["steps"] = args.steps
     grid = GridConfig.quick(**changes) if args.quick else GridConfig(**changes)
     result = run_grid(grid, args.out, progress=True)
     width = max(len(c.claim) for c in result.claims)
