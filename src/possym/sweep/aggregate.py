@@ -11,7 +11,12 @@ Per trial (:func:`trial_facts`), from the files the stages wrote:
   the step each first became pure;
 - ``scores.csv``: the last checkpoint's s_POS, s_SYM per layer;
 - ``table1.csv``: the weighted-average frequency ID per layer (paper Table 1);
-- ``lengthgen.csv`` (``n_hops = 0``, all hops): accuracy per number of extra tokens.
+- ``lengthgen.csv`` (``n_hops = 0``, all hops): accuracy per number of extra tokens, at the final
+  checkpoint (``len_acc_K``) and at the best one (``len_best_K``: the earliest checkpoint at the
+  maximum validation accuracy, ``best_step``, as the authors evaluated);
+- ``scores.csv`` with intervals: the layers ever pure at γ = 0.1, surely and possibly
+  (:func:`possym.scores.dynamics.layer_sets`), and L0's trajectory: its scores at the best and the
+  final step and its highest s_POS over training.
 
 Across seeds (:func:`summarise`): for every numeric fact, per (variant, task), the mean, the sample
 standard deviation (ddof = 1; 0 for one seed) and n. Facts that are not numbers (hop order, the
@@ -31,7 +36,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from possym.runs import atomic_write_text, csv_text, read_csv, save_figure
+from possym.runs import RunDir, atomic_write_text, csv_text, read_csv, save_figure, typed_row
+from possym.scores.dynamics import layer_sets
 from possym.sweep.claims import claims_by_seed, claims_markdown
 from possym.sweep.spec import SweepSpec, Trial, expand
 
@@ -102,11 +108,49 @@ def trial_facts(trial: Trial) -> dict[str, Any] | None:
         rows = read_csv(run / "table1.csv")
         facts["table1_ids"] = " ".join(str(round(float(r["weighted_id"]))) for r in rows)
         facts |= {f"weighted_id_L{r['layer']}": float(r["weighted_id"]) for r in rows}
+    run_dir = RunDir.open(run)
+    steps = run_dir.checkpoint_steps()
+    best = run_dir.best() if steps else None
+    facts["best_step"] = math.nan if best is None else best
     if (run / "lengthgen.csv").exists():
         for r in read_csv(run / "lengthgen.csv"):
-            if int(r["n_hops"]) == 0:
+            if int(r["n_hops"]) != 0:
+                continue
+            step = int(r["step"]) if r.get("step") not in (None, "") else steps[-1]  # older files: the final one
+            if step == steps[-1]:
                 facts[f"len_acc_{int(r['extra'])}"] = float(r["accuracy"])
+            if step == best:
+                facts[f"len_best_{int(r['extra'])}"] = float(r["accuracy"])
+    if (run / "scores.csv").exists():
+        scores = [typed_row(r) for r in read_csv(run / "scores.csv")]
+        for kind in ("positional", "symbolic"):
+            sure, possible = layer_sets(scores, kind, float(GAMMA), ever=True)
+            facts[f"ever_{kind}"] = _layer_text(sure, possible)
+        l0 = sorted((r for r in scores if r["query"] == "last" and r["layer"] == 0 and r["head"] == 0),
+                    key=lambda r: r["step"])
+        if l0:
+            peak = max(l0, key=lambda r: r["s_pos"])
+            facts["L0_max_s_pos"], facts["L0_max_s_pos_step"] = peak["s_pos"], peak["step"]
+            at_best = next((r for r in l0 if r["step"] == best), None)
+            if at_best is not None:
+                facts["L0_s_pos_best"], facts["L0_s_sym_best"] = at_best["s_pos"], at_best["s_sym"]
     return facts
+
+
+def _layer_text(sure: set[int], possible: set[int]) -> str:
+    """``L1-L3`` style text of a layer set, with the layers only possibly in it in brackets: ``L1-L3 (+L0)``."""
+    def span(layers: set[int]) -> str:
+        out, run = [], []
+        for x in sorted(layers):
+            if run and x != run[-1] + 1:
+                out.append(run)
+                run = []
+            run.append(x)
+        out += [run] if run else []
+        return ", ".join(f"L{r[0]}" if len(r) == 1 else f"L{r[0]}-L{r[-1]}" for r in out)
+
+    text = span(sure) or "none"
+    return text + (f" (+{span(possible - sure)})" if possible - sure else "")
 
 
 def _mean_sd(values: list[float]) -> tuple[float, float, int]:
@@ -193,6 +237,29 @@ def summary_markdown(summary: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+ARM_LENGTHS = (40, 100, 800, 5000)  # the paper's quoted points of Fig. 5B
+
+
+def arms_markdown(summary: list[dict[str, Any]], lengths: tuple[int, ...] = ARM_LENGTHS) -> str:
+    """Arm by claim, mean ± sd over seeds (issue 16's ablation table): the step each hop first reaches 0.9,
+    the best step, the layers ever pure (sure, then + the possible ones), L0 at the best step and its
+    peak s_POS, and the length accuracies at the best and the final checkpoint."""
+    hops = sorted({int(k[15:]) for rec in summary for k in rec if k.startswith("steps_to_90_hop")})
+    head = ["arm", "task", "seeds", "0.9 reached (hop " + "/".join(map(str, hops)) + ")", "best step",
+            "ever pure pos.", "ever pure sym.", "L0 at best (s_pos, s_sym)", "L0 peak s_pos",
+            *[f"K={k} best / final" for k in lengths]]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for rec in summary:
+        firsts = " / ".join(_pm(rec.get(f"steps_to_90_hop{h}"), 0) for h in hops)
+        l0 = f"({_pm(rec.get('L0_s_pos_best'), 2)}, {_pm(rec.get('L0_s_sym_best'), 2)})"
+        cells = [rec["variant"], rec["task"], str(len(rec["seeds"])), firsts, _pm(rec.get("best_step"), 0),
+                 str(rec.get("ever_positional", "")), str(rec.get("ever_symbolic", "")), l0,
+                 _pm(rec.get("L0_max_s_pos"), 2),
+                 *[f"{_pm(rec.get(f'len_best_{k}'), 2)} / {_pm(rec.get(f'len_acc_{k}'), 2)}" for k in lengths]]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def seeds_markdown(facts: list[dict[str, Any]]) -> str:
     """One row per trial: what varies from seed to seed (hop order, pure layers and when, Table 1 IDs, length)."""
     extras = sorted({int(k[8:]) for f in facts for k in f if k.startswith("len_acc_")})
@@ -238,13 +305,14 @@ def write_summary(spec: SweepSpec, out: str | Path) -> list[Path]:
     summary = summarise(facts)
     claims = claims_by_seed([t for t, f in read if f is not None])
     paths = [out / "summary.csv", out / "summary.md", out / "seeds.csv", out / "seeds.md"]
-    paths += [out / "claims_by_seed.csv", out / "claims_by_seed.md"]
+    paths += [out / "claims_by_seed.csv", out / "claims_by_seed.md", out / "arms.md"]
     atomic_write_text(paths[0], csv_text(summary_rows(summary)))
     atomic_write_text(paths[1], summary_markdown(summary))
     atomic_write_text(paths[2], csv_text([{k: v for k, v in f.items() if k != "curve"} for f in facts]))
     atomic_write_text(paths[3], seeds_markdown(facts))
     atomic_write_text(paths[4], csv_text(claims))
     atomic_write_text(paths[5], claims_markdown(claims))
+    atomic_write_text(paths[6], arms_markdown(summary))
     import matplotlib.pyplot as plt
 
     for stem, fig in (

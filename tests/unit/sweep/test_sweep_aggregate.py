@@ -77,3 +77,42 @@ def test_failed_trials_are_retried_a_bounded_number_of_times_then_reported(tmp_p
     calls.clear()
     outcome = run_sweep(spec, tmp_path, SequentialEngine(), fn=flaky)
     assert outcome.skipped == ["baseline-number-s0"] and calls == ["baseline-number-s1"] * 3
+
+
+def test_trial_facts_read_the_best_and_the_final_curve_and_the_layers_ever_pure(tmp_path, tiny_overrides):
+    """A hand-made run: best = the earliest step at the maximum validation accuracy (50, not 100); the
+    length curve of each checkpoint lands under its own key; L0 possibly positional, L1 surely."""
+    import torch
+
+    from possym.config import load_config
+    from possym.model.gptj import GPTJ
+    from possym.records import LengthPoint, ScoreRecord
+    from possym.runs import RunDir
+    from possym.sweep.aggregate import arms_markdown, trial_facts
+    from possym.sweep.spec import Trial
+
+    run = RunDir.create(tmp_path / "run", load_config("number", None, tiny_overrides), argv=["test"])
+    model = GPTJ(run.model_config)
+    for step, acc in ((0, 0.1), (50, 0.95), (100, 0.95)):
+        run.save_checkpoint(step, model.state_dict())
+        run.log({"event": "eval", "step": step, "accuracy": acc, "acc_hop1": acc, "acc_hop2": acc})
+    run.log({"event": "final", "step": 100, "accuracy": 0.9, "acc_hop1": 0.9})
+    point = dict(n_hops=0, seq_len=20, n=10, ci_low=0.0, ci_high=1.0, n_prefixes=1, prefix_sd=0.0,
+                 cluster_low=0.0, cluster_high=1.0, mode="shared")
+    run.write("lengthgen", [LengthPoint(extra=100, accuracy=a, correct=int(10 * a), step=s, **point)
+                            for s, a in ((50, 0.7), (100, 0.4))])
+    rows = []
+    for step in (50, 100):
+        for layer, (p, y, half) in enumerate(((0.88, 0.05, 0.04), (0.99, 0.01, 0.005))):
+            rows.append(ScoreRecord(step=step, query="last", layer=layer, head=0, s_pos=p, s_sym=y, entropy=1.0,
+                                    n_inputs=10, s_pos_low=p - half, s_pos_high=p + half, s_sym_low=y - half,
+                                    s_sym_high=y + half))
+    run.write("scores", rows)
+    trial = Trial("B-number-s0", "B", "number", 0, str(run.path), str(tmp_path / "state"), None, (), {})
+    facts = trial_facts(trial)
+    assert facts["best_step"] == 50
+    assert facts["len_best_100"] == 0.7 and facts["len_acc_100"] == 0.4
+    assert facts["ever_positional"] == "L1 (+L0)" and facts["ever_symbolic"] == "none"
+    assert facts["L0_s_pos_best"] == 0.88 and facts["L0_max_s_pos"] == 0.88
+    table = arms_markdown(summarise([facts]), lengths=(100,))
+    assert "| B | number | 1 |" in table and "0.70 ± 0.00 / 0.40 ± 0.00" in table and "L1 (+L0)" in table
