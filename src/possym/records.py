@@ -290,3 +290,56 @@ class ClaimRecord(Record):
     verdict: str
     rule: str
     step: str = ""
+
+
+@dataclass(frozen=True)
+class VerificationRecord(Record):
+    """One construction of Theorem 3.1 run through the model code against its oracle (``verification.csv``,
+    and ``violations.csv`` for the settings that break the theorem's conditions). ``ok``: as expected."""
+
+    function: str
+    setting: str
+    theta: float
+    n_letters: int
+    n_ints: int
+    length: int
+    inputs: str
+    attention: str
+    beta: float | None
+    expect: str
+    n_sequences: int
+    n_positions: int
+    n_failed: int
+    first_failing_length: int | None
+    min_gap: float | None
+    example_failure: str
+    ok: bool
+
+
+@dataclass(frozen=True)
+class BoundCheckRecord(Record):
+    """Where one of Theorem 3.2's bounds holds, per (function, definition, domain) (``bounds.csv``)."""
+
+    function: str
+    definition: str
+    domain: str
+    theta: float
+    n_range: str
+    premise_range: str
+    n_checked: int
+    n_failed: int
+    first_fail: int | None
+    fail_ranges: str
+    last_fail: int | None
+    max_ratio: float | None
+    n_failed_outside: int
+
+
+@dataclass(frozen=True)
+class Fig5aRecord(Record):
+    """Theorem 3.2's bound for ``function`` at input length ``n`` (``fig5a.csv``; the paper's Fig. 5A)."""
+
+    function: str
+    theta: float
+    n: int
+    bound: float

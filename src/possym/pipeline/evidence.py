@@ -10,7 +10,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from possym.records import LengthPoint, PurityRecord, ScoreRecord, Table1Record
+from possym.records import (
+    BoundCheckRecord,
+    Fig5aRecord,
+    LengthPoint,
+    PurityRecord,
+    ScoreRecord,
+    Table1Record,
+    VerificationRecord,
+    read_records,
+)
 from possym.report.claims import Evidence, TaskEvidence
 from possym.runs import RunDir, read_csv, typed_row
 from possym.stages.lengthgen import points_at
@@ -46,11 +55,11 @@ def task_evidence(run: RunDir) -> TaskEvidence:
     return TaskEvidence(
         n_layers=run.config.model.n_layers,
         metrics=run.metrics(),
-        purity=[r.to_dict() for r in run.read("purity", PurityRecord)],
-        scores=[r.to_dict() for r in scores],
-        table1=[r.to_dict() for r in table1],
-        lengthgen=[p.to_dict() for p in curve],
-        lengthgen_final=[p.to_dict() for p in at_final] if at_best and best != final else [],
+        purity=run.read("purity", PurityRecord),
+        scores=scores,
+        table1=table1,
+        lengthgen=curve,
+        lengthgen_final=at_final if at_best and best != final else [],
         lengthgen_step=_label(run, curve_step),
         scores_step=_label(run, max((r.step for r in scores), default=None)),
         table1_step=_label(run, table1[0].step if table1 else None),
@@ -64,7 +73,7 @@ def load_evidence(out: Path) -> Evidence:
     theory = out / "theory"
     return Evidence(
         tasks=tasks,
-        bounds=table(theory / "bounds.csv"),
-        verification=table(theory / "verification.csv"),
-        fig5a=table(theory / "fig5a.csv"),
+        bounds=read_records(theory / "bounds.csv", BoundCheckRecord),
+        verification=read_records(theory / "verification.csv", VerificationRecord),
+        fig5a=read_records(theory / "fig5a.csv", Fig5aRecord),
     )

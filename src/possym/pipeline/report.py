@@ -20,10 +20,11 @@ import yaml
 from possym.errors import PossymError
 from possym.paper import paper_numbers
 from possym.pipeline.evidence import load_evidence, table
+from possym.records import ClaimRecord, records_csv
 from possym.report import compare_plots, html
 from possym.report.claims import check_claims, final_kinds, first_steps
 from possym.report.length_plots import plot_length_curves
-from possym.runs import atomic_write_text, csv_text, read_csv, save_figure
+from possym.runs import ARTIFACTS, atomic_write_text, csv_text, read_csv, save_figure
 from possym.sweep.claims import claims_wide
 
 # Each run's own figures, in the order the paper shows them: (stem in RUN/figures, caption).
@@ -35,13 +36,10 @@ RUN_FIGURES = (
     ("fig7_purity", "Pure heads over training at two thresholds (Fig. 7)"),
     ("fig8_frequency_use", "Frequency use per layer (Fig. 8)"),
 )
-RUN_TABLES = (
-    "lengthgen.csv",
-    "table1.csv",
-    "purity.csv",
-    "plane_scores.csv",
-    "theory/discrepancy_summary.csv",
-    "theory/discrepancy_accuracy.csv",
+# Each run's tables copied into DIR/tables, by their names in the run directory's registry.
+RUN_TABLES = tuple(
+    ARTIFACTS[key].name
+    for key in ("lengthgen", "table1", "purity", "plane_scores", "discrepancy_summary", "discrepancy_accuracy")
 )
 THEORY_FIGURES = (
     ("theory_discrepancy", "Exact discrepancy of T_Index and T_Retrieval against Theorem 3.2's bounds"),
@@ -87,24 +85,19 @@ def learning_rows(evidence) -> list[dict[str, Any]]:
     return rows
 
 
+def _dicts(records) -> list[dict[str, Any]]:
+    """Records as the plot functions take them (plain dicts of typed values)."""
+    return [r.to_dict() for r in records]
+
+
 def final_score_rows(evidence) -> list[dict[str, Any]]:
     rows = []
     for task, te in evidence.tasks.items():
-        last = max((int(r["step"]) for r in te.scores), default=None)
+        last = max((r.step for r in te.scores), default=None)
         kinds = final_kinds(te.scores)
-        for r in te.scores:
-            if int(r["step"]) == last and r.get("query") == "last":
-                rows.append(
-                    {
-                        "task": task,
-                        "step": last,
-                        "layer": r["layer"],
-                        "head": r["head"],
-                        "s_pos": r["s_pos"],
-                        "s_sym": r["s_sym"],
-                        "pure": kinds.get(int(r["layer"]), ""),
-                    }
-                )
+        rows += [{"task": task, "step": last, "layer": r.layer, "head": r.head, "s_pos": r.s_pos, "s_sym": r.s_sym,
+                  "pure": kinds.get(r.layer, "")}
+                 for r in te.scores if r.step == last and r.query == "last"]
     return rows
 
 
@@ -122,8 +115,9 @@ def build_report(
     paper = paper_numbers()
     evidence = load_evidence(out)
     claims = check_claims(evidence)
-    atomic_write_text(out / "claims.csv", csv_text(claims))
-    atomic_write_text(tables / "claims.csv", csv_text(claims))
+    claims_text = records_csv([ClaimRecord.from_dict(c) for c in claims])
+    atomic_write_text(out / "claims.csv", claims_text)
+    atomic_write_text(tables / "claims.csv", claims_text)
 
     learning, finals = learning_rows(evidence), final_score_rows(evidence)
     for name, rows in (("learning", learning), ("final_scores", finals), ("stages", stages or [])):
@@ -159,7 +153,7 @@ def build_report(
         )
     if any(te.table1 for te in tasks.values()):
         fig = compare_plots.table1_compare(
-            {t: te.table1 for t, te in tasks.items()}, paper["table1_weighted_frequency_id"]
+            {t: _dicts(te.table1) for t, te in tasks.items()}, paper["table1_weighted_frequency_id"]
         )
         compared.append(
             (
@@ -168,7 +162,7 @@ def build_report(
             )
         )
     if evidence.fig5a:
-        fig = compare_plots.fig5a_compare(evidence.fig5a, paper["fig5a_discrepancy_bounds"])
+        fig = compare_plots.fig5a_compare(_dicts(evidence.fig5a), paper["fig5a_discrepancy_bounds"])
         compared.append(
             (
                 _save(fig, figures / "compare_fig5a_bounds"),
@@ -177,7 +171,7 @@ def build_report(
         )
     if any(te.lengthgen for te in tasks.values()):
         fig = plot_length_curves(
-            {t: te.lengthgen for t, te in tasks.items() if te.lengthgen}, paper["fig5b_length_generalisation"]
+            {t: _dicts(te.lengthgen) for t, te in tasks.items() if te.lengthgen}, paper["fig5b_length_generalisation"]
         )
         compared.append(
             (
@@ -190,7 +184,7 @@ def build_report(
     per_run: list[tuple[Path, str]] = []
     for task in tasks:
         for stem, caption in RUN_FIGURES:
-            if _copy_figure(out / task / "figures" / stem, figures / f"{task}_{stem}"):
+            if _copy_figure(out / task / ARTIFACTS["figures"].name / stem, figures / f"{task}_{stem}"):
                 per_run.append((figures / f"{task}_{stem}", f"{task} task: {caption}"))
         if _copy_figure(out / task / "theory" / "discrepancy_heads", figures / f"{task}_discrepancy_heads"):
             per_run.append(
@@ -234,7 +228,7 @@ def build_report(
             "Length generalisation",
             tables=[
                 html.Table(f"{t}: accuracy per K, pooled over hops, at {te.lengthgen_step}",
-                           [r for r in te.lengthgen if r["n_hops"] == 0])
+                           [p.to_dict() for p in te.lengthgen if p.n_hops == 0])
                 for t, te in tasks.items()
                 if te.lengthgen
             ],

@@ -44,15 +44,24 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from possym.paper import paper_numbers
+from possym.records import (
+    GAMMA,
+    BoundCheckRecord,
+    Fig5aRecord,
+    LengthPoint,
+    PurityRecord,
+    ScoreRecord,
+    Table1Record,
+    VerificationRecord,
+)
 from possym.scores.dynamics import layer_sets, purity
 
 VERDICTS = ("match", "partial", "differs", "n/a")
 PAPER_LAYERS = 12
-GAMMA = 0.1
 
 
 @dataclass(frozen=True)
@@ -60,12 +69,12 @@ class TaskEvidence:
     """What one trained run produced, as typed records (any missing table is an empty list)."""
 
     n_layers: int
-    metrics: Sequence[Mapping[str, Any]] = ()
-    purity: Sequence[Mapping[str, Any]] = ()
-    scores: Sequence[Mapping[str, Any]] = ()
-    table1: Sequence[Mapping[str, Any]] = ()
-    lengthgen: Sequence[Mapping[str, Any]] = ()  # the curve at ``lengthgen_step``
-    lengthgen_final: Sequence[Mapping[str, Any]] = ()  # the curve at the final checkpoint, shown beside it
+    metrics: Sequence[Mapping[str, Any]] = ()  # the run's log (JSON records, already typed)
+    purity: Sequence[PurityRecord] = ()
+    scores: Sequence[ScoreRecord] = ()
+    table1: Sequence[Table1Record] = ()
+    lengthgen: Sequence[LengthPoint] = ()  # the curve at ``lengthgen_step``
+    lengthgen_final: Sequence[LengthPoint] = ()  # the curve at the final checkpoint, shown beside it
     # The checkpoint each kind of number comes from, as a claim names it ("best 4800", "final 6750").
     lengthgen_step: str = ""
     scores_step: str = ""
@@ -75,9 +84,9 @@ class TaskEvidence:
 @dataclass(frozen=True)
 class Evidence:
     tasks: Mapping[str, TaskEvidence]
-    bounds: Sequence[Mapping[str, Any]] = ()
-    verification: Sequence[Mapping[str, Any]] = ()
-    fig5a: Sequence[Mapping[str, Any]] = field(default=())
+    bounds: Sequence[BoundCheckRecord] = ()
+    verification: Sequence[VerificationRecord] = ()
+    fig5a: Sequence[Fig5aRecord] = ()
 
 
 def verdict_for_value(ours: float, paper: float, half_width: float = 0.0) -> str:
@@ -110,13 +119,9 @@ def first_steps(metrics: Sequence[Mapping[str, Any]], threshold: float = 0.9) ->
     return learning_summary(list(metrics), threshold)["first_step"]
 
 
-def ever_pure(purity_rows: Sequence[Mapping[str, Any]], kind: str) -> set[int]:
+def ever_pure(purity_rows: Sequence[PurityRecord], kind: str) -> set[int]:
     """Layers (head 0, last-token query, γ = 0.1) that are pure ``kind`` at some checkpoint."""
-    return {
-        int(r["layer"])
-        for r in purity_rows
-        if float(r["gamma"]) == GAMMA and r.get("query", "last") == "last" and kind in (r["kind"], r["final_kind"])
-    }
+    return {r.layer for r in purity_rows if r.gamma == GAMMA and r.query == "last" and kind in (r.kind, r.final_kind)}
 
 
 def closest_layers(sure: set[int], possible: set[int], paper: set[int]) -> set[int]:
@@ -138,25 +143,22 @@ def layer_claim_sets(te: TaskEvidence, kind: str, paper: set[int], *, ever: bool
     """(our set for the rule, its text): from the scores' intervals when the run has scores, else from
     the purity table (``ever``) or the point estimates."""
     if te.scores:
-        sure, possible = layer_sets([dict(r) for r in te.scores], kind, GAMMA, ever=ever)
+        sure, possible = layer_sets([r.to_dict() for r in te.scores], kind, GAMMA, ever=ever)
         chosen = closest_layers(sure, possible, paper)
         return chosen, _layers(chosen) + _straddling(sure, possible)
     ours = ever_pure(te.purity, kind) if ever else set()
     return ours, _layers(ours)
 
 
-def final_kinds(scores: Sequence[Mapping[str, Any]]) -> dict[int, str]:
+def final_kinds(scores: Sequence[ScoreRecord]) -> dict[int, str]:
     """Per layer (head 0), the purity kind at the last scored step ("" if mixed)."""
-    last = max((int(r["step"]) for r in scores), default=None)
-    return {
-        int(r["layer"]): purity(float(r["s_pos"]), float(r["s_sym"]), GAMMA)
-        for r in scores
-        if int(r["step"]) == last and r.get("query", "last") == "last" and int(r["head"]) == 0
-    }
+    last = max((r.step for r in scores), default=None)
+    return {r.layer: purity(r.s_pos, r.s_sym, GAMMA)
+            for r in scores if r.step == last and r.query == "last" and r.head == 0}
 
 
-def _at(lengthgen: Sequence[Mapping[str, Any]], extra: int) -> Mapping[str, Any] | None:
-    return next((r for r in lengthgen if int(r["extra"]) == extra and int(r["n_hops"]) == 0), None)
+def _at(lengthgen: Sequence[LengthPoint], extra: int) -> LengthPoint | None:
+    return next((p for p in lengthgen if p.extra == extra and p.n_hops == 0), None)
 
 
 def learning_claims(ev: Evidence) -> list[dict[str, str]]:
@@ -188,7 +190,7 @@ def learning_claims(ev: Evidence) -> list[dict[str, str]]:
     if letter and letter.metrics:
         steps = first_steps(letter.metrics)
         hops = [s for k, s in steps.items() if k.startswith("acc_hop")]
-        total = max(int(r["step"]) for r in letter.metrics if "step" in r)
+        total = max(r["step"] for r in letter.metrics if "step" in r)
         if None in hops:
             verdict, ours = "differs", "some hop count never reaches 0.9"
         else:
@@ -256,8 +258,8 @@ def head_claims(ev: Evidence) -> list[dict[str, str]]:
     rule = ("match if the number model has a pure positional layer at its last checkpoint and the letter model "
             "none (within our intervals: possibly one, surely none)")
     if number and letter and number.scores and letter.scores:
-        n_sure, n_possible = layer_sets([dict(r) for r in number.scores], "positional", GAMMA, ever=False)
-        l_sure, l_possible = layer_sets([dict(r) for r in letter.scores], "positional", GAMMA, ever=False)
+        n_sure, n_possible = layer_sets([r.to_dict() for r in number.scores], "positional", GAMMA, ever=False)
+        l_sure, l_possible = layer_sets([r.to_dict() for r in letter.scores], "positional", GAMMA, ever=False)
         out.append(
             _claim(
                 "positional layers appear in the number task only",
@@ -274,7 +276,7 @@ def head_claims(ev: Evidence) -> list[dict[str, str]]:
         te = ev.tasks.get(task)
         if te is None or not te.scores:
             continue
-        rows = [dict(r) for r in te.scores]
+        rows = [r.to_dict() for r in te.scores]
         sure = set().union(*(layer_sets(rows, k, GAMMA, ever=False)[0] for k in ("positional", "symbolic")))
         possible = set().union(*(layer_sets(rows, k, GAMMA, ever=False)[1] for k in ("positional", "symbolic")))
         mixed_l0 = fig6[f"{task}_task"]["L0"]
@@ -307,7 +309,7 @@ def frequency_claims(ev: Evidence) -> list[dict[str, str]]:
     for task in ("number", "letter"):
         te = ev.tasks.get(task)
         name = f"{task} task: Table 1 weighted frequency IDs"
-        ids = {int(r["layer"]): float(r["weighted_id"]) for r in (te.table1 if te else ()) if int(r["head"]) == 0}
+        ids = {r.layer: r.weighted_id for r in (te.table1 if te else ()) if r.head == 0}
         if not ids:
             continue
         ours = ", ".join(f"{ids[layer]:.0f}" for layer in sorted(ids))
@@ -338,7 +340,7 @@ def frequency_claims(ev: Evidence) -> list[dict[str, str]]:
     number = ev.tasks.get("number")
     if number and number.table1 and number.scores:
         kinds = final_kinds(number.scores)
-        ids = {int(r["layer"]): float(r["weighted_id"]) for r in number.table1 if int(r["head"]) == 0}
+        ids = {r.layer: r.weighted_id for r in number.table1 if r.head == 0}
         pos = [ids[layer] for layer, k in kinds.items() if k == "positional" and layer in ids]
         sym = [ids[layer] for layer, k in kinds.items() if k == "symbolic" and layer in ids]
         if pos and sym:
@@ -371,11 +373,10 @@ def length_claims(ev: Evidence) -> list[dict[str, str]]:
             if row is None or values.get(extra) is None:
                 out.append(_claim(name, "Sec. 3.6, Fig. 5B", str(values.get(extra)), "not measured", "n/a", rule))
                 continue
-            acc = float(row["accuracy"])
-            low, high = float(row["cluster_low"]), float(row["cluster_high"])
+            acc, low, high = row.accuracy, row.cluster_low, row.cluster_high
             half = (high - low) / 2 if high == high and low == low else 0.0  # NaN for one prefix
-            final = _at(te.lengthgen_final, extra) if te.lengthgen_final is not te.lengthgen else None
-            beside = f"; final checkpoint {float(final['accuracy']):.2f}" if final is not None else ""
+            final = _at(te.lengthgen_final, extra)
+            beside = f"; final checkpoint {final.accuracy:.2f}" if final is not None else ""
             out.append(
                 _claim(
                     name,
@@ -389,12 +390,12 @@ def length_claims(ev: Evidence) -> list[dict[str, str]]:
             )
     number, letter = ev.tasks.get("number"), ev.tasks.get("letter")
     if number and letter and number.lengthgen and letter.lengthgen:
-        grid = sorted({int(r["extra"]) for r in number.lengthgen} & {int(r["extra"]) for r in letter.lengthgen})
+        grid = sorted({p.extra for p in number.lengthgen} & {p.extra for p in letter.lengthgen})
         beyond = [k for k in grid if k >= 50]
         above = [
             k
             for k in beyond
-            if float(_at(letter.lengthgen, k)["accuracy"]) >= float(_at(number.lengthgen, k)["accuracy"])
+            if _at(letter.lengthgen, k).accuracy >= _at(number.lengthgen, k).accuracy
         ]
         share = len(above) / len(beyond) if beyond else 0.0
         out.append(
@@ -413,7 +414,7 @@ def length_claims(ev: Evidence) -> list[dict[str, str]]:
 def theory_claims(ev: Evidence) -> list[dict[str, str]]:
     out = []
     if ev.verification:
-        bad = [r for r in ev.verification if str(r["ok"]) not in ("True", "true", "1")]
+        bad = [r for r in ev.verification if not r.ok]
         out.append(
             _claim(
                 "T_Index and T_Retrieval implement their functions exactly",
@@ -430,17 +431,17 @@ def theory_claims(ev: Evidence) -> list[dict[str, str]]:
         "only for the worst case (min); differs if for neither"
     )
     for function, statement in statements.items():
-        rows = [r for r in ev.bounds if r["function"] == function]
+        rows = [r for r in ev.bounds if r.function == function]
         if not rows:
             continue
-        definitions = {r["definition"] for r in rows}
-        holds = {d: all(int(r["n_failed"]) == 0 for r in rows if r["definition"] == d) for d in definitions}
+        definitions = {r.definition for r in rows}
+        holds = {d: all(r.n_failed == 0 for r in rows if r.definition == d) for d in definitions}
         verdict = "match" if holds.get("max") else "partial" if holds.get("min") else "differs"
         ours = "; ".join(f"{d}: {'holds' if ok else 'fails'}" for d, ok in sorted(holds.items()))
         out.append(_claim(statement, "Thm. 3.2, Fig. 5A", "holds", ours, verdict, rule))
     fig5a = paper_numbers()["fig5a_discrepancy_bounds"]
     if ev.fig5a:
-        bound = {(r["function"], int(r["n"])): float(r["bound"]) for r in ev.fig5a}
+        bound = {(r.function, r.n): r.bound for r in ev.fig5a}
         pairs = [
             (n, want, bound[key, n])
             for key in ("index", "retrieval")

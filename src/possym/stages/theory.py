@@ -34,9 +34,18 @@ import torch
 
 from possym.config import ConfigError
 from possym.devices import resolve_device
-from possym.runs import RunDir, StepSpec, atomic_write_text, csv_text, read_csv, save_figure, typed_row
+from possym.records import BoundCheckRecord, Fig5aRecord, Record, VerificationRecord, records_csv
+from possym.runs import ARTIFACTS, RunDir, StepSpec, atomic_write_text, csv_text, read_csv, save_figure, typed_row
 
 Log = Callable[[str], None]
+
+# The theory tables that the claims read back, by file stem.
+THEORY_RECORDS: dict[str, type[Record]] = {
+    "verification": VerificationRecord,
+    "violations": VerificationRecord,
+    "bounds": BoundCheckRecord,
+    "fig5a": Fig5aRecord,
+}
 
 
 def _quiet(_line: str) -> None:
@@ -98,7 +107,9 @@ def theory_tables(cfg: TheoryConfig, out: Path, log: Log = _quiet) -> TheoryResu
     written: dict[str, list[dict[str, Any]]] = {}
 
     def write(name: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        atomic_write_text(out / f"{name}.csv", csv_text(rows))
+        kind = THEORY_RECORDS.get(name)  # the tables other stages read back are typed; the rest stay plain
+        text = records_csv([kind.from_dict(r) for r in rows]) if kind else csv_text(rows)
+        atomic_write_text(out / f"{name}.csv", text)
         log(f"  wrote {out / name}.csv ({len(rows)} rows)")
         written[name] = rows
         return rows
@@ -124,6 +135,11 @@ def theory_tables(cfg: TheoryConfig, out: Path, log: Log = _quiet) -> TheoryResu
         for path in save_figure(fig, out / stem):
             log(f"  wrote {path}")
     return TheoryResult(written, time.perf_counter() - t0)
+
+
+def _name(key: str) -> str:
+    """The file name of a discrepancy artifact (inside RUN/theory, or the ``out`` given)."""
+    return Path(ARTIFACTS[key].name).name
 
 
 @dataclass(frozen=True)
@@ -169,12 +185,12 @@ def trained_discrepancy_run(run: RunDir, cfg: DiscrepancyConfig = DiscrepancyCon
 
     if cfg.threads:
         torch.set_num_threads(cfg.threads)
-    out = Path(out) if out is not None else run.path / "theory"
+    out = Path(out) if out is not None else run.artifact("discrepancy_heads").parent
     out.mkdir(parents=True, exist_ok=True)
     task = run.config.task
     if replot:
-        heads = [typed_row(r) for r in read_csv(out / "discrepancy_heads.csv")]
-        accuracy = [typed_row(r) for r in read_csv(out / "discrepancy_accuracy.csv")]
+        heads = [typed_row(r) for r in read_csv(out / _name("discrepancy_heads"))]
+        accuracy = [typed_row(r) for r in read_csv(out / _name("discrepancy_accuracy"))]
         step = int(heads[0]["step"])
     else:
         step = run.resolve_step(cfg.step)
@@ -190,9 +206,9 @@ def trained_discrepancy_run(run: RunDir, cfg: DiscrepancyConfig = DiscrepancyCon
             r.update({"task": task.name, "step": step})
     for name, rows in (("discrepancy_heads", heads), ("discrepancy_accuracy", accuracy),
                        ("discrepancy_summary", summary)):
-        atomic_write_text(out / f"{name}.csv", csv_text(rows))
-        log(f"  wrote {out / name}.csv ({len(rows)} rows)")
+        atomic_write_text(out / _name(name), csv_text(rows))
+        log(f"  wrote {out / _name(name)} ({len(rows)} rows)")
     fig = plots.trained_figure(heads, accuracy, task.name, title=f"{run.path.name}: step {step}")
-    for path in save_figure(fig, out / "discrepancy_heads"):
+    for path in save_figure(fig, out / Path(_name("discrepancy_heads")).stem):
         log(f"  wrote {path}")
     return DiscrepancyResult(heads, accuracy, summary, step, out)

@@ -1,7 +1,10 @@
 """The claim rules on hand-made evidence: each verdict can come out either way."""
 
+import dataclasses
+
 import pytest
 
+from possym.records import BoundCheckRecord, LengthPoint, PurityRecord, ScoreRecord
 from possym.report.claims import (
     Evidence,
     TaskEvidence,
@@ -21,18 +24,15 @@ def claim(claims: list[dict], text: str) -> dict:
     return next(c for c in claims if text in c["claim"])
 
 
-def scores(kinds: list[str], step: int = 1000) -> list[dict]:
+def scores(kinds: list[str], step: int = 1000) -> list[ScoreRecord]:
     value = {"positional": (1.0, 0.0), "symbolic": (0.0, 1.0), "": (0.5, 0.5)}
-    return [
-        {"step": step, "query": "last", "layer": i, "head": 0, "s_pos": value[k][0], "s_sym": value[k][1]}
-        for i, k in enumerate(kinds)
-    ]
+    return [ScoreRecord(step, "last", i, 0, value[k][0], value[k][1], entropy=0.0, n_inputs=1)
+            for i, k in enumerate(kinds)]
 
 
-def purity(kinds: list[str]) -> list[dict]:
-    return [
-        {"layer": i, "head": 0, "query": "last", "gamma": 0.1, "kind": k, "final_kind": k} for i, k in enumerate(kinds)
-    ]
+def purity(kinds: list[str]) -> list[PurityRecord]:
+    return [PurityRecord(i, 0, "last", 0.1, k, step=0 if k else None, final_kind=k, final_kind_step=0 if k else None)
+            for i, k in enumerate(kinds)]
 
 
 def test_value_and_set_rules():
@@ -74,11 +74,11 @@ def test_positional_layers_in_the_number_task_only():
     )
 
 
-def curve(values: dict[int, float], half: float = 0.01) -> list[dict]:
-    return [
-        {"extra": k, "n_hops": 0, "accuracy": v, "cluster_low": v - half, "cluster_high": v + half}
-        for k, v in values.items()
-    ]
+def curve(values: dict[int, float], half: float = 0.01) -> list[LengthPoint]:
+    return [LengthPoint(extra=k, n_hops=0, seq_len=k + 40, accuracy=v, n=100, correct=round(100 * v), ci_low=v - half,
+                        ci_high=v + half, n_prefixes=8, prefix_sd=0.0, cluster_low=v - half, cluster_high=v + half,
+                        mode="cached")
+            for k, v in values.items()]
 
 
 def test_length_claims_compare_with_the_digitised_curve_and_each_other():
@@ -99,7 +99,8 @@ def test_length_claims_compare_with_the_digitised_curve_and_each_other():
     [({"max": 0, "min": 0}, "match"), ({"max": 3, "min": 0}, "partial"), ({"max": 3, "min": 1}, "differs")],
 )
 def test_bound_claims_read_the_definition_that_holds(failed, verdict):
-    bounds = [{"function": "index", "definition": d, "n_failed": n} for d, n in failed.items()]
+    bounds = [BoundCheckRecord("index", d, "tasks", 0.8, "2..100", "2..100", 99, n, None, "", None, None, 0)
+              for d, n in failed.items()]
     assert claim(check_claims(Evidence({}, bounds=bounds)), "Δ_Index")["verdict"] == verdict
 
 
@@ -108,15 +109,10 @@ def test_every_claim_carries_its_rule_and_a_known_verdict():
     assert claims and all(c["rule"] and c["verdict"] in ("match", "partial", "differs", "n/a") for c in claims)
 
 
-def _with_interval(rows: list[dict], layer: int, s_pos: float, s_sym: float, half: float) -> list[dict]:
-    out = []
-    for r in rows:
-        r = dict(r)
-        if r["layer"] == layer:
-            r |= {"s_pos": s_pos, "s_sym": s_sym, "s_pos_low": s_pos - half, "s_pos_high": s_pos + half,
-                  "s_sym_low": s_sym - half, "s_sym_high": s_sym + half}
-        out.append(r)
-    return out
+def _with_interval(rows: list[ScoreRecord], layer: int, s_pos: float, s_sym: float, half: float) -> list[ScoreRecord]:
+    return [dataclasses.replace(r, s_pos=s_pos, s_sym=s_sym, s_pos_low=s_pos - half, s_pos_high=s_pos + half,
+                                s_sym_low=s_sym - half, s_sym_high=s_sym + half) if r.layer == layer else r
+            for r in rows]
 
 
 def test_a_layer_that_straddles_gamma_neither_makes_nor_breaks_a_layer_set_claim():
@@ -129,7 +125,7 @@ def test_a_layer_that_straddles_gamma_neither_makes_nor_breaks_a_layer_set_claim
     ev = Evidence(tasks={"number": TaskEvidence(n_layers=12, purity=purity(kinds), scores=noisy)})
     c = claim(check_claims(ev), "become pure positional")
     assert c["verdict"] == "match" and "L0 straddle" in c["ours"]
-    point = [{k: v for k, v in r.items() if "_low" not in k and "_high" not in k} for r in noisy]
+    point = [dataclasses.replace(r, s_pos_low=None, s_pos_high=None, s_sym_low=None, s_sym_high=None) for r in noisy]
     ev = Evidence(tasks={"number": TaskEvidence(n_layers=12, purity=purity(kinds), scores=point)})
     assert claim(check_claims(ev), "become pure positional")["verdict"] == "partial"
     also = _with_interval(noisy, 4, 0.5, 0.9, 0.06)  # L4 mixed, possibly symbolic; possibly-positional? no
