@@ -32,12 +32,19 @@ def test_data_command_reads_a_split_of_the_paper_dataset(tmp_path):
 
 
 def test_exported_folder_loads_with_plain_transformers_and_predicts_the_same(tmp_path, tiny_overrides):
+    """The authors' recipe (exact GELU, no embedding dropout): config.json carries both, and plain
+    transformers computes the same function from it."""
+    import json
+
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    run = RunDir.create(tmp_path / "run", load_config("letter", None, tiny_overrides), argv=["t"])
+    recipe = ["model.activation=gelu", "model.embd_dropout=0.0", "model.dropout=0.1"]
+    run = RunDir.create(tmp_path / "run", load_config("letter", None, tiny_overrides + recipe), argv=["t"])
     splits = make_splits(run.config.task, 0)
     train(run, splits)
     assert main(["export", str(run.path), "--out", str(tmp_path / "hf")]) == 0
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert (config["activation_function"], config["embd_pdrop"], config["resid_pdrop"]) == ("gelu", 0.0, 0.1)
 
     hf = AutoModelForCausalLM.from_pretrained(tmp_path / "hf").eval()
     tok = AutoTokenizer.from_pretrained(tmp_path / "hf")
