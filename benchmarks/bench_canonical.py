@@ -1,0 +1,46 @@
+"""The canonical grid's wall-clock: every band x 3 tasks x 3 seeds (108 toy heads) against the 15-minute goal.
+
+Runs :func:`possym.canonical.grid.run_grid` with the defaults into a fresh directory (or --out) and
+prints the total, the time spent training (summed over the cells, from each RunRow's ``train_s``)
+and the rest (evaluation at 1x/2x/4x, scores, geometry, the report), per cell and in all. Goal:
+<= 15 minutes on 2 CPU cores with one torch thread (the other core free or busy: say which).
+
+    python benchmarks/bench_canonical.py [--quick] [--out DIR] [--threads 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+
+from possym.canonical.grid import GridConfig, run_grid
+
+GOAL_S = 15 * 60
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", help="output directory (default: a fresh temporary one)")
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    grid = GridConfig.quick(threads=args.threads) if args.quick else GridConfig(threads=args.threads)
+    out = args.out or tempfile.mkdtemp(prefix="bench_canonical_")
+    load = os.getloadavg()[0]
+    t0 = time.perf_counter()
+    result = run_grid(grid, out)
+    total = time.perf_counter() - t0
+    train = sum(r.train_s for r in result.runs if r.head == 0)
+    n = len({(r.task, r.condition, r.seed) for r in result.runs})
+    print(f"grid: {len(grid.tasks)} tasks x {len(grid.condition_names)} conditions x {len(grid.seeds)} seeds = {n} toy heads, "
+          f"{grid.steps} steps each, {grid.threads} thread(s); load average before: {load:.2f} on {os.cpu_count()} cores")
+    print(f"total {total:.0f} s = {total / 60:.1f} min (goal {GOAL_S / 60:.0f} min: {total / GOAL_S:.2f} of it)")
+    print(f"training {train:.0f} s ({train / n:.1f} s a head); evaluation, scores and report {total - train:.0f} s "
+          f"({(total - train) / n:.1f} s a head)")
+    print(f"output: {out}")
+
+
+if __name__ == "__main__":
+    main()
