@@ -148,7 +148,8 @@ def build_report(
         compared.append(
             (
                 _save(fig, figures / "compare_fig6_final_scores"),
-                "Final scores per layer, ours beside the paper's Fig. 6",
+                "Final scores per layer, ours beside the paper's Fig. 6; checkpoints: "
+                + ", ".join(f"{t} {te.scores_step}" for t, te in tasks.items() if te.scores),
             )
         )
     if any(te.table1 for te in tasks.values()):
@@ -158,7 +159,8 @@ def build_report(
         compared.append(
             (
                 _save(fig, figures / "compare_table1_frequency_ids"),
-                "Weighted frequency ID per layer, ours beside the paper's Table 1",
+                "Weighted frequency ID per layer, ours beside the paper's Table 1; checkpoints: "
+                + ", ".join(f"{t} {te.table1_step}" for t, te in tasks.items() if te.table1),
             )
         )
     if evidence.fig5a:
@@ -226,11 +228,14 @@ def build_report(
         ),
         html.Section(
             "Length generalisation",
+            "The curves are measured at the best checkpoint (the earliest at the maximum validation accuracy, "
+            "as the authors kept it), and at the final one beside it where the two differ.",
             tables=[
-                html.Table(f"{t}: accuracy per K, pooled over hops, at {te.lengthgen_step}",
-                           [p.to_dict() for p in te.lengthgen if p.n_hops == 0])
+                html.Table(f"{t}: accuracy per K, pooled over hops, at {label}",
+                           [p.to_dict() for p in curve if p.n_hops == 0])
                 for t, te in tasks.items()
-                if te.lengthgen
+                for label, curve in ((te.lengthgen_step, te.lengthgen), ("the final checkpoint", te.lengthgen_final))
+                if curve
             ],
         ),
         *([_sweep_section(sweep, figures, tables)] if sweep is not None else []),

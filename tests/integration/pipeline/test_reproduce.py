@@ -16,11 +16,12 @@ import pytest
 from safetensors.torch import load_file
 
 from possym.cli import main
+from possym.records import LengthPoint
 from possym.runs import RunDir, read_csv
 
 FAST = [
     "--lengthgen-grid",
-    "0,10,40",
+    "0,10,100",
     "--lengthgen-n",
     "8",
     "--lengthgen-prefixes",
@@ -67,7 +68,21 @@ def test_every_stage_ran_once_and_left_its_outputs(tiny_reproduction):
         assert (out / task / "scores.csv").exists() and (out / task / "lengthgen.csv").exists()
         assert (out / "logs" / f"score_{task}.log").exists()  # library stages print nothing; the log is there
     claims = read_csv(out / "claims.csv")
-    assert {"claim", "paper", "ours", "verdict", "rule"} <= set(claims[0]) and len(claims) >= 15
+    assert {"claim", "paper", "ours", "verdict", "rule", "step"} <= set(claims[0]) and len(claims) >= 15
+
+
+def test_length_curves_are_measured_at_the_best_checkpoint_and_the_final_one_and_claims_say_which(tiny_reproduction):
+    out = tiny_reproduction
+    for task in ("number", "letter"):
+        run = RunDir.open(out / task)
+        best, final = run.best(), run.checkpoint_steps()[-1]
+        assert {p.step for p in run.read("lengthgen", LengthPoint)} == {best, final}
+        assert json.loads((out / task / "best.json").read_text())["step"] == best
+    claims = read_csv(out / "claims.csv")
+    length = [c for c in claims if "accuracy at +100 tokens" in c["claim"]]
+    assert len(length) == 2 and all(c["step"].startswith("best") for c in length)  # "best 20", "best = final 30"
+    scores = [c for c in claims if c["claim"].startswith("number task: pure heads")]
+    assert scores and scores[0]["step"].endswith(str(RunDir.open(out / "number").checkpoint_steps()[-1]))
 
 
 def test_the_report_embeds_every_figure_it_names_and_each_decodes(tiny_reproduction):
