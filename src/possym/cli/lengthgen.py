@@ -42,11 +42,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def config(args: argparse.Namespace) -> LengthGenConfig:
+    return LengthGenConfig(grid=args.grid, n=args.n, n_prefixes=args.n_prefixes, mode=args.mode,
+                           token_budget=args.token_budget, seed=args.seed)
+
+
 def run(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
-    cfg = LengthGenConfig(grid=args.grid, n=args.n, n_prefixes=args.n_prefixes, mode=args.mode,
-                          token_budget=args.token_budget, seed=args.seed)
+    cfg = config(args)
     run_dir = RunDir.open(args.run)
     step = run_dir.resolve_step(args.step)
     total = cfg.n * len(run_dir.config.task.hops) * len(cfg.grid)

@@ -68,9 +68,13 @@ def run_theory(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
+def discrepancy_config(args: argparse.Namespace) -> DiscrepancyConfig:
+    return DiscrepancyConfig(extras=args.extras, samples=args.samples, seed=args.seed, dtype=args.dtype,
+                             step=args.step, threads=args.threads, device=args.device)
+
+
 def run_discrepancy(args: argparse.Namespace) -> int:
-    cfg = DiscrepancyConfig(extras=args.extras, samples=args.samples, seed=args.seed, dtype=args.dtype,
-                            step=args.step, threads=args.threads, device=args.device)
+    cfg = discrepancy_config(args)
     result = trained_discrepancy_run(RunDir.open(args.run), cfg, out=args.out, replot=args.replot, log=print)
     for r in result.accuracy:
         print(f"    extra {r['extra']:>5}: accuracy {r['accuracy']:.3f}")

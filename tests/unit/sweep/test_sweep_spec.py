@@ -53,3 +53,59 @@ def test_default_stages_are_score_lengthgen_discrepancy_in_order():
 def test_bad_specs_fail_before_any_trial_with_a_message(data, message):
     with pytest.raises(ConfigError, match=message):
         spec_from_dict(data)
+
+
+# The committed specs' stages as they were written before settings became config keys (CLI flags).
+FLAG_STAGES = {
+    "interventions_quick": {"score": ["--n-inputs", "30", "--no-figures"],
+                            "lengthgen": ["--grid", "0,10,20,50,100,200,500,1000", "--n", "100", "--threads", "1",
+                                          "--no-figures"]},
+    "issue8": {"score": ["--n-inputs", "30", "--no-figures"],
+               "lengthgen": ["--grid", "0,10,20,50,100,200,500,1000", "--n", "100", "--threads", "1", "--no-figures"],
+               "discrepancy": ["--samples", "8", "--extras", "0,20,100", "--threads", "1"]},
+    "quick_positional": {"score": ["--n-inputs", "100", "--no-figures"]},
+    "robustness_paper": {"score": ["--n-inputs", "100", "--no-figures"],
+                         "lengthgen": ["--n", "200", "--threads", "1", "--no-figures"],
+                         "discrepancy": ["--samples", "16", "--extras", "0,10,20,50,100,200,500,1000", "--threads",
+                                         "1"]},
+    "robustness_quick": {"score": ["--n-inputs", "100", "--no-figures"],
+                         "lengthgen": ["--grid", "0,10,20,50,100,200,500,800,1000,2000,5000", "--n", "200",
+                                       "--threads", "1", "--no-figures"],
+                         "discrepancy": ["--samples", "8", "--extras", "0,20,100", "--threads", "1"]},
+}
+
+
+@pytest.mark.parametrize("name", sorted(FLAG_STAGES))
+def test_a_migrated_spec_means_what_its_command_line_flags_meant(name):
+    """Oracle: the CLI's own parsers turn the old flags into the configs the stages ran with then."""
+    from possym.cli import build_parser
+    from possym.cli.lengthgen import config as lengthgen_config
+    from possym.cli.score import config as score_config
+    from possym.cli.theory import discrepancy_config
+    from possym.sweep.spec import load_spec
+
+    spec = load_spec(name)
+    assert sorted(spec.stages) == sorted(FLAG_STAGES[name])
+    for stage, flags in FLAG_STAGES[name].items():
+        args = build_parser(stage).parse_args([stage, "RUN", *flags])
+        if stage == "score":
+            assert spec.stages[stage] == score_config(args)
+        elif stage == "lengthgen":
+            assert spec.stages[stage].curve == lengthgen_config(args)
+            assert spec.stages[stage].threads == args.threads and spec.stages[stage].steps == ("final",)
+        else:
+            assert spec.stages[stage] == discrepancy_config(args)
+
+
+@pytest.mark.parametrize("name", sorted(FLAG_STAGES))
+def test_a_migrated_spec_keeps_its_trial_ids_and_configs(name):
+    """Trials were `possym train --task T [--preset P] OVERRIDES... seeds.*=S`: the same ids, the same configs."""
+    from possym.config import load_config
+    from possym.sweep.spec import SEED_FIELDS, load_spec
+
+    spec = load_spec(name)
+    for trial in expand(spec, "/sw"):
+        variant = next(v for v in spec.variants if v.name == trial.variant)
+        old = load_config(trial.task, spec.preset, [*spec.overrides, *variant.overrides,
+                                                     *(f"seeds.{f}={trial.seed}" for f in SEED_FIELDS)])
+        assert trial.id == f"{variant.name}-{trial.task}-s{trial.seed}" and trial.config() == old
