@@ -11,8 +11,10 @@ import torch
 
 import possym
 from possym.cli import main
-from possym.records import ScoreRecord, read_records
+from possym.evaluate.lengthgen import LengthGenConfig
+from possym.records import LengthPoint, ScoreRecord, frame, read_records
 from possym.runs import best_step
+from possym.stages.lengthgen import length_curve, points_at
 
 
 @pytest.fixture(scope="module")
@@ -59,6 +61,10 @@ def test_length_curves_at_best_and_final_share_one_cached_file(run, capsys):
     assert set(steps) == {str(run.step("best")), str(run.step("final"))}
     curve = run.length_curve(grid=(0, 5), n=4, n_prefixes=2, step="best")
     assert set(curve["step"]) == {run.step("best")} and {"ci_low", "cluster_high"} <= set(curve.columns)
+    cfg = LengthGenConfig(grid=(0, 5), n=4, n_prefixes=2)
+    assert length_curve(run.dir, cfg, "best", force=True) == length_curve(run.dir, cfg, "best")  # cached = fresh
+    assert run.length_curve(grid=(0, 5), n=4, n_prefixes=2, step="final").equals(
+        frame(points_at(run.dir.read("lengthgen", LengthPoint), run.step("final")), LengthPoint))
     capsys.readouterr()
     with pytest.raises(SystemExit):  # argparse refuses it, naming what is allowed
         main(["export", str(run.path), "--step", "nope", "--out", "x"])
