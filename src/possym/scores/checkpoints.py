@@ -21,8 +21,9 @@ import numpy as np
 import torch
 
 from possym.config import TaskConfig
+from possym.records import GAMMAS
 from possym.runs import RunDir
-from possym.scores.dynamics import GAMMAS, first_pure_steps, max_accuracy_step, purity_tally
+from possym.scores.dynamics import first_pure_steps, max_accuracy_step, purity_tally
 from possym.scores.metric import TAU, Cosine
 from possym.scores.swaps import head_scores, rotated_qk
 from possym.tasks import TaskSamples, make_splits

@@ -24,7 +24,8 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from possym.scores.dynamics import GAMMAS, purity
+from possym.records import GAMMAS
+from possym.scores.dynamics import purity
 from possym.scores.swaps import head_scores, rotated_qk
 
 

@@ -30,7 +30,6 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-GAMMAS = (0.1, 0.05)
 KINDS = ("positional", "symbolic")
 
 
