@@ -34,6 +34,7 @@ demo: setup
 	$(BIN)/possym reproduce --preset quick --out runs/demo
 
 test: setup browser
+	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest -q
 
 test-slow: setup
@@ -42,6 +43,7 @@ test-slow: setup
 
 lint: setup
 	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/python -m mypy
 
 bench: setup
 	$(BIN)/python benchmarks/bench_train.py

@@ -57,7 +57,7 @@ def batch_size_on(device: torch.device, cpu_size: int) -> int:
 
 def model_device(model: torch.nn.Module) -> torch.device:
     """The device of ``model``'s first parameter or buffer; the CPU for a module that holds none."""
-    tensor = next(model.parameters(), None)
+    tensor: torch.Tensor | None = next(model.parameters(), None)
     if tensor is None:
         tensor = next(model.buffers(), None)
     return torch.device("cpu") if tensor is None else tensor.device

@@ -80,9 +80,21 @@ def load_local_model(
             raise ImportError(f"device_map={device_map!r} needs accelerate: pip install accelerate")
         lm = AutoModelForCausalLM.from_pretrained(where, dtype=dtype, device_map=device_map, **kwargs)
     else:
-        lm = AutoModelForCausalLM.from_pretrained(where, dtype=dtype, **kwargs).to(resolve_device(device))
+        lm = AutoModelForCausalLM.from_pretrained(where, dtype=dtype, **kwargs)
+        lm.to(resolve_device(device))  # type: ignore[arg-type]  # transformers' decorated .to hides torch's signature
     lm.eval()
     return lm, tokenizer
+
+
+def input_device(model: PreTrainedModel) -> torch.device:
+    """Where a Hugging Face model takes its input ids: its embedding's device (with a ``device_map``,
+    the layers after it may sit on other devices)."""
+    import torch
+
+    weight = model.get_input_embeddings().weight
+    if not isinstance(weight, torch.Tensor):
+        raise TypeError(f"{type(model).__name__}'s input embedding has no weight tensor")
+    return weight.device
 
 
 def export_to_directory(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, out_dir: str | Path) -> Path:

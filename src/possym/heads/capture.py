@@ -34,11 +34,15 @@ import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import torch
 from torch import Tensor, nn
 
 from possym.scores.swaps import Pairing
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 CAPTURE = "possym_capture"  # the name registered in both transformers registries
 
@@ -81,7 +85,7 @@ class AttentionRecord:
         return torch.where(row > torch.finfo(row.dtype).min / 2, row.double(), -math.inf)
 
 
-def decoder_layers(model: nn.Module) -> nn.ModuleList:
+def decoder_layers(model: PreTrainedModel) -> nn.ModuleList:
     """The model's list of decoder layers (``model.layers``, ``gpt_neox.layers``, ``transformer.h``, ...)."""
     n = model.config.num_hidden_layers if hasattr(model.config, "num_hidden_layers") else model.config.n_layer
     for module in model.modules():
@@ -128,7 +132,7 @@ def _register() -> None:
 
 
 @contextmanager
-def attention_implementation(model: nn.Module, name: str) -> Iterator[None]:
+def attention_implementation(model: PreTrainedModel, name: str) -> Iterator[None]:
     """Run ``model`` with attention implementation ``name``, restoring the previous one on exit."""
     previous = model.config._attn_implementation
     model.set_attn_implementation(name)
@@ -139,7 +143,9 @@ def attention_implementation(model: nn.Module, name: str) -> Iterator[None]:
 
 
 @contextmanager
-def capture_attention(model: nn.Module, layers: list[int] | None = None) -> Iterator[dict[int, list[AttentionRecord]]]:
+def capture_attention(
+    model: PreTrainedModel, layers: list[int] | None = None
+) -> Iterator[dict[int, list[AttentionRecord]]]:
     """Record every forward pass's attention inputs of ``layers`` (default all): yields layer -> records.
 
     Inside the context the model runs eager attention through ``possym_capture`` (its outputs are
@@ -168,20 +174,20 @@ class RopeSpec:
     rot_dim: int
 
 
-def _rotary_module(model: nn.Module) -> nn.Module:
+def _rotary_module(model: PreTrainedModel) -> nn.Module:
     for module in model.modules():
         if type(module).__name__.endswith("RotaryEmbedding"):
             return module
     raise ValueError(f"{type(model).__name__} has no rotary embedding module: is it a RoPE model?")
 
 
-def rope_spec(model: nn.Module, layer: int) -> RopeSpec:
+def rope_spec(model: PreTrainedModel, layer: int) -> RopeSpec:
     """The RoPE of decoder layer ``layer``, read from the model's rotary module (after a forward pass,
     so that dynamic rope scaling has set its frequencies for this length)."""
     config = model.config
     if config.model_type == "gptj":
         attn = attention_module(decoder_layers(model)[layer])
-        rot = config.rotary_dim or attn.head_dim
+        rot: int = config.rotary_dim or attn.head_dim  # type: ignore[assignment]  # an int attribute of the module
         # transformers' create_sinusoidal_positions: base 1e4, computed in float32
         thetas = 1.0 / (10000 ** (torch.arange(0, rot, 2, dtype=torch.int64) / rot))
         return RopeSpec(thetas.double(), "gptj", rot)

@@ -97,7 +97,7 @@ def binding_answer(text: str) -> str:
     """The oracle: the colour the text binds to the entity it asks about, read from the text alone."""
     facts, question = text.rsplit("\n", 1)
     asked = question.removeprefix("What color does ").split(" like?")[0]
-    bound = {}
+    bound: dict[str, list[str]] = {}
     for sentence in facts.split(".")[1:]:
         words = sentence.split()
         if len(words) == 3 and words[1] == "likes":

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -49,8 +49,12 @@ from torch import Tensor
 
 from possym.heads.capture import AttentionRecord, RopeSpec, capture_attention, rope_spec
 from possym.heads.layout import BlockLayout, EncodedPrompt
+from possym.local_models import input_device
 from possym.scores.metric import TAU, attention_entropy
 from possym.scores.swaps import SwapAttention, content_position_logits, rope_planes, swap_attention
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 
 def _cap(logits: Tensor, softcap: float | None) -> Tensor:
@@ -163,26 +167,20 @@ def _groups(prompts: Sequence[EncodedPrompt], batch_size: int) -> list[list[int]
     return [idx[s : s + batch_size] for idx in by_key.values() for s in range(0, len(idx), batch_size)]
 
 
-def input_device(model: torch.nn.Module) -> torch.device:
-    """Where a Hugging Face model takes its input ids: its embedding's device (with a ``device_map``, the
-    layers after it may sit elsewhere; each layer's records stay where the layer ran)."""
-    return model.get_input_embeddings().weight.device
-
-
-def _forward(model: torch.nn.Module, ids: Tensor, layers: list[int]) -> tuple[dict[int, AttentionRecord], Tensor]:
+def _forward(model: PreTrainedModel, ids: Tensor, layers: list[int]) -> tuple[dict[int, AttentionRecord], Tensor]:
     ids = ids.to(input_device(model))
     with torch.no_grad(), capture_attention(model, layers) as records:
         logits = model(input_ids=ids, use_cache=False).logits[:, -1]
     return {layer: recs[0] for layer, recs in records.items()}, logits
 
 
-def _check(model: torch.nn.Module) -> None:
+def _check(model: PreTrainedModel) -> None:
     if model.training:
         raise ValueError("scores need a model in eval mode (dropout would perturb the attention); call model.eval()")
 
 
 def score_heads(
-    model: torch.nn.Module,
+    model: PreTrainedModel,
     prompts: Sequence[EncodedPrompt],
     *,
     layers: list[int] | None = None,
@@ -244,7 +242,7 @@ class FrequencyScores:
 
 
 def frequency_scores(
-    model: torch.nn.Module,
+    model: PreTrainedModel,
     prompts: Sequence[EncodedPrompt],
     heads: Sequence[tuple[int, int]],
     *,

@@ -17,7 +17,7 @@ it is slow by design (C(M, 2) variants per layer) and checks :mod:`possym.heads.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
@@ -26,6 +26,9 @@ from possym.heads.capture import attention_implementation, attention_module, cap
 from possym.heads.layout import BlockLayout
 from possym.heads.scores import layout_pairs
 from possym.scores.metric import TAU, block_swaps, pair_scores
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel
 
 
 @dataclass(frozen=True)
@@ -51,7 +54,7 @@ def _expand(value: Any, n: int) -> Any:
     return value
 
 
-def rerun_swaps(model: torch.nn.Module, ids: Tensor, layer: int, layout: BlockLayout) -> RerunRows:
+def rerun_swaps(model: PreTrainedModel, ids: Tensor, layer: int, layout: BlockLayout) -> RerunRows:
     """Clean and swapped rows of the last token of ``ids`` [1, pos] at ``layer``, by re-running its attention."""
     if ids.shape[0] != 1:
         raise ValueError(f"rerun_swaps takes one prompt, got a batch of {ids.shape[0]}")

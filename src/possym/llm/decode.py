@@ -12,6 +12,8 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from possym.local_models import input_device
+
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
@@ -82,7 +84,7 @@ def greedy_generate(
                 stop=stop,
             )
         ]
-    device = model.get_input_embeddings().weight.device  # with a device_map, where inputs go
+    device = input_device(model)  # with a device_map, where inputs go
     # transformers 5.x names the cache argument `cache`; earlier versions `past_key_values`.
     cache_arg = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
     prefix = prefix if prefix is not None else PrefixCache()

@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 
 from possym.report.score_plots import ACC, HOP_COLOURS, POS, SYM
 
-PAPER_STYLE = dict(linestyle="--", marker="o", markerfacecolor="none", alpha=0.8)
+PAPER_STYLE: dict[str, Any] = dict(linestyle="--", marker="o", markerfacecolor="none", alpha=0.8)
 
 
 def fig2a_compare(metrics: Mapping[str, Sequence[Mapping[str, Any]]], paper: Mapping[str, Any]) -> Figure:

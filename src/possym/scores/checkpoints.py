@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from possym.config import TaskConfig
+from possym.model.gptj import GPTJ
 from possym.records import GAMMAS
 from possym.runs import RunDir
 from possym.scores.dynamics import first_pure_steps, max_accuracy_step, purity_tally
@@ -44,7 +45,7 @@ def hop_queries(samples: TaskSamples, hop: int) -> torch.Tensor:
 
 
 def score_model(
-    model: torch.nn.Module,
+    model: GPTJ,
     samples: TaskSamples,
     *,
     step: int,

@@ -43,6 +43,7 @@ import torch
 from torch import Tensor
 
 from possym.devices import model_device
+from possym.model.gptj import GPTJ
 from possym.model.rope import layer_frequencies
 from possym.scores.metric import TAU
 from possym.scores.swaps import (
@@ -69,7 +70,7 @@ def _per_query(model, tokens, query, layers):
 
 
 def frequency_use(
-    model: torch.nn.Module,
+    model: GPTJ,
     tokens: Tensor,
     *,
     query: int | Tensor | None = None,
@@ -114,7 +115,7 @@ class PlaneScores:
 
 
 def plane_scores(
-    model: torch.nn.Module,
+    model: GPTJ,
     tokens: Tensor,
     *,
     query: int | Tensor | None = None,
@@ -133,7 +134,8 @@ def plane_scores(
                 if q < 0:
                     continue
                 idx = (qpos == q).nonzero().squeeze(1)
-                planes, _ = layer_tables(model, *(a[idx] for a in acts[layer]), q, per_plane=True, layer=layer)
+                q_rot, k_rot = acts[layer]
+                planes, _ = layer_tables(model, q_rot[idx], k_rot[idx], q, per_plane=True, layer=layer)
                 s_pos[idx, li], s_sym[idx, li] = swap_attention(planes, block_size).scores(tau)
     return PlaneScores(s_pos, s_sym, tuple(layers))
 
@@ -157,7 +159,7 @@ class PlaneGeometry:
 
 
 def plane_geometry(
-    model: torch.nn.Module,
+    model: GPTJ,
     tokens: Tensor,
     *,
     layer: int,

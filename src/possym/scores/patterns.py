@@ -14,10 +14,11 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from possym.model.gptj import GPTJ
 from possym.scores.swaps import _check_eval
 
 
-def hop_attention(model: torch.nn.Module, tokens: Tensor, path: list[int]) -> Tensor:
+def hop_attention(model: GPTJ, tokens: Tensor, path: list[int]) -> Tensor:
     """The attention of every layer and head from each hop position of one input.
 
     tokens: [pos] one input; path: the positions from the query to the answer (the task's ``path``

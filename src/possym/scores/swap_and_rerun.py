@@ -16,10 +16,12 @@ design and serves to check the exact engine (:mod:`possym.scores.swaps`) on ever
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 from torch import Tensor
 
+from possym.model.gptj import GPTJ, Block
 from possym.model.rope import rope_cos_sin
 from possym.scores.metric import TAU, attention_entropy, block_swaps, pair_scores, swap_pairs
 from possym.scores.swaps import HeadScores, _check_eval, query_positions
@@ -45,7 +47,7 @@ class RerunAttention:
 
 
 def reference_swap_attention(
-    model: torch.nn.Module,
+    model: GPTJ,
     tokens: Tensor,
     *,
     layer: int,
@@ -66,7 +68,7 @@ def reference_swap_attention(
 
 
 def rerun_swaps(
-    model: torch.nn.Module, resid: Tensor, *, layer: int, query: int, block_size: int = 1, chunk: int = 8
+    model: GPTJ, resid: Tensor, *, layer: int, query: int, block_size: int = 1, chunk: int = 8
 ) -> RerunAttention:
     """Steps 2-3 on a residual stream [batch, pos, d_model] read at ``blocks.{layer}.hook_resid_pre``."""
     x = resid[:, : query + 1]  # [batch, q+1, d_model]
@@ -74,7 +76,7 @@ def rerun_swaps(
     # Variant 0 is the clean input; variant s puts the content of position contents[s, t] at positions[s, t].
     perm = torch.arange(query + 1).repeat(blocks.shape[0] + 1, 1)
     perm[1:].scatter_(1, positions, contents)
-    block = model.blocks[layer]
+    block = cast(Block, model.blocks[layer])  # nn.ModuleList indexes to a plain Module
     cfg = model.cfg
     cos, sin = rope_cos_sin(torch.arange(query + 1), cfg.rot_dim, cfg.rope_base, x.dtype)
     captured: list[Tensor] = []
@@ -90,7 +92,7 @@ def rerun_swaps(
 
 
 def reference_head_scores(
-    model: torch.nn.Module,
+    model: GPTJ,
     tokens: Tensor,
     *,
     query: int | Tensor | None = None,

@@ -238,16 +238,18 @@ def retrieval_discrepancy(theta: float, n_letters: int, ns: np.ndarray, minimum:
     if n_letters < 2:
         raise ValueError("T_Retrieval's discrepancy needs at least two letters")
     out_max, out_min, out_proof = np.empty(len(ns)), np.full(len(ns), np.nan), np.empty(len(ns))
-    cmax, cmin, cproof = [], [], []
+    cmax: list[np.ndarray] = []
+    cmin: list[np.ndarray | None] = []
+    cproof: list[np.ndarray] = []
     for i, n in enumerate(ns.tolist()):
         lv = _logits(theta, n_letters, n)
-        out_max[i], c = _retrieval_max(lv)
-        cmax.append(c)
-        out_proof[i], c = _retrieval_proof(lv)
-        cproof.append(c)
+        out_max[i], c_max = _retrieval_max(lv)
+        cmax.append(c_max)
+        out_proof[i], c_proof = _retrieval_proof(lv)
+        cproof.append(c_proof)
         if minimum:
-            out_min[i], c = _retrieval_min(lv)
-            cmin.append(c)
+            out_min[i], c_min = _retrieval_min(lv)
+            cmin.append(c_min)
         else:
             cmin.append(None)
     return RetrievalDiscrepancy(ns, out_max, out_min, out_proof, cmax, cmin, cproof)

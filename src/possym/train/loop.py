@@ -23,7 +23,7 @@ import dataclasses
 import functools
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -78,7 +78,8 @@ def evaluate(
 
 def _param_groups(model: GPTJ, weight_decay: float) -> list[dict[str, Any]]:
     # HF Trainer (the paper's code) exempts biases and LayerNorm parameters from weight decay.
-    decay, no_decay = [], []
+    decay: list[torch.nn.Parameter] = []
+    no_decay: list[torch.nn.Parameter] = []
     for p in model.parameters():
         (no_decay if p.ndim < 2 else decay).append(p)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
@@ -129,6 +130,7 @@ def train(
     train_tokens, train_answers = torch.as_tensor(train_set.tokens), torch.as_tensor(train_set.answer)
 
     device = resolve_device(tc.device)
+    precision = cast(Precision, tc.precision)  # validated by TrainConfig
     # The step brings its own dropout masks, so the module itself only ever runs in eval mode
     # (the live monitor's forward passes).
     model = build_model(run, device).eval()
@@ -162,11 +164,11 @@ def train(
         if tc.random_extra:  # drawn from (order seed, step), so a resumed run sees the same tokens
             rng = np.random.default_rng([cfg.seeds.order, step, 1])
             batch = torch.as_tensor(with_random_extra(batch.numpy(), cfg.task, tc.random_extra, rng))
-        bits = draw_bits(model.cfg, *batch.shape, dropout)
+        bits = draw_bits(model.cfg, batch.shape[0], batch.shape[1], dropout)
         if device.type != "cpu" and bits.uniforms is not None:
             bits = dataclasses.replace(bits, uniforms=bits.uniforms.to(device, non_blocking=True))
         answers = train_answers[idx].to(device, non_blocking=True)
-        loss = loss_and_grads(model, batch.to(device, non_blocking=True), answers, bits, tc.precision, tc.compile)
+        loss = loss_and_grads(model, batch.to(device, non_blocking=True), answers, bits, precision, tc.compile)
         if tc.grad_clip is not None:
             torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
         opt.step()
@@ -184,7 +186,7 @@ def train(
         "event": "final",
         "step": total,
         "split": "test",
-        **evaluate(model, splits["test"], precision=tc.precision, compiled=tc.compile),
+        **evaluate(model, splits["test"], precision=precision, compiled=tc.compile),
         "precision": tc.precision,
         "time": round(time.time(), 3),
     }
@@ -210,7 +212,7 @@ def _checkpoint_and_eval(
     if step % tc.eval_every == 0 or step == total:
         t = time.perf_counter()
         # At the training precision, as HF Trainer evaluates a mixed-precision run (the final test too).
-        metrics = evaluate(model, eval_set, precision=tc.precision, compiled=tc.compile)
+        metrics = evaluate(model, eval_set, precision=cast(Precision, tc.precision), compiled=tc.compile)
         record = {"event": "eval", "step": step, "split": "val", **metrics}
         record["eval_s"] = time.perf_counter() - t
         record["time"] = round(time.time(), 3)  # wall-clock, so a run's own records give its duration

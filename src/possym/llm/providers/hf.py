@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from possym.llm.decode import PrefixCache, eos_ids, greedy_generate
 from possym.llm.prompts import reply_is_decided
 from possym.llm.providers.base import GenerationSettings
-from possym.local_models import load_local_model, resolve_local_model
+from possym.local_models import input_device, load_local_model, resolve_local_model
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -145,17 +145,22 @@ class HFProvider:
         return params
 
     def _decided(self, tokens: list[int]) -> bool:
-        return reply_is_decided(self._tokenizer.decode(tokens, skip_special_tokens=True))
+        return reply_is_decided(self._decode(tokens))
+
+    def _decode(self, tokens: list[int]) -> str:
+        text = self._tokenizer.decode(tokens, skip_special_tokens=True)
+        assert isinstance(text, str)  # one sequence of ids decodes to one string
+        return text
 
     def encode(self, prompt: str) -> list[int]:
         """The chat-templated token ids of one user message, ready for the assistant's reply."""
-        kwargs = {"enable_thinking": False} if self.settings.reasoning == "off" else {}
+        kwargs: dict[str, Any] = {"enable_thinking": False} if self.settings.reasoning == "off" else {}
         ids = self._tokenizer.apply_chat_template(
             [{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=True, **kwargs
         )
         if isinstance(ids, dict) or hasattr(ids, "keys"):
-            ids = ids["input_ids"]
-        return [int(i) for i in ids]
+            ids = ids["input_ids"]  # type: ignore[call-overload,index]  # a BatchEncoding in newer transformers
+        return [int(i) for i in ids]  # type: ignore[arg-type]
 
     def complete(self, prompts: Sequence[str]) -> list[str]:
         ids = [self.encode(p) for p in prompts]
@@ -168,15 +173,15 @@ class HFProvider:
             prefix=self._prefix,
             stop=self._decided if self.stop_when_decided else None,
         )
-        return [self._tokenizer.decode(tokens, skip_special_tokens=True) for tokens in out]
+        return [self._decode(tokens) for tokens in out]
 
     def reference_complete(self, prompt: str) -> str:
         """The same reply through ``model.generate`` on the full prompt, alone: the test oracle."""
         import torch
 
-        ids = torch.tensor([self.encode(prompt)], device=self._lm.get_input_embeddings().weight.device)
+        ids = torch.tensor([self.encode(prompt)], device=input_device(self._lm))
         with torch.inference_mode():
-            out = self._lm.generate(
+            out = self._lm.generate(  # type: ignore[operator]  # GenerationMixin is not in the static type
                 input_ids=ids,
                 attention_mask=torch.ones_like(ids),
                 max_new_tokens=self.settings.max_tokens,
@@ -189,7 +194,7 @@ class HFProvider:
             if t in self._eos:
                 tokens = tokens[:i]
                 break
-        return self._tokenizer.decode(tokens, skip_special_tokens=True)
+        return self._decode(tokens)
 
     def is_retryable(self, exc: BaseException) -> bool:
         return False
