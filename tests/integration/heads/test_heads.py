@@ -232,3 +232,25 @@ def test_frequency_scores_of_one_head_are_those_of_its_planes_among_all_heads(ll
     torch.testing.assert_close(curve.s_pos, s_pos[:, 3].mean(0))
     torch.testing.assert_close(curve.s_sym, s_sym[:, 3].mean(0))
     assert len(curve.thetas) == 4  # d_head 8: four RoPE planes
+
+
+def test_a_model_loaded_with_device_map_auto_scores_as_a_plain_load(tmp_path):
+    """``possym heads --device-map auto``: accelerate places the layers (all on the CPU here, the only
+    device), inputs go to the embedding's device, and the scores are those of a plain load."""
+    pytest.importorskip("accelerate")
+    from tokenizers import Tokenizer, models
+
+    from possym.heads.layout import BlockLayout, EncodedPrompt
+    from possym.local_models import load_local_model
+
+    _model("qwen2").save_pretrained(tmp_path)
+    vocab = {f"w{i}": i for i in range(64)}
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel(vocab, "w0")))
+    tokenizer.save_pretrained(tmp_path)
+    mapped, _ = load_local_model(str(tmp_path), device_map="auto")
+    plain, _ = load_local_model(str(tmp_path), device="cpu")
+    assert {p.device.type for p in mapped.parameters()} == {"cpu"}  # accelerate had nowhere else to put them
+    prompt = EncodedPrompt(tuple(_ids(14)[0].tolist()), BlockLayout(start=1, block_size=2, n_blocks=5), None, "t")
+    a, b = score_heads(mapped, [prompt]), score_heads(plain, [prompt])
+    torch.testing.assert_close(a.s_pos, b.s_pos)
+    torch.testing.assert_close(a.s_sym, b.s_sym)
