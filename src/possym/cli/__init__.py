@@ -13,8 +13,6 @@ import sys
 
 from possym.errors import PossymError
 
-# Subcommands whose library code still raises plain ValueError / FileNotFoundError for bad input.
-PLAIN_ERRORS = frozenset({"heads", "llm"})
 # Subcommand name -> module in possym.cli; a plain dict keeps the registry explicit and stable.
 SUBCOMMANDS: dict[str, str] = {
     "data": "possym.cli.data",
@@ -54,12 +52,6 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except PossymError as exc:
         # The library's own refusals say what is wrong and what is allowed; any other exception is a bug.
-        print(f"possym {args.command}: error: {exc}", file=sys.stderr)
-        return 2
-    except (ValueError, FileNotFoundError) as exc:
-        # heads/ and llm/ still refuse their inputs with plain ValueError (issue 17 §6 moves them).
-        if args.command not in PLAIN_ERRORS:
-            raise
         print(f"possym {args.command}: error: {exc}", file=sys.stderr)
         return 2
 

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from possym.cli._args import add_device
+from possym.errors import PossymError
 from possym.scores.metric import TAU
 
 PROMPT_SETS = ("binding", "number1", "letter1")
@@ -58,23 +59,23 @@ def _check_args(args: argparse.Namespace) -> list[tuple[int, int]]:
 
     for name in ("model", "prompts"):
         if getattr(args, name) is None:
-            raise ValueError(f"--{name} is required (only --replot works without it)")
+            raise PossymError(f"--{name} is required (only --replot works without it)")
     if args.prompts not in PROMPT_SETS and not Path(args.prompts).is_file():
-        raise ValueError(f"--prompts {args.prompts!r} is neither a built-in set ({', '.join(PROMPT_SETS)}) "
+        raise PossymError(f"--prompts {args.prompts!r} is neither a built-in set ({', '.join(PROMPT_SETS)}) "
                          "nor an existing text file")
     if args.model not in LOCAL_MODELS and not Path(args.model).exists():
-        raise FileNotFoundError(f"--model {args.model!r} does not exist; give a local model directory, a .gguf file "
+        raise PossymError(f"--model {args.model!r} does not exist; give a local model directory, a .gguf file "
                                 f"or one of {', '.join(LOCAL_MODELS)} (nothing is fetched from a hub)")
     for name in ("n", "pairs", "length", "batch_size", "threads"):
         if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} {getattr(args, name)} must be >= 1")
+            raise PossymError(f"--{name.replace('_', '-')} {getattr(args, name)} must be >= 1")
     if args.tau <= 0:
-        raise ValueError(f"--tau {args.tau} must be > 0")
+        raise PossymError(f"--tau {args.tau} must be > 0")
     heads = []
     for spec in args.frequency_heads:
         match = re.fullmatch(r"(\d+):(\d+)", spec)
         if not match:
-            raise ValueError(f"--frequency-heads {spec!r} is not LAYER:HEAD (two integers, e.g. 3:0)")
+            raise PossymError(f"--frequency-heads {spec!r} is not LAYER:HEAD (two integers, e.g. 3:0)")
         heads.append((int(match[1]), int(match[2])))
     return heads
 
@@ -151,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
     n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
     for layer, head in freq_heads:
         if not (0 <= layer < n_layers and 0 <= head < n_heads):
-            raise ValueError(f"--frequency-heads {layer}:{head} is outside layers 0..{n_layers - 1}, "
+            raise PossymError(f"--frequency-heads {layer}:{head} is outside layers 0..{n_layers - 1}, "
                              f"heads 0..{n_heads - 1}")
     prompts = _prompts(args, tokenizer)
     with tqdm(total=len(prompts), desc="heads", unit="prompt", dynamic_ncols=True) as bar:

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor, nn
 
+from possym.errors import PossymError
 from possym.scores.swaps import Pairing
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ def decoder_layers(model: PreTrainedModel) -> nn.ModuleList:
     for module in model.modules():
         if isinstance(module, nn.ModuleList) and len(module) == n:
             return module
-    raise ValueError(f"{type(model).__name__} has no ModuleList of its {n} decoder layers")
+    raise PossymError(f"{type(model).__name__} has no ModuleList of its {n} decoder layers")
 
 
 def attention_module(layer: nn.Module) -> nn.Module:
@@ -99,7 +100,7 @@ def attention_module(layer: nn.Module) -> nn.Module:
     for name in ("self_attn", "attention", "attn"):
         if hasattr(layer, name):
             return getattr(layer, name)
-    raise ValueError(f"{type(layer).__name__} has none of the attributes self_attn, attention, attn")
+    raise PossymError(f"{type(layer).__name__} has none of the attributes self_attn, attention, attn")
 
 
 def _eager(module: nn.Module):
@@ -178,7 +179,7 @@ def _rotary_module(model: PreTrainedModel) -> nn.Module:
     for module in model.modules():
         if type(module).__name__.endswith("RotaryEmbedding"):
             return module
-    raise ValueError(f"{type(model).__name__} has no rotary embedding module: is it a RoPE model?")
+    raise PossymError(f"{type(model).__name__} has no rotary embedding module: is it a RoPE model?")
 
 
 def rope_spec(model: PreTrainedModel, layer: int) -> RopeSpec:

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from possym.errors import PossymError
+
 
 @dataclass(frozen=True)
 class BlockLayout:
@@ -26,11 +28,11 @@ class BlockLayout:
 
     def __post_init__(self) -> None:
         if self.start < 0:
-            raise ValueError(f"start={self.start} must be >= 0")
+            raise PossymError(f"start={self.start} must be >= 0")
         if self.block_size < 1:
-            raise ValueError(f"block_size={self.block_size} must be >= 1")
+            raise PossymError(f"block_size={self.block_size} must be >= 1")
         if self.n_blocks < 2:
-            raise ValueError(f"n_blocks={self.n_blocks} must be >= 2 (a swap needs two blocks)")
+            raise PossymError(f"n_blocks={self.n_blocks} must be >= 2 (a swap needs two blocks)")
 
     @property
     def end(self) -> int:

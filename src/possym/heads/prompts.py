@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from possym.errors import PossymError
 from possym.heads.layout import BlockLayout, EncodedPrompt
 from possym.llm.prompts import load_templates, make_cell
 
@@ -58,7 +59,7 @@ class HeadPrompt:
 
     def __post_init__(self) -> None:
         if not 0 <= self.span[0] < self.span[1] <= len(self.text):
-            raise ValueError(f"span {self.span} does not lie inside a text of {len(self.text)} characters")
+            raise PossymError(f"span {self.span} does not lie inside a text of {len(self.text)} characters")
 
 
 @dataclass(frozen=True)
@@ -71,11 +72,11 @@ class BindingConfig:
 
     def __post_init__(self) -> None:
         if self.n_pairs < 2:
-            raise ValueError(f"n_pairs={self.n_pairs} must be >= 2 (a swap needs two pairs)")
+            raise PossymError(f"n_pairs={self.n_pairs} must be >= 2 (a swap needs two pairs)")
         if self.n_pairs > len(set(self.names)):
-            raise ValueError(f"n_pairs={self.n_pairs} needs as many distinct names; there are {len(set(self.names))}")
+            raise PossymError(f"n_pairs={self.n_pairs} needs as many distinct names; there are {len(set(self.names))}")
         if not self.colors:
-            raise ValueError("colors is empty")
+            raise PossymError("colors is empty")
 
 
 def binding_prompt(cfg: BindingConfig, rng: np.random.Generator) -> HeadPrompt:
@@ -103,7 +104,7 @@ def binding_answer(text: str) -> str:
         if len(words) == 3 and words[1] == "likes":
             bound.setdefault(words[0], []).append(words[2])
     if len(bound.get(asked, [])) != 1:
-        raise ValueError(f"{asked!r} is bound {len(bound.get(asked, []))} times; the task needs exactly one")
+        raise PossymError(f"{asked!r} is bound {len(bound.get(asked, []))} times; the task needs exactly one")
     return " " + bound[asked][0]
 
 
@@ -124,7 +125,7 @@ def file_prompts(path: str | Path, n: int | None = None) -> list[HeadPrompt]:
     lines = [line.rstrip("\r\n") for line in Path(path).read_text("utf-8").splitlines()]
     lines = [line for line in lines if line.strip()]
     if not lines:
-        raise ValueError(f"prompt file {path} has no non-blank line")
+        raise PossymError(f"prompt file {path} has no non-blank line")
     return [HeadPrompt(line, "file", (0, len(line))) for line in lines[:n]]
 
 
@@ -142,11 +143,11 @@ class BlockSpec:
 
     def __post_init__(self) -> None:
         if self.block_size is not None and self.n_blocks is not None:
-            raise ValueError("give a block size or a number of blocks, not both")
+            raise PossymError("give a block size or a number of blocks, not both")
         if self.block_size is not None and self.block_size < 1:
-            raise ValueError(f"block_size={self.block_size} must be >= 1")
+            raise PossymError(f"block_size={self.block_size} must be >= 1")
         if self.n_blocks is not None and self.n_blocks < 2:
-            raise ValueError(f"n_blocks={self.n_blocks} must be >= 2 (a swap needs two blocks)")
+            raise PossymError(f"n_blocks={self.n_blocks} must be >= 2 (a swap needs two blocks)")
 
 
 def _tokens_inside(offsets: list[tuple[int, int]], start: int, end: int, stop: int) -> list[int]:
@@ -167,23 +168,23 @@ def encode(prompt: HeadPrompt, tokenizer: Any, spec: BlockSpec = BlockSpec()) ->
         spans = [_tokens_inside(offsets, a, b, query) for a, b in prompt.blocks]
         sizes = sorted({len(s) for s in spans})
         if len(sizes) != 1 or sizes[0] == 0:
-            raise ValueError(
+            raise PossymError(
                 f"natural blocks tokenize to {sizes} tokens; the engine needs one length "
                 "(keep single-token names and colours, or pass a block size)"
             )
         flat = [i for s in spans for i in s]
         if flat != list(range(flat[0], flat[0] + len(flat))):
-            raise ValueError("natural blocks are not contiguous in tokens")
+            raise PossymError("natural blocks are not contiguous in tokens")
         layout = BlockLayout(flat[0], sizes[0], len(spans))
     else:
         inside = _tokens_inside(offsets, *prompt.span, query)
         if not inside:
-            raise ValueError(f"no token of the prompt lies inside its swappable span: {prompt.text[:60]!r}")
+            raise PossymError(f"no token of the prompt lies inside its swappable span: {prompt.text[:60]!r}")
         n_tokens = inside[-1] - inside[0] + 1
         size = (spec.block_size or 1) if spec.n_blocks is None else n_tokens // spec.n_blocks
         count = n_tokens // size if spec.n_blocks is None else spec.n_blocks
         if size < 1 or count < 2:
-            raise ValueError(
+            raise PossymError(
                 f"a span of {n_tokens} tokens holds {count} blocks of {size}; at least two blocks are needed"
             )
         layout = BlockLayout(inside[0], size, count)

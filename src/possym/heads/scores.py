@@ -47,6 +47,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from possym.errors import PossymError
 from possym.heads.capture import AttentionRecord, RopeSpec, capture_attention, rope_spec
 from possym.heads.layout import BlockLayout, EncodedPrompt
 from possym.local_models import input_device
@@ -86,7 +87,7 @@ def layer_swap_attention(
     merged rest (its last entry).
     """
     if layout.end > query:
-        raise ValueError(f"blocks end at {layout.end} but must end before the query at {query}")
+        raise PossymError(f"blocks end at {layout.end} but must end before the query at {query}")
     # float64 where the layer ran; MPS has no float64, so its layers are scored on the CPU
     device = torch.device("cpu") if record.query.device.type == "mps" else record.query.device
     q = record.query[:, :, query].to(device, torch.float64)  # [batch, head, d_head]
@@ -176,7 +177,7 @@ def _forward(model: PreTrainedModel, ids: Tensor, layers: list[int]) -> tuple[di
 
 def _check(model: PreTrainedModel) -> None:
     if model.training:
-        raise ValueError("scores need a model in eval mode (dropout would perturb the attention); call model.eval()")
+        raise PossymError("scores need a model in eval mode (dropout would perturb the attention); call model.eval()")
 
 
 def score_heads(

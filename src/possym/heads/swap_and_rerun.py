@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from possym.errors import PossymError
 from possym.heads.capture import attention_implementation, attention_module, capture_attention, decoder_layers
 from possym.heads.layout import BlockLayout
 from possym.heads.scores import layout_pairs
@@ -57,7 +58,7 @@ def _expand(value: Any, n: int) -> Any:
 def rerun_swaps(model: PreTrainedModel, ids: Tensor, layer: int, layout: BlockLayout) -> RerunRows:
     """Clean and swapped rows of the last token of ``ids`` [1, pos] at ``layer``, by re-running its attention."""
     if ids.shape[0] != 1:
-        raise ValueError(f"rerun_swaps takes one prompt, got a batch of {ids.shape[0]}")
+        raise PossymError(f"rerun_swaps takes one prompt, got a batch of {ids.shape[0]}")
     attn = attention_module(decoder_layers(model)[layer])
     calls: list[tuple[tuple, dict]] = []
     handle = attn.register_forward_pre_hook(lambda _m, args, kwargs: calls.append((args, kwargs)), with_kwargs=True)

@@ -12,6 +12,7 @@ import inspect
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from possym.errors import PossymError
 from possym.local_models import input_device
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ def greedy_generate(
         return []
     min_len = min(len(ids) for ids in lists)
     if min_len < 2:
-        raise ValueError("every prompt needs at least two tokens")
+        raise PossymError("every prompt needs at least two tokens")
     shared = lists[0][: min_len - 1]
     for ids in lists[1:]:
         shared = shared[: _common_prefix_length(shared, ids)]
@@ -164,5 +165,5 @@ def eos_ids(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> set[i
         elif value is not None:
             ids.update(int(v) for v in value)
     if not ids:
-        raise ValueError("the model names no end-of-sequence token; greedy decoding would never stop early")
+        raise PossymError("the model names no end-of-sequence token; greedy decoding would never stop early")
     return ids

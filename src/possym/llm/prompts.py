@@ -36,6 +36,8 @@ from pathlib import Path
 import numpy as np
 import yaml
 
+from possym.errors import PossymError
+
 # The 1-hop versions of the paper's two tasks that have prompt templates (paper Sec. 6, Table 3).
 PROMPT_TASKS = ("number", "letter")
 PAPER_LENGTHS = (12, 16, 24, 32, 48, 64, 80, 100, 150, 200, 300)
@@ -75,7 +77,7 @@ class Templates:
         for task in PROMPT_TASKS:
             count = getattr(self, task).count(PLACEHOLDER)
             if count != 1:
-                raise ValueError(f"the {task} template must contain {PLACEHOLDER} exactly once, found {count}")
+                raise PossymError(f"the {task} template must contain {PLACEHOLDER} exactly once, found {count}")
 
     def render(self, instance: OneHopInstance) -> str:
         """The full prompt for one instance (plain replacement: the templates' other braces stay)."""
@@ -91,7 +93,7 @@ def load_templates(path: str | Path | None = None) -> Templates:
     data = yaml.safe_load(text)
     missing = [task for task in PROMPT_TASKS if not isinstance(data, dict) or not isinstance(data.get(task), str)]
     if missing:
-        raise ValueError(
+        raise PossymError(
             f"template file {path or 'llm_prompts.yaml'} lacks string keys {missing}; needs {PROMPT_TASKS}"
         )
     return Templates(number=data["number"], letter=data["letter"], source=str(data.get("source", "")))
@@ -100,7 +102,7 @@ def load_templates(path: str | Path | None = None) -> Templates:
 def sample_number(length: int, rng: np.random.Generator) -> tuple[tuple[str, ...], str, str]:
     """(window, query, target) of the 1-hop number task: letters a..z and an offset n in 1..length."""
     if length < 1:
-        raise ValueError(f"length={length} must be >= 1")
+        raise PossymError(f"length={length} must be >= 1")
     window = tuple(LETTERS[i] for i in rng.integers(0, len(LETTERS), size=length))
     n = int(rng.integers(1, length + 1))
     return window, str(n), window[length - n]
@@ -109,7 +111,7 @@ def sample_number(length: int, rng: np.random.Generator) -> tuple[tuple[str, ...
 def sample_letter(length: int, rng: np.random.Generator) -> tuple[tuple[str, ...], str, str]:
     """(window, query, target) of the 1-hop letter task: letter+digit tokens, one starting with Q2."""
     if length < 1:
-        raise ValueError(f"length={length} must be >= 1")
+        raise PossymError(f"length={length} must be >= 1")
     q2 = LETTERS[int(rng.integers(0, len(LETTERS)))]
     q1 = LETTERS[int(rng.integers(0, len(LETTERS)))]
     others = [c for c in LETTERS if c != q2]
@@ -132,7 +134,7 @@ def cell_rng(run: int, task: str, length: int) -> np.random.Generator:
 def make_cell(task: str, length: int, run: int, n: int) -> list[OneHopInstance]:
     """The first ``n`` instances of one cell; a larger ``n`` extends the same list (prefix-stable)."""
     if task not in _SAMPLERS:
-        raise ValueError(f"task={task!r} is not a 1-hop task; allowed: {PROMPT_TASKS}")
+        raise PossymError(f"task={task!r} is not a 1-hop task; allowed: {PROMPT_TASKS}")
     rng = cell_rng(run, task, length)
     out = []
     for index in range(n):
@@ -156,21 +158,21 @@ def solve(task: str, sequence: str) -> str:
     """
     tokens = sequence.split()
     if len(tokens) < 2:
-        raise ValueError(f"a 1-hop sequence needs a window and a query: {sequence!r}")
+        raise PossymError(f"a 1-hop sequence needs a window and a query: {sequence!r}")
     *window, query = tokens
     if task == "number":
         n = int(query)
         if not 1 <= n <= len(window):
-            raise ValueError(f"offset {n} is outside the window of {len(window)} tokens")
+            raise PossymError(f"offset {n} is outside the window of {len(window)} tokens")
         return window[len(window) - n]
     if task == "letter":
         if len(query) != 2:
-            raise ValueError(f"a letter-task query has two characters, got {query!r}")
+            raise PossymError(f"a letter-task query has two characters, got {query!r}")
         matches = [tok for tok in window if tok[0] == query[1]]
         if len(matches) != 1:
-            raise ValueError(f"{len(matches)} window tokens start with {query[1]!r}; the task needs exactly one")
+            raise PossymError(f"{len(matches)} window tokens start with {query[1]!r}; the task needs exactly one")
         return matches[0]
-    raise ValueError(f"task={task!r} is not a 1-hop task; allowed: {PROMPT_TASKS}")
+    raise PossymError(f"task={task!r} is not a 1-hop task; allowed: {PROMPT_TASKS}")
 
 
 _QUOTES = "\"'`\u2018\u2019\u201c\u201d"

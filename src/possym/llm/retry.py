@@ -18,6 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from possym.errors import PossymError
+
 T = TypeVar("T")
 
 
@@ -29,9 +31,9 @@ class RetryPolicy:
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
-            raise ValueError(f"max_attempts={self.max_attempts} must be >= 1")
+            raise PossymError(f"max_attempts={self.max_attempts} must be >= 1")
         if not 0 <= self.base_delay <= self.max_delay:
-            raise ValueError(f"need 0 <= base_delay={self.base_delay} <= max_delay={self.max_delay}")
+            raise PossymError(f"need 0 <= base_delay={self.base_delay} <= max_delay={self.max_delay}")
 
     def cap(self, failures: int) -> float:
         """The upper end of the wait after ``failures`` failed attempts (failures >= 1)."""
@@ -91,7 +93,7 @@ class RateLimiter:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         if rate is not None and rate <= 0:
-            raise ValueError(f"rate={rate} must be > 0 requests per second, or None for no limit")
+            raise PossymError(f"rate={rate} must be > 0 requests per second, or None for no limit")
         self.rate = rate
         self.burst = max(1, burst)
         self._clock = clock

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
+from possym.errors import PossymError
 from possym.llm.prompts import (
     PAPER_LENGTHS,
     PROMPT_TASKS,
@@ -47,11 +48,11 @@ class GridConfig:
     def __post_init__(self) -> None:
         unknown = [t for t in self.tasks if t not in PROMPT_TASKS]
         if unknown or not self.tasks:
-            raise ValueError(f"tasks={self.tasks}; allowed: a non-empty subset of {PROMPT_TASKS}")
+            raise PossymError(f"tasks={self.tasks}; allowed: a non-empty subset of {PROMPT_TASKS}")
         if not self.lengths or any(length < 1 for length in self.lengths):
-            raise ValueError(f"lengths={self.lengths} must be a non-empty list of positive window sizes")
+            raise PossymError(f"lengths={self.lengths} must be a non-empty list of positive window sizes")
         if self.runs < 1 or self.n < 1:
-            raise ValueError(f"runs={self.runs} and n={self.n} must both be >= 1")
+            raise PossymError(f"runs={self.runs} and n={self.n} must both be >= 1")
 
     @property
     def run_ids(self) -> tuple[int, ...]:
@@ -77,7 +78,7 @@ class RunnerConfig:
 
     def __post_init__(self) -> None:
         if self.concurrency < 1:
-            raise ValueError(f"concurrency={self.concurrency} must be >= 1")
+            raise PossymError(f"concurrency={self.concurrency} must be >= 1")
 
 
 @dataclass(frozen=True)

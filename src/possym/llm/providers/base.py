@@ -6,10 +6,12 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol
 
+from possym.errors import PossymError
+
 REASONING_MODES = ("off", "default")
 
 
-class MissingAPIKeyError(ValueError):
+class MissingAPIKeyError(PossymError):
     """An API key the provider needs is not in the environment (raised before any request)."""
 
 
@@ -27,11 +29,11 @@ class GenerationSettings:
 
     def __post_init__(self) -> None:
         if self.max_tokens < 1:
-            raise ValueError(f"max_tokens={self.max_tokens} must be >= 1")
+            raise PossymError(f"max_tokens={self.max_tokens} must be >= 1")
         if self.reasoning not in REASONING_MODES:
-            raise ValueError(f"reasoning={self.reasoning!r}; allowed: {REASONING_MODES}")
+            raise PossymError(f"reasoning={self.reasoning!r}; allowed: {REASONING_MODES}")
         if self.timeout_s <= 0:
-            raise ValueError(f"timeout_s={self.timeout_s} must be > 0")
+            raise PossymError(f"timeout_s={self.timeout_s} must be > 0")
 
 
 class Provider(Protocol):

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from possym.errors import PossymError
 from possym.llm.decode import PrefixCache, eos_ids, greedy_generate
 from possym.llm.prompts import reply_is_decided
 from possym.llm.providers.base import GenerationSettings
@@ -41,11 +42,11 @@ class HFProvider:
         loader: Callable[[], tuple[PreTrainedModel, PreTrainedTokenizerBase]] | None = None,
     ) -> None:
         if batch_size < 1:
-            raise ValueError(f"batch_size={batch_size} must be >= 1")
+            raise PossymError(f"batch_size={batch_size} must be >= 1")
         if settings.temperature not in (None, 0.0):
-            raise ValueError(f"the hf provider decodes greedily (temperature 0); got {settings.temperature}")
+            raise PossymError(f"the hf provider decodes greedily (temperature 0); got {settings.temperature}")
         if (model is None or tokenizer is None) and loader is None:
-            raise ValueError("give a model and its tokenizer, or a loader")
+            raise PossymError("give a model and its tokenizer, or a loader")
         self.model = model_id
         self.settings = settings
         self.batch_size = batch_size
