@@ -34,11 +34,16 @@ def main() -> None:
     total = time.perf_counter() - t0
     train = sum(r.train_s for r in result.runs if r.head == 0)
     n = len({(r.task, r.condition, r.seed) for r in result.runs})
-    print(f"grid: {len(grid.tasks)} tasks x {len(grid.condition_names)} conditions x {len(grid.seeds)} seeds = {n} toy heads, "
-          f"{grid.steps} steps each, {grid.threads} thread(s); load average before: {load:.2f} on {os.cpu_count()} cores")
+    print(
+        f"grid: {len(grid.tasks)} tasks x {len(grid.condition_names)} conditions x {len(grid.seeds)} seeds = "
+        f"{n} toy heads, "
+        f"{grid.steps} steps each, {grid.threads} thread(s); load average before: {load:.2f} on {os.cpu_count()} cores"
+    )
     print(f"total {total:.0f} s = {total / 60:.1f} min (goal {GOAL_S / 60:.0f} min: {total / GOAL_S:.2f} of it)")
-    print(f"training {train:.0f} s ({train / n:.1f} s a head); evaluation, scores and report {total - train:.0f} s "
-          f"({(total - train) / n:.1f} s a head)")
+    print(
+        f"training {train:.0f} s ({train / n:.1f} s a head); evaluation, scores and report {total - train:.0f} s "
+        f"({(total - train) / n:.1f} s a head)"
+    )
     print(f"output: {out}")
 
 

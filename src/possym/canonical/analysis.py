@@ -24,7 +24,8 @@ Example:
     >>> from possym.canonical.tasks import CanonicalSpec
     >>> spec = CanonicalSpec("index", length=4, n_symbols=4)
     >>> cfg = ModelConfig(n_layers=1, d_model=8, mlp=False, dropout=0.0, d_vocab=len(spec.vocab))
-    >>> rows = accuracy_by_position(GPTJ(cfg, torch.Generator().manual_seed(0)).eval(), spec, 4, 5, np.random.default_rng(0))
+    >>> model = GPTJ(cfg, torch.Generator().manual_seed(0)).eval()
+    >>> rows = accuracy_by_position(model, spec, 4, 5, np.random.default_rng(0))
     >>> [(r["position"], r["total"]) for r in rows]
     [(0, 5), (1, 5), (2, 5), (3, 5)]
 """
@@ -54,8 +55,7 @@ def accuracy_by_position(
     ok = pred == samples.answer
     pos = samples.path[:, 1]
     return [
-        {"position": int(p), "correct": int(ok[pos == p].sum()), "total": int((pos == p).sum())}
-        for p in np.unique(pos)
+        {"position": int(p), "correct": int(ok[pos == p].sum()), "total": int((pos == p).sum())} for p in np.unique(pos)
     ]
 
 
@@ -104,7 +104,8 @@ def plane_alignment(
 def analyse_heads(
     model: GPTJ, spec: CanonicalSpec, n_inputs: int, n_geometry: int, rng: np.random.Generator
 ) -> HeadAnalysis:
-    """Scores (last-token query) on ``n_inputs`` fresh inputs at the training length, geometry on ``n_geometry`` of them."""
+    """Scores (last-token query) on ``n_inputs`` fresh inputs at the training length, geometry on "
+    "``n_geometry`` of them."""
     samples = generate(spec, n_inputs, rng)
     tokens = torch.as_tensor(samples.tokens)
     hs = head_scores(model, tokens, layers=[0])

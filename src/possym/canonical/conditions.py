@@ -84,7 +84,9 @@ def condition(name: str, d_head: int, length: int, width: int = 2, base: float =
     if name.startswith("band"):
         b = int(name[4:]) if name[4:].isdigit() else 0
         if not 1 <= b <= n_planes // width:
-            raise ValueError(f"condition {name!r}: bands are band1..band{n_planes // width} for d_head={d_head}, width={width}")
+            raise ValueError(
+                f"condition {name!r}: bands are band1..band{n_planes // width} for d_head={d_head}, width={width}"
+            )
         ids = list(range((b - 1) * width + 1, b * width + 1))
         return Condition(name, _gate(ids), 1.0, tuple(ids), tuple(float(thetas[i - 1]) for i in ids))
     if name == "nope":
@@ -96,7 +98,9 @@ def condition(name: str, d_head: int, length: int, width: int = 2, base: float =
         moderate = sorted(int(i) + 1 for i in np.argsort(score, kind="stable")[:half])
         ids = moderate + slow
         p_rope = kept / n_planes
-        return Condition(name, _gate(ids), p_rope, tuple(ids), tuple(float(thetas[i - 1]) for i in moderate) + (0.0,) * half)
+        return Condition(
+            name, _gate(ids), p_rope, tuple(ids), tuple(float(thetas[i - 1]) for i in moderate) + (0.0,) * half
+        )
     if name == "fast_slow":
         ids = list(range(1, half + 1)) + slow
         return Condition(name, _gate(ids), 1.0, tuple(ids), tuple(float(thetas[i - 1]) for i in ids))

@@ -107,8 +107,16 @@ class GridConfig:
     @classmethod
     def quick(cls, **changes: Any) -> GridConfig:
         """Five conditions, one seed, 1,000 steps, smaller evaluations: the whole pipeline in about a minute."""
-        base = {"conditions": QUICK_CONDITIONS, "seeds": (0,), "steps": 1000, "n_eval_per_position": 32, "n_score": 32,
-                "n_geometry": 16, "n_val": 256, "n_test": 256}
+        base = {
+            "conditions": QUICK_CONDITIONS,
+            "seeds": (0,),
+            "steps": 1000,
+            "n_eval_per_position": 32,
+            "n_score": 32,
+            "n_geometry": 16,
+            "n_val": 256,
+            "n_test": 256,
+        }
         return cls(**{**base, **changes})
 
     @property
@@ -142,15 +150,31 @@ def run_config(grid: GridConfig, task: str, cond: Condition, seed: int) -> RunCo
     """The resolved run config of one grid cell, through the ordinary override path."""
     n_train = grid.steps * grid.batch_size
     overrides = [
-        "task.n_pretarget=0", "task.min_hops=1", "task.max_hops=1", f"task.n_target={grid.length}",
-        f"task.n_letters={grid.n_symbols}", f"task.n_ints={grid.n_attributes}", f"task.n_train={n_train}",
-        f"task.n_val={grid.n_val}", f"task.n_test={grid.n_test}",
-        "model.n_layers=1", f"model.d_model={grid.d_model}", f"model.n_heads={grid.n_heads}", "model.mlp=false",
-        "model.dropout=0.0", *cond.overrides,
-        f"train.lr={grid.lr}", f"train.warmup_steps={grid.warmup_steps}", f"train.steps={grid.steps}",
-        f"train.batch_size={grid.batch_size}", "train.weight_decay=0.0", "train.beta1=0.9",
-        f"train.eval_every={max(1, grid.steps // 3)}", f"train.checkpoint_every={grid.steps}",
-        f"train.state_every={max(1, grid.steps // 3)}", f"train.eval_size={grid.n_val}",
+        "task.n_pretarget=0",
+        "task.min_hops=1",
+        "task.max_hops=1",
+        f"task.n_target={grid.length}",
+        f"task.n_letters={grid.n_symbols}",
+        f"task.n_ints={grid.n_attributes}",
+        f"task.n_train={n_train}",
+        f"task.n_val={grid.n_val}",
+        f"task.n_test={grid.n_test}",
+        "model.n_layers=1",
+        f"model.d_model={grid.d_model}",
+        f"model.n_heads={grid.n_heads}",
+        "model.mlp=false",
+        "model.dropout=0.0",
+        *cond.overrides,
+        f"train.lr={grid.lr}",
+        f"train.warmup_steps={grid.warmup_steps}",
+        f"train.steps={grid.steps}",
+        f"train.batch_size={grid.batch_size}",
+        "train.weight_decay=0.0",
+        "train.beta1=0.9",
+        f"train.eval_every={max(1, grid.steps // 3)}",
+        f"train.checkpoint_every={grid.steps}",
+        f"train.state_every={max(1, grid.steps // 3)}",
+        f"train.eval_size={grid.n_val}",
         *(f"seeds.{k}={seed}" for k in ("data", "init", "order", "dropout")),
         *grid.extra_overrides,
     ]
@@ -163,7 +187,9 @@ def _finished(run: RunDir) -> bool:
     return any(r.get("event") == "final" for r in run.metrics())
 
 
-def train_cell(run_path: Path, cfg: RunConfig, on_step: Callable[[dict[str, Any]], None] | None = None) -> tuple[RunDir, float]:
+def train_cell(
+    run_path: Path, cfg: RunConfig, on_step: Callable[[dict[str, Any]], None] | None = None
+) -> tuple[RunDir, float]:
     """Create (or reopen and resume) the run at ``run_path`` and train it to the end: (run, seconds spent)."""
     from possym.tasks import make_splits
     from possym.train.loop import train
@@ -181,7 +207,9 @@ def train_cell(run_path: Path, cfg: RunConfig, on_step: Callable[[dict[str, Any]
     return run, time.perf_counter() - t0
 
 
-def analyse_cell(grid: GridConfig, run: RunDir, task: str, cond: Condition, seed: int, train_s: float) -> dict[str, Any]:
+def analyse_cell(
+    grid: GridConfig, run: RunDir, task: str, cond: Condition, seed: int, train_s: float
+) -> dict[str, Any]:
     """The analysis of one trained cell as plain data: {"runs": [RunRow dicts], "positions": [PositionRow dicts]}."""
     spec = grid.spec(task)
     model = run.load_model().eval()
@@ -197,12 +225,25 @@ def analyse_cell(grid: GridConfig, run: RunDir, task: str, cond: Condition, seed
     planes = ",".join(str(p) for p in cond.planes)
     runs = [
         RunRow(
-            task=task, condition=cond.name, seed=seed, head=h, planes=planes, theta_centre=band_centre_theta(cond),
-            acc=acc[1], acc_2x=acc.get(2, float("nan")), acc_4x=acc.get(4, float("nan")),
-            s_pos=heads.s_pos[h], s_sym=heads.s_sym[h], entropy=heads.entropy[h], dominant_id=heads.dominant_id[h],
-            dominant_s_pos=heads.dominant_s_pos[h], dominant_s_sym=heads.dominant_s_sym[h],
-            key_collapse=heads.key_collapse[h], query_alignment=heads.query_alignment[h],
-            query_alignment_shuffled=heads.query_alignment_shuffled[h], train_s=round(train_s, 3),
+            task=task,
+            condition=cond.name,
+            seed=seed,
+            head=h,
+            planes=planes,
+            theta_centre=band_centre_theta(cond),
+            acc=acc[1],
+            acc_2x=acc.get(2, float("nan")),
+            acc_4x=acc.get(4, float("nan")),
+            s_pos=heads.s_pos[h],
+            s_sym=heads.s_sym[h],
+            entropy=heads.entropy[h],
+            dominant_id=heads.dominant_id[h],
+            dominant_s_pos=heads.dominant_s_pos[h],
+            dominant_s_sym=heads.dominant_s_sym[h],
+            key_collapse=heads.key_collapse[h],
+            query_alignment=heads.query_alignment[h],
+            query_alignment_shuffled=heads.query_alignment_shuffled[h],
+            train_s=round(train_s, 3),
         )
         for h in range(len(heads.s_pos))
     ]

@@ -33,7 +33,10 @@ def accuracy_by_band(runs: Sequence[RunRow], conditions: Sequence[str]) -> Figur
     x = np.arange(len(conditions))
     for ax, task in zip(axes, tasks, strict=True):
         for key, label, style in (("acc", "1x", "-o"), ("acc_2x", "2x", "--s"), ("acc_4x", "4x", ":^")):
-            per = [[getattr(r, key) for r in runs if r.task == task and r.condition == c and r.head == 0] for c in conditions]
+            per = [
+                [getattr(r, key) for r in runs if r.task == task and r.condition == c and r.head == 0]
+                for c in conditions
+            ]
             mean = [np.mean(v) if v else np.nan for v in per]
             line = ax.plot(x, mean, style, label=f"{label} length", markersize=4)[0]
             if key == "acc":
@@ -80,17 +83,27 @@ def accuracy_by_position(positions: Sequence[PositionRow], conditions: Sequence[
 def positional_symbolic_plane(runs: Sequence[RunRow]) -> Figure:
     fig = Figure(figsize=(4.2, 4.0), layout="constrained")
     ax = fig.subplots()
-    markers = {"index": "o", "retrieval": "s", "induction": "^"}
+    style = {"index": ("o", "tab:blue"), "retrieval": ("s", "tab:orange"), "induction": ("^", "tab:green")}
     for task in _tasks(runs):
-        rs = [r for r in runs if r.task == task]
-        ax.scatter([r.s_sym for r in rs], [r.s_pos for r in rs], marker=markers.get(task, "x"), alpha=0.6, s=18,
-                   c=[r.acc for r in rs], cmap="coolwarm_r", vmin=0, vmax=1, label=task)
+        marker, color = style.get(task, ("x", "grey"))
+        for solved in (True, False):
+            rs = [r for r in runs if r.task == task and (r.acc >= 0.9) == solved]
+            ax.scatter(
+                [r.s_sym for r in rs],
+                [r.s_pos for r in rs],
+                marker=marker,
+                s=22,
+                alpha=0.6,
+                facecolors=color if solved else "none",
+                edgecolors=color,
+                label=f"{task} ({'solved' if solved else 'not solved'})",
+            )
     ax.plot([0, 1], [1, 0], color="grey", lw=0.5)
     ax.set_xlabel("symbolic score s_SYM")
     ax.set_ylabel("positional score s_POS")
     ax.set_xlim(-0.02, 1.02)
     ax.set_ylim(-0.02, 1.02)
-    ax.legend(fontsize=7, title="task (colour: accuracy)", title_fontsize=7)
+    ax.legend(fontsize=6, title="filled: accuracy >= 0.9", title_fontsize=6)
     ax.set_title("Toy heads on the positional-symbolic plane", fontsize=9)
     return fig
 
@@ -104,13 +117,17 @@ def wmax_curves(wmax: Sequence[WmaxRow]) -> Figure:
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=".", label=f"θ={theta:g} ({pts[0][2]})")
         ax.set_xlabel("answer position j")
         ax.set_ylabel("w_max(j)")
-        ax.set_title(f"{head}: " + ("Index construction" if head == "H_POS" else "simplified symbolic head"), fontsize=9)
+        ax.set_title(
+            f"{head}: " + ("Index construction" if head == "H_POS" else "simplified symbolic head"), fontsize=9
+        )
         ax.legend(fontsize=7)
         ax.grid(alpha=0.3)
     return fig
 
 
-def save_figures(grid, runs: Sequence[RunRow], positions: Sequence[PositionRow], wmax: Sequence[WmaxRow], out: Path) -> list[Path]:
+def save_figures(
+    grid, runs: Sequence[RunRow], positions: Sequence[PositionRow], wmax: Sequence[WmaxRow], out: Path
+) -> list[Path]:
     """Write the four figures into ``out`` as PNG and SVG; returns the paths."""
     conditions = list(grid.condition_names)
     figs = {

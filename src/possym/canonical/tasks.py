@@ -143,7 +143,9 @@ def generate(spec: CanonicalSpec, n: int, rng: np.random.Generator, length: int 
     return build(spec, slots, rng.integers(0, spec.n_values, n), rng, length)
 
 
-def build(spec: CanonicalSpec, slots: np.ndarray, values: np.ndarray, rng: np.random.Generator, length: int) -> TaskSamples:
+def build(
+    spec: CanonicalSpec, slots: np.ndarray, values: np.ndarray, rng: np.random.Generator, length: int
+) -> TaskSamples:
     """Instances with the given answer slots and answer values (batch,), everything else drawn from ``rng``."""
     from possym.tasks.samples import TaskSamples
 

@@ -28,10 +28,11 @@ keys (N − 1 content tokens and the query's own) get 0:
 
 With c = (N + 1)/2 (the offset of the middle position; it minimises the worst drift |(N − j − c)θ|
 over j, which a head trained at one length can afford), the curve is symmetric about the middle and
-strictly **inverted-U** while (N − 1)θ/2 < π/2 (beyond it a non-matching key outweighs x* at the ends,
-and the head no longer retrieves there; :func:`symbolic_wmax` refuses that regime): a symbolic head on a frequency that is not low enough
-loses the ends. At θ → 0 (NoPE) it is flat. This centring is our reading of "simplified"; with
-c = 0 (paper A's T_Retrieval) the same head would be monotone instead.
+strictly **inverted-U** while (N − 1)θ/2 < π/2 (beyond it a non-matching key outweighs x* at the
+ends, and the head no longer retrieves there; :func:`symbolic_wmax` refuses that regime): a symbolic
+head on a frequency that is not low enough loses the ends. At θ → 0 (NoPE) it is flat. This centring
+is our reading of "simplified"; with c = 0 (paper A's T_Retrieval) the same head would be monotone
+instead.
 
 Both closed forms are tested against the compiled heads, and the shapes by the two-sided contrast
 rule (:mod:`possym.canonical.ushape`).
@@ -71,7 +72,9 @@ def positional_wmax(n_content: int, theta: float, beta: float) -> np.ndarray:
     """
     c = IndexConstruction(IndexSymbols(n_letters=1, n_ints=n_content), theta=theta)
     sigma = n_content - np.arange(n_content)  # target j = N − σ
-    ids = np.concatenate([np.zeros((n_content, n_content), dtype=np.int64), (c.symbols.n_letters - 1 + sigma)[:, None]], 1)
+    ids = np.concatenate(
+        [np.zeros((n_content, n_content), dtype=np.int64), (c.symbols.n_letters - 1 + sigma)[:, None]], 1
+    )
     row = run_construction(c, ids, beta=beta).pattern[:, n_content].numpy()  # [input, key]
     w = row[np.arange(n_content), np.arange(n_content)]
     if not np.allclose(w, row.max(-1), rtol=0, atol=1e-12):
@@ -166,7 +169,14 @@ class WmaxCurve:
 
     def records(self) -> list[dict[str, float | int | str]]:
         return [
-            {"head": self.head, "theta": self.theta, "beta": self.beta, "n_content": self.n_content, "j": j, "w_max": float(w)}
+            {
+                "head": self.head,
+                "theta": self.theta,
+                "beta": self.beta,
+                "n_content": self.n_content,
+                "j": j,
+                "w_max": float(w),
+            }
             for j, w in enumerate(self.w)
         ]
 

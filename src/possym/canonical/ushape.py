@@ -1,4 +1,4 @@
-""""U-shaped" as a statistic: the two-sided middle-versus-ends contrast with a bootstrap interval.
+""" "U-shaped" as a statistic: the two-sided middle-versus-ends contrast with a bootstrap interval.
 
 For a curve a_0..a_{m-1} over answer positions (m >= 3), split the positions into thirds: the
 first ⌊m/3⌋ (left end L), the last ⌊m/3⌋ (right end R) and the rest (middle M). The two contrasts

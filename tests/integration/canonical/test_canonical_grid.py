@@ -24,7 +24,11 @@ def grid_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_grid_writes_its_tables_figures_and_claims(grid_dir: Path) -> None:
     runs = read_records(grid_dir / "results.csv", RunRow)
     assert sorted((r.task, r.condition) for r in runs) == [
-        ("index", "band1"), ("index", "nope"), ("retrieval", "band1"), ("retrieval", "nope")]
+        ("index", "band1"),
+        ("index", "nope"),
+        ("retrieval", "band1"),
+        ("retrieval", "nope"),
+    ]
     positions = read_records(grid_dir / "positions.csv", PositionRow)
     assert {p.length for p in positions} == {8, 16, 32}
     assert read_records(grid_dir / "theorem7.csv", WmaxRow)

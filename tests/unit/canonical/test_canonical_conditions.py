@@ -11,8 +11,18 @@ from possym.model.rope import layer_frequencies
 
 
 def _model_cfg(c):
-    cfg = load_config("index", None, ["task.n_pretarget=0", "task.max_hops=1", "model.n_layers=1", "model.d_model=32",
-                                      "model.mlp=false", *c.overrides])
+    cfg = load_config(
+        "index",
+        None,
+        [
+            "task.n_pretarget=0",
+            "task.max_hops=1",
+            "model.n_layers=1",
+            "model.d_model=32",
+            "model.mlp=false",
+            *c.overrides,
+        ],
+    )
     return cfg.model
 
 

@@ -19,8 +19,16 @@ SPEC = CanonicalSpec("retrieval", length=8, n_symbols=32, n_attributes=8)
 
 def _toy(cond: str, seed: int = 0, init_range: float = 0.5) -> GPTJ:
     c = condition(cond, 32, 8)
-    cfg = ModelConfig(n_layers=1, d_model=32, mlp=False, dropout=0.0, d_vocab=len(SPEC.vocab), p_rope=c.p_rope,
-                      freq_gate=c.freq_gate, init_range=init_range)
+    cfg = ModelConfig(
+        n_layers=1,
+        d_model=32,
+        mlp=False,
+        dropout=0.0,
+        d_vocab=len(SPEC.vocab),
+        p_rope=c.p_rope,
+        freq_gate=c.freq_gate,
+        init_range=init_range,
+    )
     return GPTJ(cfg, torch.Generator().manual_seed(seed)).double().eval()
 
 
@@ -51,8 +59,9 @@ def test_a_head_whose_keys_are_all_equal_has_collapsed_keys_and_reads_no_offset(
     s = head_scores(model, torch.as_tensor(samples.tokens))
     assert torch.allclose(s.s_pos, torch.ones_like(s.s_pos), atol=1e-9)  # all keys equal: positional
     assert (s.s_sym < 0.99).all()  # and not uniform
-    collapse, _, _ = plane_alignment(model, torch.as_tensor(samples.tokens), samples.path[:, 1], head=0,
-                                     frequency_id=1, rng=np.random.default_rng(0))
+    collapse, _, _ = plane_alignment(
+        model, torch.as_tensor(samples.tokens), samples.path[:, 1], head=0, frequency_id=1, rng=np.random.default_rng(0)
+    )
     assert collapse > 0.999
 
 

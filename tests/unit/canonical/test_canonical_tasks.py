@@ -11,8 +11,14 @@ from possym.config import ConfigError, load_config
 from possym.tasks import make_splits, row_hashes, task_vocab
 
 SPEC = dict(length=8, n_symbols=32, n_attributes=8)
-CANONICAL = ["task.n_pretarget=0", "task.max_hops=1", "task.n_train=512", "task.n_val=64", "task.n_test=64",
-             "train.eval_size=64"]
+CANONICAL = [
+    "task.n_pretarget=0",
+    "task.max_hops=1",
+    "task.n_train=512",
+    "task.n_val=64",
+    "task.n_test=64",
+    "train.eval_size=64",
+]
 
 
 @pytest.mark.parametrize("task", CANONICAL_TASKS)

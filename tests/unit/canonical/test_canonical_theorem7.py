@@ -20,14 +20,18 @@ def test_compiled_positional_head_equals_its_closed_form(n: int, theta: float, b
     assert np.allclose(positional_wmax(n, theta, beta), positional_wmax_closed(n, theta, beta), rtol=0, atol=1e-12)
 
 
-@pytest.mark.parametrize(("n", "theta", "beta", "centre"), [(8, 0.3, 4.0, None), (16, 0.15, 8.0, None), (8, 0.05, 3.0, 1.0)])
+@pytest.mark.parametrize(
+    ("n", "theta", "beta", "centre"), [(8, 0.3, 4.0, None), (16, 0.15, 8.0, None), (8, 0.05, 3.0, 1.0)]
+)
 def test_compiled_symbolic_head_equals_its_closed_form(n: int, theta: float, beta: float, centre: float | None) -> None:
     got = symbolic_wmax(n, theta, beta, centre)
     assert np.allclose(got, symbolic_wmax_closed(n, theta, beta, centre), rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize(("n", "theta"), [(16, 0.05), (16, 0.19), (9, 0.3), (30, 0.1)])
-def test_positional_wmax_is_a_symmetric_u_with_its_minimum_in_the_middle_when_n_theta_at_most_pi(n: int, theta: float) -> None:
+def test_positional_wmax_is_a_symmetric_u_with_its_minimum_in_the_middle_when_n_theta_at_most_pi(
+    n: int, theta: float
+) -> None:
     w = positional_wmax(n, theta, 8.0)
     assert n * theta <= np.pi
     # keys 0..N (the query's own at N): w(j) = w(N - j), symmetric about N/2, falling until there
