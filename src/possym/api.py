@@ -173,10 +173,11 @@ class Run:
         from possym.stages.score import ScoreConfig, cached_scores, score_run
 
         cfg = ScoreConfig(**{"figures": False, **settings})
+        wanted = set(cfg.steps or self.checkpoint_steps())
         rows = cached_scores(self.dir, cfg)
-        if {r.step for r in rows} < set(cfg.steps or self.checkpoint_steps()) or cfg.force:
+        if cfg.force or not wanted <= {r.step for r in rows}:
             rows = score_run(self.dir, cfg).scores
-        return frame(rows, ScoreRecord)
+        return frame([r for r in rows if r.step in wanted], ScoreRecord)
 
     def purity(self, gamma: float = GAMMA, **settings: Any):  # -> pandas.DataFrame
         """Per head, its first passage to purity at ``gamma`` (0.1 or 0.05: ``purity.csv``); scores first if needed."""
