@@ -120,8 +120,12 @@ def head_scores(model: torch.nn.Module, tokens: Any, **options: Any):
         from possym.scores.swaps import head_scores as gptj_scores
 
         return gptj_scores(model, torch.as_tensor(tokens), **{"tau": TAU, **options})
+    from transformers import PreTrainedModel
+
     from possym.heads.scores import score_heads
 
+    if not isinstance(model, PreTrainedModel):
+        raise PossymError(f"head_scores takes a possym GPTJ or a Hugging Face model, not {type(model).__name__}")
     return score_heads(model, list(tokens), **options)
 
 
@@ -204,5 +208,5 @@ class Run:
         from possym.evaluate.lengthgen import LengthGenConfig
         from possym.stages.lengthgen import length_curve
 
-        cfg = LengthGenConfig(**({"grid": grid} if grid is not None else {}), **settings)
+        cfg = LengthGenConfig(**settings) if grid is None else LengthGenConfig(grid=grid, **settings)
         return frame(length_curve(self.dir, cfg, step), LengthPoint)

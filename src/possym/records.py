@@ -166,14 +166,6 @@ class ScoreRecord(Record):
     entropy: float
     n_inputs: int
     entropy_norm: float | None = None
-    # The spread over inputs (issue 16 §3b): sd, and the bootstrap 95% interval of the mean. Blank in
-    # scores written before it was recorded.
-    s_pos_sd: float | None = None
-    s_pos_low: float | None = None
-    s_pos_high: float | None = None
-    s_sym_sd: float | None = None
-    s_sym_low: float | None = None
-    s_sym_high: float | None = None
     # The spread over the inputs (possym.scores.spread): sd of the per-input scores and the bootstrap
     # 95% interval of the mean. Blank in files scored before they were recorded.
     s_pos_sd: float | None = None
@@ -201,7 +193,6 @@ class PurityRecord(Record):
     final_kind: str
     final_kind_step: int | None
     max_accuracy_step: int | None = None
-    final_straddles: bool | None = None  # the last step's verdict straddles γ (None: no interval recorded)
     # Whether the last step's interval box (possym.scores.dynamics.purity_kinds) admits another verdict
     # than final_kind; blank when the scores carry no intervals.
     final_straddles: bool | None = None

@@ -184,7 +184,7 @@ def git_commit() -> str | None:
 
 def environment() -> dict[str, Any]:
     """Versions and machine facts that a result depends on."""
-    versions = {}
+    versions: dict[str, str | None] = {}
     for pkg in ("possym", "torch", "numpy", "transformers", "safetensors"):
         try:
             versions[pkg] = metadata.version(pkg)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +70,7 @@ def learning_rows(evidence) -> list[dict[str, Any]]:
     rows = []
     for task, te in evidence.tasks.items():
         first = first_steps(te.metrics)
-        final = next((r for r in reversed(te.metrics) if r.get("event") == "final"), {})
+        final: Mapping[str, Any] = next((r for r in reversed(te.metrics) if r.get("event") == "final"), {})
         times = [r["time"] for r in te.metrics if "time" in r]
         minutes = round((max(times) - min(times)) / 60, 1) if len(times) > 1 else ""
         for key, step in first.items():

@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import sys
 from concurrent.futures import ProcessPoolExecutor
@@ -177,7 +178,7 @@ def build_stages(out: Path, settings: dict, jobs: int, sweep: Path | None = None
             calls[kind](RunDir.open(runs[task]))
             return 0
 
-        return [Stage(f"{kind}:{t}", lambda t=t: one(t)) for t in PAPER_TASKS]
+        return [Stage(f"{kind}:{t}", functools.partial(one, t)) for t in PAPER_TASKS]
 
     stages = ([] if "data" in skip else [Stage("data", data)]) + [Stage("train", train)]
     if "score" not in skip:

@@ -116,7 +116,7 @@ def first_steps(metrics: Sequence[Mapping[str, Any]], threshold: float = 0.9) ->
     """First evaluated step at which each accuracy key (``acc_hop1``.., ``accuracy``) reaches ``threshold``."""
     from possym.evaluate.curves import learning_summary
 
-    return learning_summary(list(metrics), threshold)["first_step"]
+    return learning_summary([dict(m) for m in metrics], threshold)["first_step"]
 
 
 def ever_pure(purity_rows: Sequence[PurityRecord], kind: str) -> set[int]:
@@ -170,7 +170,9 @@ def learning_claims(ev: Evidence) -> list[dict[str, str]]:
     if number and number.metrics:
         steps = first_steps(number.metrics)
         hops = [steps.get(f"acc_hop{h}") for h in range(1, 5) if f"acc_hop{h}" in steps]
-        ordered = None not in hops and all(a <= b for a, b in zip(hops, hops[1:], strict=False)) and hops[0] < hops[-1]
+        reached = [s for s in hops if s is not None]
+        ordered = (len(reached) == len(hops) > 0 and all(a <= b for a, b in zip(reached, reached[1:], strict=False))
+                   and reached[0] < reached[-1])
         out.append(
             _claim(
                 "number-task hops are learned in order",
@@ -190,13 +192,14 @@ def learning_claims(ev: Evidence) -> list[dict[str, str]]:
     if letter and letter.metrics:
         steps = first_steps(letter.metrics)
         hops = [s for k, s in steps.items() if k.startswith("acc_hop")]
+        reached = [s for s in hops if s is not None]
         total = max(r["step"] for r in letter.metrics if "step" in r)
-        if None in hops:
+        if len(reached) < len(hops) or not reached:
             verdict, ours = "differs", "some hop count never reaches 0.9"
         else:
-            spread = (max(hops) - min(hops)) / max(total, 1)
+            spread = (max(reached) - min(reached)) / max(total, 1)
             verdict = "match" if spread <= 0.1 else "partial" if spread <= 0.2 else "differs"
-            ours = f"{min(hops)}-{max(hops)} (spread {spread:.0%} of {total} steps)"
+            ours = f"{min(reached)}-{max(reached)} (spread {spread:.0%} of {total} steps)"
         out.append(
             _claim(
                 "letter-task hops are learned together",
@@ -369,8 +372,8 @@ def length_claims(ev: Evidence) -> list[dict[str, str]]:
         values = dict(zip(paper["extra"], paper[f"{task}_task"], strict=True))
         for extra in (100, 800, 5000):
             name = f"{task} task: accuracy at +{extra} tokens"
-            row = _at(te.lengthgen if te else (), extra)
-            if row is None or values.get(extra) is None:
+            row = _at(te.lengthgen, extra) if te else None
+            if te is None or row is None or values.get(extra) is None:
                 out.append(_claim(name, "Sec. 3.6, Fig. 5B", str(values.get(extra)), "not measured", "n/a", rule))
                 continue
             acc, low, high = row.accuracy, row.cluster_low, row.cluster_high
@@ -392,11 +395,9 @@ def length_claims(ev: Evidence) -> list[dict[str, str]]:
     if number and letter and number.lengthgen and letter.lengthgen:
         grid = sorted({p.extra for p in number.lengthgen} & {p.extra for p in letter.lengthgen})
         beyond = [k for k in grid if k >= 50]
-        above = [
-            k
-            for k in beyond
-            if _at(letter.lengthgen, k).accuracy >= _at(number.lengthgen, k).accuracy
-        ]
+        pooled = {task: {p.extra: p.accuracy for p in te.lengthgen if p.n_hops == 0}
+                  for task, te in (("letter", letter), ("number", number))}
+        above = [k for k in beyond if pooled["letter"][k] >= pooled["number"][k]]
         share = len(above) / len(beyond) if beyond else 0.0
         out.append(
             _claim(

@@ -94,7 +94,7 @@ def length_curve(run: RunDir, cfg: LengthGenConfig | None = None, step: StepSpec
     at = run.resolve_step(step)
     cache = _cache(run)
     same = cache.get("settings") == _settings(cfg)
-    stored = run.read("lengthgen", LengthPoint) if same else []
+    stored: list[LengthPoint] = run.read("lengthgen", LengthPoint) if same else []
     if "legacy_step" in cache:  # give the old rows their step, so that a second step can join them
         stored = [dataclasses.replace(p, step=cache["legacy_step"]) for p in stored]
     if same and not force and str(at) in cache["steps"]:
@@ -107,7 +107,8 @@ def length_curve(run: RunDir, cfg: LengthGenConfig | None = None, step: StepSpec
     fresh = [LengthPoint.from_dict({**r, "step": at}) for r in rows]
     kept = [p for p in stored if p.step != at]
     steps = {k: v for k, v in cache.get("steps", {}).items() if same and k != str(at)} | {str(at): info}
-    run.write("lengthgen", sorted(kept + fresh, key=lambda p: (p.step or 0, p.extra, p.n_hops)))
+    points = sorted(kept + fresh, key=lambda p: (p.step or 0, p.extra, p.n_hops))
+    run.write("lengthgen", points)
     # The settings file goes last: its entry for a step says that step's rows beside it are complete.
     record = {"settings": _settings(cfg), "steps": dict(sorted(steps.items(), key=lambda kv: int(kv[0])))}
     atomic_write_text(run.artifact("lengthgen_settings"), json.dumps(record, indent=2) + "\n")

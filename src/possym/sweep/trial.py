@@ -76,7 +76,7 @@ def check_settings(trial: Trial) -> None:
 
 
 def _plain(cfg: Any) -> Any:
-    return dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) else cfg
+    return dataclasses.asdict(cfg) if dataclasses.is_dataclass(cfg) and not isinstance(cfg, type) else cfg
 
 
 def _stage(trial: Trial, name: str, run: RunDir | None) -> None:
