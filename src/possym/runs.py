@@ -8,13 +8,17 @@ Layout (written before the first training step; every write is atomic: temp file
       metrics.jsonl               one JSON object per evaluation / log event (appended, fsynced)
       checkpoints/step_000050.safetensors   weights only (fp32), config + step in the header
       state.pt                    latest full training state (model, optimiser, RNG) for exact resume
+      best.json                   written when training ends: the best step (:func:`best_step`)
 
 Analysis checkpoints keep only weights (~9.6 MB for the paper model), so the paper's 50-step grid
 costs ~1.3 GB per run instead of ~4 GB with optimiser state; only the newest resumable state is kept.
 
+The analyses' files (scores.csv, lengthgen.csv, ...) are listed once, with their row types, in
+:data:`ARTIFACTS`; :meth:`RunDir.read` and :meth:`RunDir.write` go through it.
+
 Example:
     >>> run = RunDir.open("runs/number")           # doctest: +SKIP
-    >>> model = run.load_model(step=run.checkpoint_steps()[-1])   # doctest: +SKIP
+    >>> model = run.load_model(step="best")        # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -391,13 +395,6 @@ class RunDir:
         path = self.artifact(key)
         atomic_write_text(path, records_csv(list(rows)))
         return path
-
-    def write_text(self, name: str, text: str) -> Path:
-        atomic_write_text(self.path / name, text)
-        return self.path / name
-
-    def write_csv(self, name: str, rows: Iterable[dict[str, Any]]) -> Path:
-        return self.write_text(name, csv_text(list(rows)))
 
 
 def save_figure(fig, stem: str | Path, formats: tuple[str, ...] = ("png", "svg")) -> list[Path]:
