@@ -33,6 +33,7 @@ from safetensors import safe_open
 
 from possym.config import RunConfig, config_from_dict
 from possym.config import load_config as _load_config
+from possym.devices import resolve_device
 from possym.errors import PossymError, RunError
 from possym.records import GAMMA, LengthPoint, PurityRecord, ScoreRecord, Table1Record, frame
 from possym.runs import RunDir, StepSpec
@@ -57,8 +58,9 @@ def load_config(task: str, preset: str | None = None, overrides: list[str] | Non
     return _load_config(task, preset, [*(overrides or []), *extra])
 
 
-def load_model(checkpoint: str | Path, dtype: torch.dtype = torch.float32):  # -> GPTJ
-    """A checkpoint file on its own: the config written into its safetensors header builds the model.
+def load_model(checkpoint: str | Path, dtype: torch.dtype = torch.float32, device: str | None = None):  # -> GPTJ
+    """A checkpoint file on its own: the config written into its safetensors header builds the model,
+    on ``device`` (default the CPU; ``"auto"``: the best here).
 
     >>> load_model("runs/demo/number/checkpoints/step_006750.safetensors")   # doctest: +SKIP
     """
@@ -76,7 +78,7 @@ def load_model(checkpoint: str | Path, dtype: torch.dtype = torch.float32):  # -
         state = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open is not a mapping)
     model = GPTJ(dataclasses.replace(cfg.model, d_vocab=len(task_vocab(cfg.task))))
     model.load_state_dict(state)
-    return model.to(dtype).eval()
+    return model.to(device=None if device is None else resolve_device(device), dtype=dtype).eval()
 
 
 def train_model(config: RunConfig, out: str | Path, monitor: bool = True, progress: bool = True) -> Run:
@@ -154,8 +156,9 @@ class Run:
         accuracy) or ``"final"``."""
         return self.dir.resolve_step(step)
 
-    def model(self, step: StepSpec = "final", dtype: torch.dtype = torch.float32):  # -> GPTJ
-        return self.dir.load_model(step, dtype)
+    def model(self, step: StepSpec = "final", dtype: torch.dtype = torch.float32, device: str | None = None):  # -> GPTJ
+        """The model at ``step``, in eval mode, on ``device`` (default the CPU; ``"auto"``: the best here)."""
+        return self.dir.load_model(step, dtype, None if device is None else resolve_device(device))
 
     def metrics(self):  # -> pandas.DataFrame
         """Validation accuracy over training, long form: ``step, hop, accuracy, loss``; ``hop`` 0 is the
