@@ -36,13 +36,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from possym.runs import RunDir, atomic_write_text, csv_text, read_csv, save_figure, typed_row
+from possym.records import GAMMA, LengthPoint, PurityRecord, ScoreRecord, Table1Record
+from possym.runs import RunDir, atomic_write_text, csv_text, save_figure
 from possym.scores.dynamics import layer_sets
 from possym.sweep.claims import claims_by_seed, claims_markdown
 from possym.sweep.spec import SweepSpec, Trial, expand
 
 THRESHOLD = 0.9  # "learned": validation accuracy at or above this
-GAMMA = "0.1"  # purity threshold of paper A Fig. 2C
 
 
 def _metrics(run: Path) -> list[dict[str, Any]]:
@@ -88,59 +88,60 @@ def trial_facts(trial: Trial) -> dict[str, Any] | None:
     facts["hop_order"] = order or "none"  # no hop reached the threshold
     facts |= {f"steps_to_90_hop{h}": math.nan if s is None else s for h, s in first.items()}
     facts["curve"] = [(r["step"], r["accuracy"]) for r in evals]
-    if (run / "purity.csv").exists():
-        rows = [r for r in read_csv(run / "purity.csv") if r["gamma"] == GAMMA and r["query"] == "last"]
+    run_dir = RunDir.open(run)
+    purity = [r for r in run_dir.read("purity", PurityRecord) if r.gamma == GAMMA and r.query == "last"]
+    if purity:
         for kind in ("positional", "symbolic"):
-            layers = [int(r["layer"]) for r in rows if r["final_kind"] == kind]
+            layers = [r.layer for r in purity if r.final_kind == kind]
             facts[f"pure_{kind}"] = ",".join(map(str, layers)) or "-"
             facts[f"n_pure_{kind}"] = len(layers)
             facts[f"last_pure_{kind}_step"] = max(
-                (int(r["final_kind_step"]) for r in rows if r["final_kind"] == kind), default=math.nan
+                (r.final_kind_step for r in purity if r.final_kind == kind and r.final_kind_step is not None),
+                default=math.nan,
             )
-    if (run / "scores.csv").exists():
-        rows = [r for r in read_csv(run / "scores.csv") if r["query"] == "last"]
-        last = max(int(r["step"]) for r in rows)
-        for r in rows:
-            if int(r["step"]) == last:
-                facts[f"s_pos_L{r['layer']}"] = float(r["s_pos"])
-                facts[f"s_sym_L{r['layer']}"] = float(r["s_sym"])
-    if (run / "table1.csv").exists():
-        rows = read_csv(run / "table1.csv")
-        facts["table1_ids"] = " ".join(str(round(float(r["weighted_id"]))) for r in rows)
-        facts |= {f"weighted_id_L{r['layer']}": float(r["weighted_id"]) for r in rows}
-    run_dir = RunDir.open(run)
+    scores = run_dir.read("scores", ScoreRecord)
+    last_token = [r for r in scores if r.query == "last"]
+    if last_token:
+        last = max(r.step for r in last_token)
+        for r in last_token:
+            if r.step == last:
+                facts[f"s_pos_L{r.layer}"] = r.s_pos
+                facts[f"s_sym_L{r.layer}"] = r.s_sym
+    table1 = run_dir.read("table1", Table1Record)
+    if table1:
+        facts["table1_ids"] = " ".join(str(round(r.weighted_id)) for r in table1)
+        facts |= {f"weighted_id_L{r.layer}": r.weighted_id for r in table1}
     steps = run_dir.checkpoint_steps()
     best = run_dir.best() if steps else None
     facts["best_step"] = math.nan if best is None else best
-    if (run / "lengthgen.csv").exists():
-        for r in read_csv(run / "lengthgen.csv"):
-            if int(r["n_hops"]) != 0:
-                continue
-            step = int(r["step"]) if r.get("step") not in (None, "") else steps[-1]  # older files: the final one
-            if step == steps[-1]:
-                facts[f"len_acc_{int(r['extra'])}"] = float(r["accuracy"])
-            if step == best:
-                facts[f"len_best_{int(r['extra'])}"] = float(r["accuracy"])
-    if (run / "scores.csv").exists():
-        scores = [typed_row(r) for r in read_csv(run / "scores.csv")]
+    for point in run_dir.read("lengthgen", LengthPoint):
+        if point.n_hops != 0:
+            continue
+        step = steps[-1] if point.step is None else point.step  # older files: the final checkpoint
+        if step == steps[-1]:
+            facts[f"len_acc_{point.extra}"] = point.accuracy
+        if step == best:
+            facts[f"len_best_{point.extra}"] = point.accuracy
+    if scores:
+        rows = [r.to_dict() for r in scores]
         for kind in ("positional", "symbolic"):
-            sure, possible = layer_sets(scores, kind, float(GAMMA), ever=True)
+            sure, possible = layer_sets(rows, kind, GAMMA, ever=True)
             facts[f"ever_{kind}"] = _layer_text(sure, possible)
-        l0 = sorted((r for r in scores if r["query"] == "last" and r["layer"] == 0 and r["head"] == 0),
-                    key=lambda r: r["step"])
+        l0 = sorted((r for r in last_token if r.layer == 0 and r.head == 0), key=lambda r: r.step)
         if l0:
-            peak = max(l0, key=lambda r: r["s_pos"])
-            facts["L0_max_s_pos"], facts["L0_max_s_pos_step"] = peak["s_pos"], peak["step"]
-            at_best = next((r for r in l0 if r["step"] == best), None)
+            peak = max(l0, key=lambda r: r.s_pos)
+            facts["L0_max_s_pos"], facts["L0_max_s_pos_step"] = peak.s_pos, peak.step
+            at_best = next((r for r in l0 if r.step == best), None)
             if at_best is not None:
-                facts["L0_s_pos_best"], facts["L0_s_sym_best"] = at_best["s_pos"], at_best["s_sym"]
+                facts["L0_s_pos_best"], facts["L0_s_sym_best"] = at_best.s_pos, at_best.s_sym
     return facts
 
 
 def _layer_text(sure: set[int], possible: set[int]) -> str:
     """``L1-L3`` style text of a layer set, with the layers only possibly in it in brackets: ``L1-L3 (+L0)``."""
     def span(layers: set[int]) -> str:
-        out, run = [], []
+        out: list[list[int]] = []
+        run: list[int] = []
         for x in sorted(layers):
             if run and x != run[-1] + 1:
                 out.append(run)
@@ -174,8 +175,9 @@ def summarise(facts: list[dict[str, Any]]) -> list[dict[str, Any]]:
         keys = list(dict.fromkeys(k for r in rows for k in r if k not in ("variant", "task", "seed", "curve")))
         for key in keys:
             values = [r.get(key) for r in rows]
-            if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
-                record[key] = _mean_sd([float(v) for v in values])
+            numbers = [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+            if len(numbers) == len(values):
+                record[key] = _mean_sd(numbers)
             else:
                 record[key] = ", ".join(f"{v} ×{c}" for v, c in Counter(str(v) for v in values).most_common())
         out.append(record)
