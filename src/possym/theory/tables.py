@@ -150,6 +150,7 @@ def violation_records(quick: bool = False) -> list[dict]:
     rows = []
     n_idx, n0 = (5, 4) if quick else (7, 5)
     ids = all_index_inputs(IndexSymbols(2, 3), n_idx)
+    c: Construction
     for q in (5, 3):
         first = q + 1 if q <= 3 else q + 2  # an integer query equal to q exists only if q <= m = 3
         c = IndexConstruction(IndexSymbols(2, 3), 2 * math.pi / q)
@@ -159,14 +160,15 @@ def violation_records(quick: bool = False) -> list[dict]:
     sym = RetrievalSymbols(3, 1)
     w = omega(3)
     ids = all_proper_inputs(sym, n0)
-    for label, theta, expect, first in (
+    settings: list[tuple[str, float, str, int | None]] = [  # label, theta, expectation, first failing length
         (f"retrieval theta=omega/(2n0), n0={n0}", w / (2 * n0), "exact", None),
         (f"retrieval theta=omega/(2n0-3), n0={n0}", w / (2 * n0 - 3), f"fail at {n0}", n0),
         ("retrieval theta=0 (NoPE)", 0.0, "fail at 2", 2),
-    ):
+    ]
+    for label, theta, expect, failing in settings:
         c = RetrievalConstruction(sym, theta)
         rows.append(_row(label, c, ids, "all", "hard", None, expect))
-        rows[-1]["ok"] = rows[-1]["first_failing_length"] == first
+        rows[-1]["ok"] = rows[-1]["first_failing_length"] == failing
     # at the paper's boundary theta = omega / (2 n0) the first failure is at n0 + 2: the worst input
     c = RetrievalConstruction(sym, w / (2 * n0))
     worst = sym.encode(["a1"] + ["c1"] + ["b1"] * (n0 - 1) + ["ba"])[None]  # match "a1" at n0+1, "c" one behind
@@ -226,14 +228,16 @@ def beta_records(
             above = _just_above(t.beta)
             ids, checked = None, "witness only"
             if s.check == "all":
-                ids = all_index_inputs(c.symbols, n0) if c.name == "index" else all_proper_inputs(c.symbols, n0)
+                if isinstance(c, IndexConstruction):
+                    ids = all_index_inputs(c.symbols, n0)
+                else:
+                    ids = all_proper_inputs(c.symbols, n0)
                 checked = f"all {len(ids)}"
             elif n0 <= max_checked_n0:
-                ids = (
-                    sample_index_inputs(c.symbols, n0, samples, rng)
-                    if c.name == "index"
-                    else sample_proper_inputs(c.symbols, n0, samples, rng)
-                )
+                if isinstance(c, IndexConstruction):
+                    ids = sample_index_inputs(c.symbols, n0, samples, rng)
+                else:
+                    ids = sample_proper_inputs(c.symbols, n0, samples, rng)
                 checked = f"random {len(ids)}"
             if ids is not None:
                 ids = np.concatenate([ids, c.symbols.encode(t.witness)[None]]) if t.witness else ids
@@ -274,6 +278,7 @@ def witness_records(rng: np.random.Generator, n_heads: int = 20) -> list[dict]:
     the scope witness (a positional head with a query-reading activation computing Retrieval)."""
     gen = torch.Generator().manual_seed(int(rng.integers(2**31)))
     rows = []
+    c: Construction
     number, letter = TaskConfig(name="number"), TaskConfig(name="letter")
     nv, lv = task_vocab(number), task_vocab(letter)
 
@@ -355,6 +360,7 @@ def counterexample_records(
     concrete input, the discrepancy claimed by the reduction and the one measured by running the construction
     on that input (top minus second of its last query's logits), and the bound."""
     out = []
+    c: Construction
     for check in bound_checks(rows):
         n = check["first_fail"]
         if n is None:
@@ -370,16 +376,18 @@ def counterexample_records(
             d = index_discrepancy(index_theta, m, np.array([n]))
             if definition != "max":
                 continue  # Delta_min never fails (Dirichlet); nothing to exhibit
-            sym = IndexSymbols(1, n - 1 if m is None else m)
-            c = IndexConstruction(sym, index_theta)
+            index_symbols = IndexSymbols(1, n - 1 if m is None else m)
             tokens = index_witness(n, int(d.argmax_query[0]), m)
+            c, encoded = IndexConstruction(index_symbols, index_theta), index_symbols.encode(tokens)
         else:
-            sym = RetrievalSymbols(n_letters, 1)
-            c = RetrievalConstruction(sym, retrieval_theta)
+            letters = RetrievalSymbols(n_letters, 1)
             r = retrieval_discrepancy(retrieval_theta, n_letters, np.array([n]), minimum=definition == "min")
-            config = {"max": r.max_config, "min": r.min_config, "proof": r.proof_config}[definition][0]
-            tokens = retrieval_witness(sym, config)
-        scores = run_construction(c, sym.encode(tokens)[None], beta=1.0).scores[0, -1].numpy()
+            configs = r.max_config if definition == "max" else r.min_config if definition == "min" else r.proof_config
+            if configs[0] is None:
+                continue  # no input attains this definition's extreme at n: nothing to exhibit
+            tokens = retrieval_witness(letters, configs[0])
+            c, encoded = RetrievalConstruction(letters, retrieval_theta), letters.encode(tokens)
+        scores = run_construction(c, encoded[None], beta=1.0).scores[0, -1].numpy()
         top2 = np.sort(scores)[-2:]
         out.append(
             {
