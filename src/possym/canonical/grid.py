@@ -260,6 +260,19 @@ class GridResults:
     claims: list[Any]  # ClaimRecord
     seconds: float  # wall-clock of this call (training + analysis + report)
 
+    def table(self, name: str):  # -> pandas.DataFrame
+        """One of ``runs``, ``positions``, ``wmax``, ``claims`` as a DataFrame with its record's columns.
+
+        >>> GridResults([], [], [], [], 0.0).table("runs").columns[:3].tolist()
+        ['task', 'condition', 'seed']
+        """
+        from possym.records import ClaimRecord, frame
+
+        kinds = {"runs": RunRow, "positions": PositionRow, "wmax": WmaxRow, "claims": ClaimRecord}
+        if name not in kinds:
+            raise ValueError(f"table {name!r}; allowed: {list(kinds)}")
+        return frame(getattr(self, name), kinds[name])
+
 
 def cells(grid: GridConfig) -> list[tuple[str, Condition, int]]:
     return [(t, c, s) for t in grid.tasks for c in grid.all_conditions for s in grid.seeds]
