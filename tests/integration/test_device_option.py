@@ -2,6 +2,8 @@
 stops it before any work (exit 2). Here the device is the CPU; tests/unit/test_devices.py
 checks on the meta device that the paths keep their tensors on whatever device they are given."""
 
+import json
+
 import pytest
 import torch
 
@@ -20,11 +22,15 @@ def run_dir(tmp_path_factory, tiny_session_overrides) -> str:
     return str(run.path)
 
 
-def test_every_model_command_takes_a_device(run_dir, capsys):
+def test_every_model_command_takes_a_device_and_the_run_records_the_one_it_used(run_dir, capsys):
     assert main(["score", run_dir, "--device", "cpu", "--n-inputs", "4", "--no-figures", "--no-frequency"]) == 0
     assert main(["lengthgen", run_dir, "--device", "cpu", "--grid", "0,5", "--n", "4", "--n-prefixes", "2",
                  "--no-figures"]) == 0  # fmt: skip
     assert main(["discrepancy", run_dir, "--device", "cpu", "--extras", "0,5", "--samples", "4"]) == 0
+    run = RunDir.open(run_dir)
+    assert run.metrics()[-1]["event"] == "final" and run.metrics()[-1]["device"] == "cpu"
+    lengthgen = json.loads(run.artifact("lengthgen_settings").read_text())
+    assert {info["device"] for info in lengthgen["steps"].values()} == {"cpu"}
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: asking for it is not an error here")

@@ -103,7 +103,7 @@ def length_curve(run: RunDir, cfg: LengthGenConfig | None = None, step: StepSpec
     start = time.perf_counter()
     rows = measure_curve(model, run.config.task, cfg, on_batch=progress)
     info = {"seconds": time.perf_counter() - start, "inputs": cfg.n * len(run.config.task.hops) * len(cfg.grid),
-            "threads": torch.get_num_threads()}
+            "threads": torch.get_num_threads(), "device": str(model.embed.weight.device)}
     fresh = [LengthPoint.from_dict({**r, "step": at}) for r in rows]
     kept = [p for p in stored if p.step != at]
     steps = {k: v for k, v in cache.get("steps", {}).items() if same and k != str(at)} | {str(at): info}

@@ -188,6 +188,7 @@ def train(
         "split": "test",
         **evaluate(model, splits["test"], precision=precision, compiled=tc.compile),
         "precision": tc.precision,
+        "device": str(device),  # what train.device (e.g. "auto") resolved to
         "time": round(time.time(), 3),
     }
     run.log(final)
