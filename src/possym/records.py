@@ -334,3 +334,48 @@ class Fig5aRecord(Record):
     theta: float
     n: int
     bound: float
+
+
+@dataclass(frozen=True)
+class DiscrepancyHeadRecord(Record):
+    """The top-minus-second attention score of one trained head over ``n_samples`` inputs with ``extra``
+    tokens, at checkpoint ``step`` (``theory/discrepancy_heads.csv``): its mean, median, deciles and range."""
+
+    layer: int
+    head: int
+    extra: int
+    n_samples: int
+    mean: float
+    median: float
+    q10: float
+    q90: float
+    min: float
+    max: float
+    task: str
+    step: int
+
+
+@dataclass(frozen=True)
+class DiscrepancyAccuracyRecord(Record):
+    """The model's accuracy on the same inputs (``theory/discrepancy_accuracy.csv``)."""
+
+    extra: int
+    n_samples: int
+    accuracy: float
+    task: str
+    step: int
+
+
+@dataclass(frozen=True)
+class DiscrepancySummaryRecord(Record):
+    """Per layer (head 0): where its median gap collapses below half its first value, where accuracy
+    breaks, and their Spearman correlation over the extras (``theory/discrepancy_summary.csv``)."""
+
+    layer: int
+    median_at_first_extra: float
+    median_at_last_extra: float
+    collapse_extra: int | None
+    accuracy_break_extra: int | None
+    spearman: float
+    task: str
+    step: int

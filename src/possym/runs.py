@@ -47,6 +47,9 @@ from safetensors.torch import save as st_save
 from possym.config import RunConfig, config_from_dict
 from possym.errors import RunError
 from possym.records import (
+    DiscrepancyAccuracyRecord,
+    DiscrepancyHeadRecord,
+    DiscrepancySummaryRecord,
     FrequencyUseRecord,
     LengthPoint,
     PlaneScoreRecord,
@@ -85,9 +88,9 @@ ARTIFACTS: dict[str, Artifact] = {
     "plane_scores": Artifact("plane_scores.csv", PlaneScoreRecord),
     "lengthgen": Artifact("lengthgen.csv", LengthPoint),
     "lengthgen_settings": Artifact("lengthgen.json"),
-    "discrepancy_heads": Artifact("theory/discrepancy_heads.csv"),
-    "discrepancy_accuracy": Artifact("theory/discrepancy_accuracy.csv"),
-    "discrepancy_summary": Artifact("theory/discrepancy_summary.csv"),
+    "discrepancy_heads": Artifact("theory/discrepancy_heads.csv", DiscrepancyHeadRecord),
+    "discrepancy_accuracy": Artifact("theory/discrepancy_accuracy.csv", DiscrepancyAccuracyRecord),
+    "discrepancy_summary": Artifact("theory/discrepancy_summary.csv", DiscrepancySummaryRecord),
     "best": Artifact(BEST),
     "figures": Artifact("figures"),
 }

@@ -76,11 +76,11 @@ def discrepancy_config(args: argparse.Namespace) -> DiscrepancyConfig:
 def run_discrepancy(args: argparse.Namespace) -> int:
     cfg = discrepancy_config(args)
     result = trained_discrepancy_run(RunDir.open(args.run), cfg, out=args.out, replot=args.replot, log=print)
-    for r in result.accuracy:
-        print(f"    extra {r['extra']:>5}: accuracy {r['accuracy']:.3f}")
-    for r in result.summary:
-        print(f"    L{r['layer']:<2} median gap {r['median_at_first_extra']:.3g} -> {r['median_at_last_extra']:.3g}; "
-              f"collapses (< 1/2) at extra {r['collapse_extra']}; accuracy breaks at {r['accuracy_break_extra']}; "
-              f"spearman {r['spearman']:.2f}")
+    for a in result.accuracy:
+        print(f"    extra {a.extra:>5}: accuracy {a.accuracy:.3f}")
+    for s in result.summary:
+        print(f"    L{s.layer:<2} median gap {s.median_at_first_extra:.3g} -> {s.median_at_last_extra:.3g}; "
+              f"collapses (< 1/2) at extra {s.collapse_extra}; accuracy breaks at {s.accuracy_break_extra}; "
+              f"spearman {s.spearman:.2f}")
     print(f"step {result.step}; tables in {result.out}")
     return 0

@@ -189,7 +189,8 @@ def build_report(
         for stem, caption in RUN_FIGURES:
             if _copy_figure(out / task / ARTIFACTS["figures"].name / stem, figures / f"{task}_{stem}"):
                 per_run.append((figures / f"{task}_{stem}", f"{task} task: {caption}"))
-        if _copy_figure(out / task / "theory" / "discrepancy_heads", figures / f"{task}_discrepancy_heads"):
+        if _copy_figure((out / task / ARTIFACTS["discrepancy_heads"].name).with_suffix(""),
+                        figures / f"{task}_discrepancy_heads"):
             per_run.append(
                 (
                     figures / f"{task}_discrepancy_heads",

@@ -34,8 +34,19 @@ import torch
 
 from possym.config import ConfigError
 from possym.devices import resolve_device
-from possym.records import BoundCheckRecord, Fig5aRecord, Record, VerificationRecord, records_csv
-from possym.runs import ARTIFACTS, RunDir, StepSpec, atomic_write_text, csv_text, read_csv, save_figure, typed_row
+from possym.errors import PossymError
+from possym.records import (
+    BoundCheckRecord,
+    DiscrepancyAccuracyRecord,
+    DiscrepancyHeadRecord,
+    DiscrepancySummaryRecord,
+    Fig5aRecord,
+    Record,
+    VerificationRecord,
+    read_records,
+    records_csv,
+)
+from possym.runs import ARTIFACTS, RunDir, StepSpec, atomic_write_text, csv_text, save_figure
 
 Log = Callable[[str], None]
 
@@ -169,9 +180,9 @@ class DiscrepancyConfig:
 
 @dataclass(frozen=True)
 class DiscrepancyResult:
-    heads: list[dict[str, Any]]
-    accuracy: list[dict[str, Any]]
-    summary: list[dict[str, Any]]
+    heads: list[DiscrepancyHeadRecord]
+    accuracy: list[DiscrepancyAccuracyRecord]
+    summary: list[DiscrepancySummaryRecord]
     step: int
     out: Path
 
@@ -189,9 +200,11 @@ def trained_discrepancy_run(run: RunDir, cfg: DiscrepancyConfig = DiscrepancyCon
     out.mkdir(parents=True, exist_ok=True)
     task = run.config.task
     if replot:
-        heads = [typed_row(r) for r in read_csv(out / _name("discrepancy_heads"))]
-        accuracy = [typed_row(r) for r in read_csv(out / _name("discrepancy_accuracy"))]
-        step = int(heads[0]["step"])
+        heads = [r.to_dict() for r in read_records(out / _name("discrepancy_heads"), DiscrepancyHeadRecord)]
+        accuracy = [r.to_dict() for r in read_records(out / _name("discrepancy_accuracy"), DiscrepancyAccuracyRecord)]
+        if not heads:
+            raise PossymError(f"--replot: {out / _name('discrepancy_heads')} is missing or empty; measure it first")
+        step = heads[0]["step"]
     else:
         step = run.resolve_step(cfg.step)
         dtype = torch.float64 if cfg.dtype == "float64" else torch.float32
@@ -201,14 +214,15 @@ def trained_discrepancy_run(run: RunDir, cfg: DiscrepancyConfig = DiscrepancyCon
             f"{cfg.samples} samples each")
         heads, accuracy = trained_discrepancy(model, task, extras, cfg.samples, np.random.default_rng(cfg.seed))
     summary = collapse_summary(heads, accuracy)
-    for rows in (heads, accuracy, summary):
-        for r in rows:
-            r.update({"task": task.name, "step": step})
-    for name, rows in (("discrepancy_heads", heads), ("discrepancy_accuracy", accuracy),
-                       ("discrepancy_summary", summary)):
-        atomic_write_text(out / _name(name), csv_text(rows))
-        log(f"  wrote {out / _name(name)} ({len(rows)} rows)")
+    at = {"task": task.name, "step": step}
+    result = DiscrepancyResult([DiscrepancyHeadRecord.from_dict({**r, **at}) for r in heads],
+                               [DiscrepancyAccuracyRecord.from_dict({**r, **at}) for r in accuracy],
+                               [DiscrepancySummaryRecord.from_dict({**r, **at}) for r in summary], step, out)
+    for name, records in (("discrepancy_heads", result.heads), ("discrepancy_accuracy", result.accuracy),
+                          ("discrepancy_summary", result.summary)):
+        atomic_write_text(out / _name(name), records_csv(records))
+        log(f"  wrote {out / _name(name)} ({len(records)} rows)")
     fig = plots.trained_figure(heads, accuracy, task.name, title=f"{run.path.name}: step {step}")
     for path in save_figure(fig, out / Path(_name("discrepancy_heads")).stem):
         log(f"  wrote {path}")
-    return DiscrepancyResult(heads, accuracy, summary, step, out)
+    return result
