@@ -176,9 +176,9 @@ def test_cli_scores_a_user_file_with_even_blocks(tiny_dir, tmp_path):
     [
         (["--prompts", "bindings"], "neither a built-in set (binding, number1, letter1) nor an existing text file"),
         (["--model", "/no/such/model"], "does not exist; give a local model directory, a .gguf file or one of"),
-        (["--n", "0"], "--n 0 must be >= 1"),
+        (["--n", "0"], "heads n=0 must be >= 1"),
         (["--frequency-heads", "3"], "is not LAYER:HEAD"),
-        (["--tau", "0"], "--tau 0.0 must be > 0"),
+        (["--tau", "0"], "heads tau=0.0 must be > 0"),
         (["--prompts", None], "--prompts is required (only --replot works without it)"),
     ],
 )

