@@ -321,6 +321,8 @@ class TrainConfig:
     ``precision="bf16"`` feeds the big matmuls of the training step bfloat16 (float32 accumulation,
     weights and optimiser state stay float32; :mod:`possym.train.fused`); the evaluations and the
     final test run at the same precision, as HF Trainer evaluates a mixed-precision run.
+    ``precision="fp16"`` is the same in float16, the paper's setting, with a dynamic loss scale
+    (:class:`possym.train.loop.LossScaler`; a step whose gradients overflow is skipped).
     ``compile=True`` runs that step through ``torch.compile`` (Inductor, which needs a C++ compiler),
     the same maths with the elementwise work fused, and the evaluations through one compiled graph
     per block; the first evaluation and the first step compile them (about 70 s on 2 cores).
@@ -365,7 +367,10 @@ class TrainConfig:
         )
         _require(self.threads is None or self.threads >= 1, f"train.threads={self.threads} must be >= 1")
         _require(self.random_extra >= 0, f"train.random_extra={self.random_extra} must be >= 0 (0: no extra tokens)")
-        _require(self.precision in ("fp32", "bf16"), f"train.precision={self.precision!r} must be 'fp32' or 'bf16'")
+        _require(
+            self.precision in ("fp32", "bf16", "fp16"),
+            f"train.precision={self.precision!r} must be 'fp32', 'bf16' or 'fp16'",
+        )
         _require(isinstance(self.compile, bool), f"train.compile={self.compile!r} must be true or false")
         _require(
             isinstance(self.device, str) and self.device.split(":")[0] in DEVICES,

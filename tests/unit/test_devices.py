@@ -64,13 +64,13 @@ def test_the_kv_cached_forward_stays_on_the_device():
     assert logits.device == META and logits.shape == (4, 3, 40)
 
 
-@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
 def test_the_eager_training_step_puts_loss_and_every_gradient_on_the_device(precision):
     model = _meta_model(dropout=0.1)
     bits = draw_bits(model.cfg, 4, 6, torch.Generator().manual_seed(1))  # the loop draws on the CPU
     bits = dataclasses.replace(bits, uniforms=bits.uniforms.to(META))  # ... and moves them, as here
     answers = torch.zeros(4, dtype=torch.long, device=META)
-    loss = loss_and_grads(model, _tokens(4, 6), answers, bits, precision)
+    loss = loss_and_grads(model, _tokens(4, 6), answers, bits, precision, loss_scale=2.0**16)
     assert loss.device == META
     for name, p in model.named_parameters():
         assert p.grad is not None and p.grad.device == META and p.grad.shape == p.shape, name

@@ -15,6 +15,10 @@ Same parameters, same maths as the module (which stays the reference: a test hol
   draw (:func:`draw_bits`), 2.5x cheaper than ``bernoulli_``, thresholded inside the step;
 - ``precision="bf16"`` runs the six big matmuls per layer with bfloat16 inputs and float32
   accumulation (oneDNN), everything else in float32; weights and optimiser state stay float32;
+  ``precision="fp16"`` does the same in float16, the paper's mixed precision, whose narrow exponent
+  needs a loss scale (``loss_scale``: the backward starts from the scaled loss's gradient and the
+  gradients are unscaled before they reach ``.grad``; the loop's :class:`~possym.train.loop.LossScaler`
+  picks the scale);
 - ``compiled=True`` runs the same function through ``torch.compile`` (Inductor, which needs a C++
   compiler), fusing the elementwise work between the matmuls (the dropout threshold included,
   and GELU's tanh spelled with one exp); the rotors are then real
@@ -59,7 +63,9 @@ from possym.config import ModelConfig
 from possym.model.gptj import GPTJ
 from possym.model.rope import rope_cos_sin
 
-Precision = Literal["fp32", "bf16"]
+Precision = Literal["fp32", "bf16", "fp16"]
+# The input dtype of the big matmuls per precision (fp32: the model's own dtype).
+MATMUL_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 # Dropout keeps an element when its 16-bit uniform is >= this many of 65,536: p is met to within
 # 2^-17 (p = 0.1 becomes 6,554 / 65,536 = 0.100006).
 _UNIFORMS = 1 << 16
@@ -308,7 +314,7 @@ def last_token_logits(model: GPTJ, tokens: Tensor, precision: Precision = "fp32"
     the last block's; a new batch shape compiles them again).
     """
     cfg, dtype = model.cfg, model.embed.weight.dtype
-    mm = torch.bfloat16 if precision == "bf16" else dtype
+    mm = MATMUL_DTYPES.get(precision, dtype)
     rotors = step_rotors(cfg, tokens.shape[1], dtype, real=compiled, device=tokens.device)
     block_fn = _compiled_block() if compiled else _block
     last = _forward(model, tokens, DropoutMasks.none(cfg.n_layers), mm, rotors, None, block_fn)
@@ -323,6 +329,7 @@ def loss_and_grads(
     masks: DropoutMasks | DropoutBits,
     precision: Precision = "fp32",
     compiled: bool = False,
+    loss_scale: float = 1.0,
 ) -> Tensor:
     """Mean last-token cross-entropy of ``tokens`` [batch, pos] against ``answers`` [batch].
 
@@ -330,12 +337,16 @@ def loss_and_grads(
     model's dtype). ``masks`` from :func:`draw_masks`, or the :func:`draw_bits` they are made of
     (the training loop's choice: thresholded inside the step); p = 0 gives the eval-mode function.
     ``compiled``: the same maths through ``torch.compile`` (module docstring); the first call per
-    batch shape compiles (tens of seconds), later ones reuse the kernels.
+    batch shape compiles (tens of seconds), later ones reuse the kernels. ``loss_scale``: the
+    backward runs on ``loss_scale`` times the loss, and ``.grad`` gets the gradients divided by it
+    again; where the scaled gradients overflowed (fp16), some ``.grad`` is not finite.
     """
-    rotors = step_rotors(model.cfg, tokens.shape[1], model.embed.weight.dtype, real=compiled, device=tokens.device)
-    loss, grads = (_compiled_grads() if compiled else _grads)(model, tokens, answers, masks, rotors, precision)
+    dtype = model.embed.weight.dtype
+    rotors = step_rotors(model.cfg, tokens.shape[1], dtype, real=compiled, device=tokens.device)
+    scale = torch.tensor(loss_scale, dtype=dtype, device=tokens.device)  # a tensor: no recompile per scale
+    loss, grads = (_compiled_grads() if compiled else _grads)(model, tokens, answers, masks, rotors, precision, scale)
     for name, param in model.named_parameters():
-        param.grad = grads[name]
+        param.grad = grads[name] if loss_scale == 1.0 else grads[name] / scale
     return loss
 
 
@@ -371,12 +382,13 @@ def _grads(
     masks: DropoutMasks | DropoutBits,
     rotors: tuple[Tensor, ...],
     precision: Precision,
+    loss_scale: Tensor,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """:func:`loss_and_grads`' maths: the loss and every parameter's gradient, by parameter name."""
     cfg, dtype = model.cfg, model.embed.weight.dtype
     if isinstance(masks, DropoutBits):
         masks = masks.masks(dtype)
-    mm = torch.bfloat16 if precision == "bf16" else dtype  # the big matmuls' input dtype
+    mm = MATMUL_DTYPES.get(precision, dtype)  # the big matmuls' input dtype
     B, T = tokens.shape
     D, H, r, scale = cfg.d_model, cfg.n_heads, tokens.numel(), 1.0 / math.sqrt(cfg.d_head)
 
@@ -401,6 +413,7 @@ def _grads(
     dlogits = logp.exp()
     dlogits[torch.arange(B, device=tokens.device), answers] -= 1.0
     dlogits /= B
+    dlogits *= loss_scale  # exact at 1; fp16's scale keeps small gradients above its underflow
     grads["unembed.weight"] = dlogits.mT @ hf
     grads["unembed.bias"] = dlogits.sum(0)
     dlast, dw, db = torch.ops.aten.native_layer_norm_backward(

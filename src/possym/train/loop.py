@@ -76,6 +76,39 @@ def evaluate(
     return out
 
 
+@dataclasses.dataclass
+class LossScaler:
+    """fp16's dynamic loss scale, kept as ``torch.amp.GradScaler`` keeps it (the paper trained under
+    HF Trainer's fp16, which uses one): it starts at 2^16; a step whose unscaled gradients are not all
+    finite is skipped and the scale halves; after ``growth_interval`` finite steps in a row it doubles.
+    The scale stays a power of two, so scaling and unscaling a gradient are exact.
+
+    >>> s = LossScaler(growth_interval=2)
+    >>> [s.update(ok) for ok in (True, False, True, True)], s.scale
+    ([True, False, True, True], 65536.0)
+    """
+
+    scale: float = 2.0**16
+    growth_interval: int = 2000
+    finite_steps: int = 0
+
+    def update(self, grads_finite: bool) -> bool:
+        """Record one step's outcome; returns whether the optimiser may step."""
+        if not grads_finite:
+            self.scale /= 2
+            self.finite_steps = 0
+            return False
+        self.finite_steps += 1
+        if self.finite_steps == self.growth_interval:
+            self.scale *= 2
+            self.finite_steps = 0
+        return True
+
+
+def _gradients_finite(model: GPTJ) -> bool:
+    return bool(torch.stack([p.grad.isfinite().all() for p in model.parameters() if p.grad is not None]).all())
+
+
 def _param_groups(model: GPTJ, weight_decay: float) -> list[dict[str, Any]]:
     # HF Trainer (the paper's code) exempts biases and LayerNorm parameters from weight decay.
     decay: list[torch.nn.Parameter] = []
@@ -136,14 +169,15 @@ def train(
     model = build_model(run, device).eval()
     groups = _param_groups(model, tc.weight_decay)
     opt = torch.optim.AdamW(groups, lr=tc.lr, betas=(tc.beta1, tc.beta2), fused=True)  # 4x foreach's speed on CPU
-    # Dropout is drawn on the CPU on every device: the same masks everywhere, and a state that resumes anywhere.
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, tc.warmup_steps, total))
+    # Dropout is drawn on the CPU on every device: the same masks everywhere, and a state that resumes anywhere.
     dropout = torch.Generator().manual_seed(cfg.seeds.dropout)
+    scaler = LossScaler() if precision == "fp16" else None
 
     state = run.load_state()
     if state is None:
         start = 0
-        _checkpoint_and_eval(run, model, opt, sched, dropout, 0, eval_set, monitor, monitor_size)
+        _checkpoint_and_eval(run, model, opt, sched, dropout, 0, eval_set, monitor, monitor_size, scaler)
     else:
         if "dropout_rng" not in state:
             raise ValueError(
@@ -154,6 +188,8 @@ def train(
         opt.load_state_dict(state["optimizer"])
         sched.load_state_dict(state["scheduler"])
         dropout.set_state(state["dropout_rng"])
+        if scaler is not None and "loss_scaler" in state:
+            scaler = LossScaler(**state["loss_scaler"])
         start = state["step"]
         run.truncate_metrics(start)
 
@@ -168,15 +204,21 @@ def train(
         if device.type != "cpu" and bits.uniforms is not None:
             bits = dataclasses.replace(bits, uniforms=bits.uniforms.to(device, non_blocking=True))
         answers = train_answers[idx].to(device, non_blocking=True)
-        loss = loss_and_grads(model, batch.to(device, non_blocking=True), answers, bits, precision, tc.compile)
-        if tc.grad_clip is not None:
-            torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
-        opt.step()
-        sched.step()
+        tokens = batch.to(device, non_blocking=True)
+        scale = 1.0 if scaler is None else scaler.scale
+        loss = loss_and_grads(model, tokens, answers, bits, precision, tc.compile, loss_scale=scale)
+        # fp16: a step whose gradients overflowed is skipped, optimiser and schedule alike (GradScaler, HF Trainer)
+        if scaler is None or scaler.update(_gradients_finite(model)):
+            if tc.grad_clip is not None:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
+            opt.step()
+            sched.step()
         done = step + 1
         info: dict[str, Any] = {"step": done, "total": total, "loss": loss.item(), "lr": sched.get_last_lr()[0]}
         if any(done % every == 0 for every in (tc.eval_every, tc.checkpoint_every, tc.state_interval)) or done == total:
-            info["eval"] = _checkpoint_and_eval(run, model, opt, sched, dropout, done, eval_set, monitor, monitor_size)
+            info["eval"] = _checkpoint_and_eval(
+                run, model, opt, sched, dropout, done, eval_set, monitor, monitor_size, scaler
+            )
         if on_step is not None:
             elapsed = time.perf_counter() - t0
             info["steps_per_s"] = (done - last) / elapsed if elapsed > 0 else 0.0
@@ -206,6 +248,7 @@ def _checkpoint_and_eval(
     eval_set: TaskSamples,
     monitor: Monitor | None,
     monitor_size: int,
+    scaler: LossScaler | None = None,
 ) -> dict[str, Any] | None:
     tc, total = run.config.train, run.config.total_steps
     record = None
@@ -234,6 +277,7 @@ def _checkpoint_and_eval(
                 "optimizer": opt.state_dict(),
                 "scheduler": sched.state_dict(),
                 "dropout_rng": dropout.get_state(),
+                **({} if scaler is None else {"loss_scaler": dataclasses.asdict(scaler)}),
             }
         )
     return record
