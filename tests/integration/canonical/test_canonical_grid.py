@@ -57,3 +57,30 @@ def test_rerunning_resumes_without_training_again(grid_dir: Path) -> None:
     before = {p.name: p.stat().st_mtime_ns for p in ckpt.iterdir()}
     assert main([*ARGS, "--out", str(grid_dir)]) == 0
     assert {p.name: p.stat().st_mtime_ns for p in ckpt.iterdir()} == before
+
+
+def test_the_exact_engine_equals_swap_and_rerun_on_the_trained_toy_heads(grid_dir: Path) -> None:
+    import numpy as np
+    import torch
+
+    from possym.canonical.adapter import spec_of
+    from possym.canonical.tasks import generate
+    from possym.scores.swap_and_rerun import reference_head_scores
+    from possym.scores.swaps import head_scores
+
+    for task, cond in (("index", "band1"), ("retrieval", "nope")):
+        run = RunDir.open(grid_dir / "runs" / task / cond / "seed0")
+        model = run.load_model().double().eval()
+        tokens = torch.as_tensor(generate(spec_of(run.config.task), 8, np.random.default_rng(0)).tokens)
+        fast, slow = head_scores(model, tokens), reference_head_scores(model, tokens)
+        assert torch.allclose(fast.s_pos, slow.s_pos, atol=1e-9) and torch.allclose(fast.s_sym, slow.s_sym, atol=1e-9)
+
+
+def test_a_grid_config_names_what_is_wrong() -> None:
+    from possym.canonical.grid import GridConfig
+    from possym.config import ConfigError
+
+    with pytest.raises(ConfigError, match="n_symbols >= 32"):
+        GridConfig(n_symbols=16)  # Retrieval at 4x the length needs 32 distinct symbols
+    with pytest.raises(ConfigError, match="band1..band8"):
+        GridConfig(conditions=("band9",))
