@@ -1,4 +1,5 @@
-"""``possym llm``: the paper's 1-hop LLM experiment (Section 3.7, Appendix H) against one provider and model.
+"""``possym llm``: the paper's 1-hop LLM experiment (Section 3.7, Appendix H) against one provider and model;
+a shell over :func:`possym.stages.llm.llm_experiment`.
 
 Writes into --out:
   answers.sqlite   every request and reply (the store; a rerun sends only what it lacks)
@@ -15,22 +16,15 @@ in n_failed, not scored; rerunning the same command retries only those), 2 on a 
 from __future__ import annotations
 
 import argparse
-import io
-import json
 import sys
-import time
-from dataclasses import asdict
 from pathlib import Path
 
 from possym.cli._args import add_device
-from possym.llm.plots import load_paper_table3, plot_accuracy
 from possym.llm.prompts import PAPER_LENGTHS, PROMPT_TASKS, load_templates
 from possym.llm.providers import PROVIDERS, REASONING_MODES, GenerationSettings, make_provider
-from possym.llm.results import pivot, screen, summarise, table3_markdown
 from possym.llm.retry import RetryPolicy
-from possym.llm.run import GridConfig, RunnerConfig, run_grid
-from possym.llm.store import AnswerStore
-from possym.runs import atomic_write_bytes, atomic_write_text, csv_text, environment
+from possym.llm.run import GridConfig, RunnerConfig
+from possym.stages.llm import llm_experiment
 
 
 def _lengths(text: str) -> tuple[int, ...]:
@@ -146,22 +140,11 @@ def run(args: argparse.Namespace) -> int:
         device_map=args.device_map,
         stop_when_decided=args.stop_when_decided,
     )
-    out: Path = args.out
-    out.mkdir(parents=True, exist_ok=True)
-    config = {
+    recorded = {
         "command": ["possym", *sys.argv[1:]] if sys.argv and "possym" in sys.argv[0] else None,
-        "provider": provider.name,
-        "model": provider.model,
         "base_url": args.base_url,
-        "params": provider.params(),
-        "grid": {**asdict(grid), "run_ids": list(grid.run_ids)},
-        "runner": {"concurrency": runner.concurrency, "rate": runner.rate, "retry": asdict(runner.retry)},
-        "batch_size": getattr(provider, "batch_size", 1),
         "templates": str(args.templates) if args.templates else "possym/data/llm_prompts.yaml (paper Table 2)",
-        "environment": environment(),
     }
-    atomic_write_text(out / "config.json", json.dumps(config, indent=2) + "\n")
-
     bar = None
 
     def on_start(total: int, stored: int) -> None:
@@ -179,45 +162,17 @@ def run(args: argparse.Namespace) -> int:
         if bar is not None:
             bar.update(k)
 
-    start = time.monotonic()
-    with AnswerStore(out / "answers.sqlite") as store:
-        result = run_grid(provider, store, grid, templates, runner, on_start=on_start, on_advance=on_advance)
+    result = llm_experiment(provider, args.out, grid, templates, runner, plot=not args.no_plot, settings=recorded,
+                            on_start=on_start, on_advance=on_advance)
     if bar is not None:
         bar.close()
-    elapsed = time.monotonic() - start
-
-    cells = summarise(result.records, provider=provider.name, model=provider.model)
-    table = pivot(cells)
-    screening = screen(cells)
-    atomic_write_text(out / "results.csv", csv_text([asdict(c) for c in cells]))
-    atomic_write_text(
-        out / "table.csv",
-        csv_text([{"model": provider.model, **asdict(p)} for p in table]),
-    )
-    markdown = table3_markdown(table, title=f"{provider.model} ({provider.name})")
-    atomic_write_text(out / "table.md", markdown)
-    atomic_write_text(
-        out / "screening.json",
-        json.dumps({**asdict(screening), "passes": screening.passes, "verdict": screening.verdict()}, indent=2) + "\n",
-    )
-    if not args.no_plot:
-        fig = plot_accuracy(
-            {f"{provider.model} (this run)": table},
-            load_paper_table3(),
-            title=f"1-hop tasks: {provider.model} vs the paper's Table 3",
-        )
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=120)
-        atomic_write_bytes(out / "llm_accuracy.png", buf.getvalue())
-
-    failed = sum(c.n_failed for c in cells)
-    print(markdown)
-    print(screening.verdict())
+    print(result.markdown)
+    print(result.screening.verdict())
     print(
-        f"{result.n_sent} sent, {result.n_skipped} already stored, {failed} failed after retries "
-        f"(not scored), {elapsed:.1f} s; wrote {out}/results.csv, table.md"
-        + ("" if args.no_plot else ", llm_accuracy.png")
+        f"{result.n_sent} sent, {result.n_skipped} already stored, {result.n_failed} failed after retries "
+        f"(not scored), {result.seconds:.1f} s; wrote {args.out}/{', '.join(result.written)}"
     )
-    if failed:
-        print(f"warning: {failed} requests failed; rerun the same command to retry only those", file=sys.stderr)
-    return 1 if failed else 0
+    if result.n_failed:
+        print(f"warning: {result.n_failed} requests failed; rerun the same command to retry only those",
+              file=sys.stderr)
+    return 1 if result.n_failed else 0
