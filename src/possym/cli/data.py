@@ -1,16 +1,12 @@
-"""``possym data``: write task instances as JSON lines."""
+"""``possym data``: write task instances as JSON lines; a shell over :mod:`possym.stages.data`."""
 
 from __future__ import annotations
 
 import argparse
-import json
-
-import numpy as np
 
 from possym.config import apply_overrides, config_from_dict
-from possym.errors import PossymError
-from possym.runs import atomic_write_text
-from possym.tasks import SPLITS, TASKS, generate, make_splits, task_vocab
+from possym.stages.data import task_instances, write_jsonl
+from possym.tasks import SPLITS, TASKS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -26,21 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.n < 0:
-        raise PossymError(f"--n={args.n} must be >= 0")
-    if args.extra < 0:
-        raise PossymError(f"--extra={args.extra} must be >= 0")
     cfg = config_from_dict(apply_overrides({"task": {"name": args.task}}, args.overrides)).task
-    if args.split is None:
-        samples = generate(cfg, args.n, np.random.default_rng(args.seed), extra=args.extra)
-    else:
-        if args.extra:
-            raise PossymError("--extra applies to freshly generated instances; drop --split to use it")
-        split = make_splits(cfg, args.seed)[args.split]
-        if args.n > len(split):
-            raise PossymError(f"--n={args.n} exceeds the {args.split} split's {len(split)} instances")
-        samples = split.take(np.arange(args.n))
-    lines = [json.dumps(r) for r in samples.records(task_vocab(cfg))]
-    atomic_write_text(args.out, "".join(line + "\n" for line in lines))
-    print(f"wrote {len(lines)} {args.task} instances to {args.out}")
+    n = write_jsonl(task_instances(cfg, args.n, args.seed, args.split, args.extra), cfg, args.out)
+    print(f"wrote {n} {args.task} instances to {args.out}")
     return 0
