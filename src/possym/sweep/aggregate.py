@@ -15,8 +15,9 @@ Per trial (:func:`trial_facts`), from the files the stages wrote:
   checkpoint (``len_acc_K``) and at the best one (``len_best_K``: the earliest checkpoint at the
   maximum validation accuracy, ``best_step``, as the authors evaluated);
 - ``scores.csv`` with intervals: the layers ever pure at γ = 0.1, surely and possibly
-  (:func:`possym.scores.dynamics.layer_sets`), and L0's trajectory: its scores at the best and the
-  final step and its highest s_POS over training.
+  (:func:`possym.scores.dynamics.layer_sets`), and L0's trajectory: its scores at the best step and
+  the step at which it was most positional (the largest s_POS − s_SYM; at initialisation both are
+  near 1, so the difference, not s_POS alone, finds a positional phase).
 
 Across seeds (:func:`summarise`): for every numeric fact, per (variant, task), the mean, the sample
 standard deviation (ddof = 1; 0 for one seed) and n. Facts that are not numbers (hop order, the
@@ -129,8 +130,8 @@ def trial_facts(trial: Trial) -> dict[str, Any] | None:
             facts[f"ever_{kind}"] = _layer_text(sure, possible)
         l0 = sorted((r for r in last_token if r.layer == 0 and r.head == 0), key=lambda r: r.step)
         if l0:
-            peak = max(l0, key=lambda r: r.s_pos)
-            facts["L0_max_s_pos"], facts["L0_max_s_pos_step"] = peak.s_pos, peak.step
+            peak = max(l0, key=lambda r: r.s_pos - r.s_sym)
+            facts["L0_peak_s_pos"], facts["L0_peak_s_sym"], facts["L0_peak_step"] = peak.s_pos, peak.s_sym, peak.step
             at_best = next((r for r in l0 if r.step == best), None)
             if at_best is not None:
                 facts["L0_s_pos_best"], facts["L0_s_sym_best"] = at_best.s_pos, at_best.s_sym
@@ -244,11 +245,11 @@ ARM_LENGTHS = (40, 100, 800, 5000)  # the paper's quoted points of Fig. 5B
 
 def arms_markdown(summary: list[dict[str, Any]], lengths: tuple[int, ...] = ARM_LENGTHS) -> str:
     """Arm by claim, mean ± sd over seeds (issue 16's ablation table): the step each hop first reaches 0.9,
-    the best step, the layers ever pure (sure, then + the possible ones), L0 at the best step and its
-    peak s_POS, and the length accuracies at the best and the final checkpoint."""
+    the best step, the layers ever pure (sure, then + the possible ones), L0 at the best step and at its
+    most positional step, and the length accuracies at the best and the final checkpoint."""
     hops = sorted({int(k[15:]) for rec in summary for k in rec if k.startswith("steps_to_90_hop")})
     head = ["arm", "task", "seeds", "0.9 reached (hop " + "/".join(map(str, hops)) + ")", "best step",
-            "ever pure pos.", "ever pure sym.", "L0 at best (s_pos, s_sym)", "L0 peak s_pos",
+            "ever pure pos.", "ever pure sym.", "L0 at best (s_pos, s_sym)", "L0 most positional @ step",
             *[f"K={k} best / final" for k in lengths]]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for rec in summary:
@@ -256,7 +257,8 @@ def arms_markdown(summary: list[dict[str, Any]], lengths: tuple[int, ...] = ARM_
         l0 = f"({_pm(rec.get('L0_s_pos_best'), 2)}, {_pm(rec.get('L0_s_sym_best'), 2)})"
         cells = [rec["variant"], rec["task"], str(len(rec["seeds"])), firsts, _pm(rec.get("best_step"), 0),
                  str(rec.get("ever_positional", "")), str(rec.get("ever_symbolic", "")), l0,
-                 _pm(rec.get("L0_max_s_pos"), 2),
+                 f"({_pm(rec.get('L0_peak_s_pos'), 2)}, {_pm(rec.get('L0_peak_s_sym'), 2)}) @ "
+                 f"{_pm(rec.get('L0_peak_step'), 0)}",
                  *[f"{_pm(rec.get(f'len_best_{k}'), 2)} / {_pm(rec.get(f'len_acc_{k}'), 2)}" for k in lengths]]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

@@ -82,7 +82,6 @@ def test_failed_trials_are_retried_a_bounded_number_of_times_then_reported(tmp_p
 def test_trial_facts_read_the_best_and_the_final_curve_and_the_layers_ever_pure(tmp_path, tiny_overrides):
     """A hand-made run: best = the earliest step at the maximum validation accuracy (50, not 100); the
     length curve of each checkpoint lands under its own key; L0 possibly positional, L1 surely."""
-    import torch
 
     from possym.config import load_config
     from possym.model.gptj import GPTJ
@@ -113,6 +112,6 @@ def test_trial_facts_read_the_best_and_the_final_curve_and_the_layers_ever_pure(
     assert facts["best_step"] == 50
     assert facts["len_best_100"] == 0.7 and facts["len_acc_100"] == 0.4
     assert facts["ever_positional"] == "L1 (+L0)" and facts["ever_symbolic"] == "none"
-    assert facts["L0_s_pos_best"] == 0.88 and facts["L0_max_s_pos"] == 0.88
+    assert facts["L0_s_pos_best"] == 0.88 and (facts["L0_peak_s_pos"], facts["L0_peak_step"]) == (0.88, 50)
     table = arms_markdown(summarise([facts]), lengths=(100,))
     assert "| B | number | 1 |" in table and "0.70 ± 0.00 / 0.40 ± 0.00" in table and "L1 (+L0)" in table
