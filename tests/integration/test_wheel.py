@@ -62,13 +62,17 @@ def _possym(venv: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_the_installed_wheel_is_what_runs_and_carries_its_presets(wheel_venv, tmp_path):
-    code = "import possym, possym.config as c; print(possym.__file__); print(c.preset_names())"
+def test_the_installed_wheel_is_what_runs_and_carries_its_presets_and_sweep_specs(wheel_venv, tmp_path):
+    code = (
+        "import possym, possym.config as c, possym.sweep.spec as s; "
+        "print(possym.__file__); print(c.preset_names()); print(s.spec_names())"
+    )
     out = subprocess.run([wheel_venv / "bin" / "python", "-c", code], cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
-    where, presets = out.stdout.splitlines()
+    where, presets, specs = out.stdout.splitlines()
     assert Path(where).is_relative_to(wheel_venv), f"possym imported from {where}, not from the wheel"
     assert "quick" in presets and "paper" in presets
+    assert "robustness_quick" in specs  # the sweep specs ship too
 
 
 def test_possym_data_and_a_five_step_quick_run_work_outside_the_repository(wheel_venv, tmp_path):
