@@ -1,4 +1,5 @@
-"""Length generalisation (paper Sec. 3.6, Fig. 5B; docs/choices.md on K): accuracy with K extra tokens before the window.
+"""Length generalisation (paper Sec. 3.6, Fig. 5B; K as docs/choices.md reads it): accuracy with K extra tokens
+before the window.
 
 The protocol: K random tokens are inserted before the 8-token target window, which still holds the
 answer, so the task is as hard as before and the model never needs the added tokens. Number task:
