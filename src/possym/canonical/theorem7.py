@@ -1,7 +1,7 @@
 """Theorem 7 of the metric paper: the maximal attention weight w_max(j) of the positional head H_POS is
 U-shaped in the answer position j, that of a simplified symbolic head H_SYM inverted-U.
 
-The paper's proof is not public (NOTES §2.4), so both heads are built here the way possym builds
+The paper's proof is not public (docs/canonical.md), so both heads are built here the way possym builds
 Theorem 3.1's constructions (:mod:`possym.theory.constructions`): real weights in a one-layer
 :class:`~possym.model.gptj.GPTJ` with one RoPE plane at angle θ, run through the model's own
 attention module at inverse temperature β. An input is N content tokens (positions 0..N-1) and a

@@ -42,7 +42,9 @@ def hf_config(cfg: ModelConfig, n_positions: int = HF_POSITIONS, pad_id: int = 0
             "at frequencies computed from rotary_dim, not RoPE's; export allows p_rope=1 only"
         )
     if not cfg.mlp:
-        raise ValueError("model.mlp=false (attention-only blocks) has no HF GPT-J equivalent; export allows mlp=true only")
+        raise ValueError(
+            "model.mlp=false (attention-only blocks) has no HF GPT-J equivalent; export allows mlp=true only"
+        )
     if cfg.nope_from_layer is not None:
         raise ValueError(
             f"model.nope_from_layer={cfg.nope_from_layer} has no HF GPT-J equivalent: HF applies one rotary_dim to "
