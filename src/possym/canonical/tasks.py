@@ -1,4 +1,4 @@
-"""The metric paper's three canonical tasks (arXiv 2511.11579; choices in docs/canonical.md): Index, Retrieval, partial induction.
+"""The metric paper's three canonical tasks (arXiv 2511.11579): Index, Retrieval, partial induction.
 
 Each input is ``length`` content tokens at positions 0..length-1, then one query token at position
 ``length``; the model answers at the query (last-token prediction, as every possym task).
