@@ -56,7 +56,11 @@ def settings_conflict(trial: Trial) -> str | None:
     """Why this trial id cannot continue under ``trial``'s config (its run holds another), or None."""
     if not (Path(trial.run_dir) / "config.yaml").is_file():
         return None
+    # The preset is a name, not a setting: paper_v1 is what `paper` meant before issue 16, so the trials
+    # of a spec migrated from one to the other are still recognised by their values.
     before, now = RunDir.open(trial.run_dir).config.to_dict(), trial.config().to_dict()
+    before.pop("preset", None)
+    now.pop("preset", None)
     if before == now:
         return None
     changed = sorted(f"{section}.{key}" for section in now if isinstance(now[section], dict)

@@ -109,3 +109,31 @@ def test_a_migrated_spec_keeps_its_trial_ids_and_configs(name):
         old = load_config(trial.task, spec.preset, [*spec.overrides, *variant.overrides,
                                                      *(f"seeds.{f}={trial.seed}" for f in SEED_FIELDS)])
         assert trial.id == f"{variant.name}-{trial.task}-s{trial.seed}" and trial.config() == old
+
+
+def test_robustness_paper_trials_made_under_the_old_paper_preset_are_still_recognised(tmp_path):
+    """Its trials were trained with `--preset paper` before issue 16 made `paper` the authors' recipe; the
+    spec now names paper_v1. A run directory holding the old config (preset "paper", no embd_dropout or
+    activation keys: the values of the time) continues; one trained on today's `paper` is refused."""
+    import dataclasses
+
+    import yaml
+
+    from possym.config import config_from_dict, load_config
+    from possym.runs import RunDir
+    from possym.sweep.spec import load_spec
+    from possym.sweep.trial import settings_conflict
+
+    trial = expand(load_spec("robustness_paper"), tmp_path)[0]
+    old = dataclasses.asdict(trial.config()) | {"preset": "paper"}
+    for key in ("embd_dropout", "activation", "mlp"):
+        old["model"].pop(key)  # a config.yaml written before the knobs existed
+    old["train"].pop("eval_size")
+    assert config_from_dict(old).model.embd_p == 0.1
+    RunDir.create(trial.run_dir, config_from_dict(old), argv=["test"])
+    assert settings_conflict(trial) is None
+    authors = load_config(trial.task, "paper", list(trial.overrides))
+    other = dataclasses.replace(trial, run_dir=str(tmp_path / "b"))
+    RunDir.create(other.run_dir, authors, argv=["test"])
+    conflict = settings_conflict(other)
+    assert conflict is not None and "model.activation" in conflict and "model.embd_dropout" in conflict
