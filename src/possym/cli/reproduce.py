@@ -1,4 +1,4 @@
-"""``possym reproduce --preset {quick,paper} --out DIR``: the whole paper, resumable, into one directory.
+"""``possym reproduce --preset {quick,paper,paper_v1} --out DIR``: the whole paper, resumable, into one directory.
 
 Stages (each skipped when done, redone when cut short; see :mod:`possym.pipeline.stages`):
 

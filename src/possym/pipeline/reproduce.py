@@ -59,6 +59,8 @@ ANALYSIS = {
         "lengthgen_prefixes": 8,
     },
 }
+# paper_v1, the recipe of the reproductions committed before issue 16, is analysed as the paper preset is.
+ANALYSIS["paper_v1"] = ANALYSIS["paper"]
 SKIPPABLE = ("data", "score", "theory", "discrepancy", "lengthgen")
 
 
