@@ -24,7 +24,7 @@ from possym.config import TaskConfig
 from possym.model.gptj import GPTJ
 from possym.records import GAMMAS
 from possym.runs import RunDir
-from possym.scores.dynamics import first_pure_steps, max_accuracy_step, purity_tally
+from possym.scores.dynamics import first_pure_steps, purity_tally
 from possym.scores.metric import TAU, Cosine
 from possym.scores.swaps import head_scores, rotated_qk
 from possym.tasks import TaskSamples, make_splits
@@ -97,11 +97,11 @@ def score_checkpoints(
 
 
 def purity_tables(
-    scores: list[dict[str, Any]], metrics: list[dict[str, Any]], gammas: Iterable[float] = GAMMAS
+    scores: list[dict[str, Any]], best: int | None, gammas: Iterable[float] = GAMMAS
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """(first-pure records for every γ, with the run's max-accuracy step; the tally per γ and step)."""
+    """(first-pure records for every γ, with the run's best step ``best`` (:meth:`possym.runs.RunDir.best`,
+    the paper's dashed line); the tally per γ and step)."""
     steps = sorted({int(r["step"]) for r in scores})
-    best = max_accuracy_step(metrics)
     first, tally = [], []
     for gamma in gammas:
         f = first_pure_steps(scores, gamma)

@@ -178,15 +178,3 @@ def purity_tally(first: Iterable[dict[str, Any]], steps: Iterable[int]) -> list[
         {"step": s, **{k: sum(1 for f in first if f["kind"] == k and f["step"] <= s) for k in KINDS}}
         for s in sorted(set(steps))
     ]
-
-
-def max_accuracy_step(metrics: Iterable[dict[str, Any]], key: str = "accuracy") -> int | None:
-    """The first evaluation step at which accuracy reaches its maximum (the paper's dashed line), or None.
-
-    ``metrics`` are the run's log records; only ``event == "eval"`` records with ``key`` are read.
-    """
-    evals = [(int(m["step"]), float(m[key])) for m in metrics if m.get("event") == "eval" and key in m]
-    if not evals:
-        return None
-    best = max(a for _, a in evals)
-    return min(s for s, a in evals if a == best)

@@ -142,7 +142,7 @@ def score_run(run: RunDir, cfg: ScoreConfig = ScoreConfig(),
     run.write("scores", scores)
     atomic_write_text(run.artifact("scores_settings"), json.dumps(cfg.settings(), indent=2) + "\n")
 
-    first, tally = purity_tables([r.to_dict() for r in scores], run.metrics(), GAMMAS)
+    first, tally = purity_tables([r.to_dict() for r in scores], run.best(), GAMMAS)
     purity = [PurityRecord.from_dict(r) for r in first]
     tallies = [TallyRecord.from_dict(t) for t in tally]
     run.write("purity", purity)

@@ -6,7 +6,6 @@ import pytest
 
 from possym.scores.dynamics import (
     first_pure_steps,
-    max_accuracy_step,
     normalise_entropy,
     purity,
     purity_tally,
@@ -54,14 +53,3 @@ def test_entropy_is_min_max_normalised_per_layer_across_steps():
     out = normalise_entropy(rows)
     assert [r["entropy_norm"] for r in out] == [1.0, 0.5, 0.0, 0.0, 0.0]
     assert "entropy_norm" not in rows[0]  # inputs are not mutated
-
-
-def test_max_accuracy_step_is_the_first_step_at_the_maximum():
-    metrics = [
-        {"event": "eval", "step": 0, "accuracy": 0.1},
-        {"event": "eval", "step": 50, "accuracy": 1.0},
-        {"event": "eval", "step": 100, "accuracy": 1.0},
-        {"event": "final", "step": 100, "accuracy": 1.0},
-    ]
-    assert max_accuracy_step(metrics) == 50
-    assert max_accuracy_step([{"event": "final", "step": 3, "accuracy": 1.0}]) is None

@@ -117,8 +117,6 @@ def test_robustness_paper_trials_made_under_the_old_paper_preset_are_still_recog
     activation keys: the values of the time) continues; one trained on today's `paper` is refused."""
     import dataclasses
 
-    import yaml
-
     from possym.config import config_from_dict, load_config
     from possym.runs import RunDir
     from possym.sweep.spec import load_spec
