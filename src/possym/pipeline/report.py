@@ -15,13 +15,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import matplotlib.pyplot as plt
 import yaml
 
 from possym.errors import PossymError
 from possym.paper import paper_numbers
 from possym.pipeline.evidence import load_evidence, table
-from possym.records import ClaimRecord, records_csv
+from possym.records import ClaimRecord, read_records, records_csv
 from possym.report import compare_plots, html
 from possym.report.claims import check_claims, final_kinds, first_steps
 from possym.report.length_plots import plot_length_curves
@@ -59,8 +58,7 @@ def _copy_figure(src_stem: Path, dst_stem: Path) -> bool:
 
 
 def _save(fig, stem: Path) -> Path:
-    save_figure(fig, stem)
-    plt.close(fig)
+    save_figure(fig, stem)  # a Figure made without pyplot: nothing to close, the garbage collector frees it
     return stem
 
 
@@ -240,6 +238,8 @@ def build_report(
                 if curve
             ],
         ),
+        *([_canonical_section(out / "canonical", figures, tables)] if (out / "canonical" / "claims.csv").exists()
+          else []),
         *([_sweep_section(sweep, figures, tables)] if sweep is not None else []),
         html.Section(
             "Run: config, seeds, versions, timings",
@@ -255,6 +255,30 @@ def build_report(
     page = html.render(title or f"possym reproduction: {out.name}", sections, claims, intro)
     atomic_write_text(out / "report.html", page)
     return out / "report.html"
+
+
+CANONICAL_FIGURES = (
+    ("fig_accuracy_by_band", "accuracy against the allowed RoPE band, per task (the fastest band first)"),
+    ("fig_accuracy_by_position", "accuracy against the answer's position, per band (the U and inverted-U curves)"),
+    ("fig_plane", "the trained toy heads on the positional-symbolic plane"),
+    ("fig_theorem7_wmax", "Theorem 7: w_max(j) of the positional construction and of the simplified symbolic head"),
+)
+
+
+def _canonical_section(canonical: Path, figures: Path, tables: Path) -> html.Section:
+    """The metric paper's canonical tasks (``possym canonical``): its claims, with verdicts, and figures."""
+    claims = [c.to_dict() for c in read_records(canonical / "claims.csv", ClaimRecord)]
+    shutil.copyfile(canonical / "claims.csv", tables / "canonical_claims.csv")
+    shown = [(figures / f"canonical_{stem}", caption) for stem, caption in CANONICAL_FIGURES
+             if _copy_figure(canonical / stem, figures / f"canonical_{stem}")]
+    counts = ", ".join(f"{sum(c['verdict'] == v for c in claims)} {v}" for v in ("match", "partial", "differs"))
+    return html.Section(
+        "The metric paper's canonical tasks",
+        "Index (positional), Retrieval (symbolic) and partial induction on one-layer, attention-only RoPE heads "
+        f"whose planes are chosen by frequency gating (<code>possym canonical</code>; docs/canonical.md): {counts}.",
+        [html.Image(caption, stem.with_suffix(".png").read_bytes()) for stem, caption in shown],
+        tables=[html.Table("the metric paper's claims, with our verdicts", claims)],
+    )
 
 
 def require_sweep_dir(sweep: Path) -> None:

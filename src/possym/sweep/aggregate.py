@@ -317,13 +317,10 @@ def write_summary(spec: SweepSpec, out: str | Path) -> list[Path]:
     atomic_write_text(paths[4], csv_text(claims))
     atomic_write_text(paths[5], claims_markdown(claims))
     atomic_write_text(paths[6], arms_markdown(summary))
-    import matplotlib.pyplot as plt
-
-    for stem, fig in (
+    for stem, fig in (  # Figures made without pyplot: nothing to close
         ("sweep_accuracy", accuracy_curves(facts)),
         ("sweep_length", length_curves(facts)),
         ("sweep_layer_scores", layer_scores(facts)),
     ):
         paths += save_figure(fig, out / "figures" / stem)
-        plt.close(fig)
     return paths

@@ -35,8 +35,9 @@ FAST = [
 ]
 
 
-def reproduce_args(out, tiny, skip=("theory",)):
-    # The theory stage has its own tests (tests/integration/theory); here it would only add a minute.
+def reproduce_args(out, tiny, skip=("theory", "canonical")):
+    # The theory and canonical stages have their own tests (tests/integration/theory, .../canonical); here
+    # they would only add minutes. The canonical section of the report is tested below on a tiny grid.
     return ["reproduce", "--preset", "quick", "--out", str(out), *FAST, "--skip", ",".join(skip), *tiny]
 
 
@@ -196,3 +197,32 @@ def test_a_sweep_given_to_the_report_becomes_a_section_with_its_figures(tiny_rep
     assert (tiny_reproduction / "tables" / "sweep_seeds.csv").exists()
     assert "the claims table, seed by seed" in page and "match: order 1" in page and "holds for every seed" in page
     assert main([*args, "--sweep", str(sweep / "nowhere"), *tiny_session_overrides]) == 2
+
+
+def test_the_canonical_stage_runs_the_grid_of_its_preset(monkeypatch, tmp_path, tiny_session_overrides):
+    """The stage is one library call: the quick grid for the quick preset, the default grid otherwise."""
+    import possym.canonical.grid as grid
+    from possym.pipeline.reproduce import build_stages, resolve
+
+    calls = []
+    monkeypatch.setattr(grid, "run_grid", lambda cfg, out, **kw: calls.append((cfg, out)))
+    for preset, want in (("quick", grid.GridConfig.quick()), ("paper", grid.GridConfig())):
+        stages = build_stages(tmp_path, resolve(preset, []), jobs=1)
+        stage = next(s for s in stages if s.name == "canonical")
+        stage.run()
+        assert calls[-1] == (want, tmp_path / "canonical")
+    skipped = build_stages(tmp_path, resolve("quick", [], skip=("canonical",)), jobs=1)
+    assert "canonical" not in [s.name for s in skipped]
+
+
+def test_a_canonical_grid_in_the_directory_becomes_a_section_of_the_report(tiny_reproduction, tiny_session_overrides):
+    out = tiny_reproduction
+    tiny_grid = ["canonical", "--quick", "--tasks", "index", "retrieval", "--conditions", "band1", "nope",
+                 "--steps", "100"]
+    assert main([*tiny_grid, "--out", str(out / "canonical")]) == 0
+    assert main(reproduce_args(out, tiny_session_overrides)) == 0
+    page = (out / "report.html").read_text()
+    assert "The metric paper&#x27;s canonical tasks" in page or "The metric paper's canonical tasks" in page
+    assert "Theorem 7: w_max(j)" in page and (out / "figures" / "canonical_fig_plane.png").exists()
+    claims = read_csv(out / "tables" / "canonical_claims.csv")
+    assert claims and {"claim", "verdict", "rule"} <= set(claims[0])
