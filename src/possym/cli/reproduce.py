@@ -1,15 +1,7 @@
 """``possym reproduce --preset {quick,paper,paper_v1} --out DIR``: the whole paper, resumable, into one directory.
 
-Stages (each skipped when done, redone when cut short; see :mod:`possym.pipeline.stages`):
-
-  data               audit both tasks' splits: sizes, balance, overlap, the independent solver  -> tables/data.csv
-  train              both tasks, with the live score monitor                       -> DIR/number, DIR/letter
-  score:{task}       positional/symbolic scores of every checkpoint, purity, frequency use (Table 1)
-  theory             Theorem 3.1 constructions, Remark 3.1, Theorem 3.2 discrepancy      -> DIR/theory
-  discrepancy:{task} discrepancy of the trained heads (best checkpoint) against extra length -> DIR/{task}/theory
-  lengthgen:{task}   accuracy with K extra tokens, the paper's grid (Fig. 5B), at the best checkpoint and the
-                     final one                                                     -> DIR/{task}/lengthgen.csv
-  report             report.html, claims.csv, figures/, tables/ (rebuilt on every call)
+The stages (data, train, score, theory, discrepancy, lengthgen, canonical, report; each skipped
+when done, redone when cut short) are listed in :mod:`possym.pipeline.reproduce`.
 
 A shell over :func:`possym.pipeline.reproduce.reproduce`. Each stage's printed output goes to
 DIR/logs/{stage}.log; the screen shows one progress display.
