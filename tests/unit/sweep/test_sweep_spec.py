@@ -135,3 +135,46 @@ def test_robustness_paper_trials_made_under_the_old_paper_preset_are_still_recog
     RunDir.create(other.run_dir, authors, argv=["test"])
     conflict = settings_conflict(other)
     assert conflict is not None and "model.activation" in conflict and "model.embd_dropout" in conflict
+
+
+def _flat(tree: dict, prefix: str = "") -> dict:
+    out: dict = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            out |= _flat(value, f"{prefix}{key}.")
+        else:
+            out[prefix + key] = value
+    return out
+
+
+def test_recipe_ablation_arms_differ_from_B_in_exactly_what_their_names_say():
+    """The ablation's conclusions rest on each arm changing one thing (docs/results.md, issue 16): a spec edit
+    that moved anything else, or put A somewhere other than paper_v1's model, would change what was measured."""
+    import dataclasses
+
+    from possym.config import load_config
+    from possym.sweep.spec import load_spec
+
+    trials = expand(load_spec("recipe_ablation"), "o")
+    b = {(t.task, t.seed): _flat(dataclasses.asdict(t.config())) for t in trials if t.variant == "B"}
+    changed: dict[str, set[str]] = {}
+    for t in trials:
+        if t.variant != "B":
+            mine = _flat(dataclasses.asdict(t.config()))
+            changed.setdefault(t.variant, set()).update(k for k, v in mine.items() if b[t.task, t.seed][k] != v)
+    assert changed == {
+        "A": {"model.embd_dropout", "model.activation"},
+        "B_minus_embd": {"model.embd_dropout"},
+        "B_minus_gelu": {"model.activation"},
+        "C": {"train.batch_size", "train.steps"},  # B's null steps is one epoch, 6,750 at batch 64
+        "B_fp32": {"train.precision"},
+    }
+    c = next(t for t in trials if t.variant == "C")
+    b0 = next(t for t in trials if t.variant == "B" and t.task == c.task)
+    assert c.config().total_steps == b0.config().total_steps == 6750  # B's one epoch, C's three
+    # A is paper_v1's model and training; only the validation rows (which pick `best`) and the name differ
+    for t in (t for t in trials if t.variant == "A"):
+        a, v1 = t.config(), load_config(t.task, "paper_v1", [o for o in t.overrides if not o.startswith("model.")])
+        assert a.model.embd_p == v1.model.embd_p == 0.1 and a.model.activation == v1.model.activation
+        diff = {k for k, v in _flat(dataclasses.asdict(a)).items() if _flat(dataclasses.asdict(v1))[k] != v}
+        assert diff == {"preset", "model.embd_dropout", "train.eval_size"}, diff
