@@ -483,6 +483,23 @@ def config_from_dict(data: dict[str, Any]) -> RunConfig:
     return RunConfig(**parts, preset=data.get("preset"))
 
 
+def changed_keys(before: dict[str, Any], now: dict[str, Any]) -> list[str]:
+    """The keys of ``now`` (``section.key``, or a top-level name such as ``preset``) whose value differs
+    from ``before``'s, sorted; a key ``before`` lacks counts as None there (configs saved before it existed).
+
+    >>> changed_keys(load_config("number", "paper").to_dict(), load_config("number", "paper_v1").to_dict())
+    ['model.activation', 'model.embd_dropout', 'preset', 'train.eval_size']
+    """
+    changed = []
+    for name, value in now.items():
+        if isinstance(value, dict):
+            old = before.get(name) or {}
+            changed += [f"{name}.{key}" for key in value if value[key] != old.get(key)]
+        elif value != before.get(name):
+            changed.append(name)
+    return sorted(changed)
+
+
 def _parse_value(text: str) -> Any:
     # YAML scalars: 3e-4 -> float, null -> None, true -> bool, [1, 2] -> list.
     value = yaml.safe_load(text)

@@ -30,6 +30,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from possym.config import changed_keys
 from possym.errors import PossymError
 from possym.runs import RunDir, atomic_write_text
 from possym.sweep.spec import Trial
@@ -63,8 +64,7 @@ def settings_conflict(trial: Trial) -> str | None:
     now.pop("preset", None)
     if before == now:
         return None
-    changed = sorted(f"{section}.{key}" for section in now if isinstance(now[section], dict)
-                     for key in now[section] if now[section][key] != before.get(section, {}).get(key))
+    changed = changed_keys(before, now)
     return (f"trial {trial.id} was started with another config ({', '.join(changed) or 'preset'} differ); "
             f"use a new --out, or delete {trial.state_dir} and {trial.run_dir} to start it again")
 

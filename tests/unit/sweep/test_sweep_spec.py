@@ -137,31 +137,18 @@ def test_robustness_paper_trials_made_under_the_old_paper_preset_are_still_recog
     assert conflict is not None and "model.activation" in conflict and "model.embd_dropout" in conflict
 
 
-def _flat(tree: dict, prefix: str = "") -> dict:
-    out: dict = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            out |= _flat(value, f"{prefix}{key}.")
-        else:
-            out[prefix + key] = value
-    return out
-
-
 def test_recipe_ablation_arms_differ_from_B_in_exactly_what_their_names_say():
     """The ablation's conclusions rest on each arm changing one thing (docs/results.md, issue 16): a spec edit
     that moved anything else, or put A somewhere other than paper_v1's model, would change what was measured."""
-    import dataclasses
-
-    from possym.config import load_config
+    from possym.config import changed_keys, load_config
     from possym.sweep.spec import load_spec
 
     trials = expand(load_spec("recipe_ablation"), "o")
-    b = {(t.task, t.seed): _flat(dataclasses.asdict(t.config())) for t in trials if t.variant == "B"}
+    b = {(t.task, t.seed): t.config().to_dict() for t in trials if t.variant == "B"}
     changed: dict[str, set[str]] = {}
     for t in trials:
         if t.variant != "B":
-            mine = _flat(dataclasses.asdict(t.config()))
-            changed.setdefault(t.variant, set()).update(k for k, v in mine.items() if b[t.task, t.seed][k] != v)
+            changed.setdefault(t.variant, set()).update(changed_keys(b[t.task, t.seed], t.config().to_dict()))
     assert changed == {
         "A": {"model.embd_dropout", "model.activation"},
         "B_minus_embd": {"model.embd_dropout"},
@@ -176,5 +163,4 @@ def test_recipe_ablation_arms_differ_from_B_in_exactly_what_their_names_say():
     for t in (t for t in trials if t.variant == "A"):
         a, v1 = t.config(), load_config(t.task, "paper_v1", [o for o in t.overrides if not o.startswith("model.")])
         assert a.model.embd_p == v1.model.embd_p == 0.1 and a.model.activation == v1.model.activation
-        diff = {k for k, v in _flat(dataclasses.asdict(a)).items() if _flat(dataclasses.asdict(v1))[k] != v}
-        assert diff == {"preset", "model.embd_dropout", "train.eval_size"}, diff
+        assert changed_keys(v1.to_dict(), a.to_dict()) == ["model.embd_dropout", "preset", "train.eval_size"]
