@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from safetensors import safe_open
 
-from possym.config import RunConfig, config_from_dict
+from possym.config import RunConfig, config_from_saved
 from possym.config import load_config as _load_config
 from possym.devices import resolve_device
 from possym.errors import PossymError, RunError
@@ -74,7 +74,7 @@ def load_model(checkpoint: str | Path, dtype: torch.dtype = torch.float32, devic
         header = f.metadata() or {}
         if "config" not in header:
             raise RunError(f"{path} carries no config in its header; open its run directory instead")
-        cfg = config_from_dict(json.loads(header["config"]))
+        cfg = config_from_saved(json.loads(header["config"]))
         state = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open is not a mapping)
     model = GPTJ(dataclasses.replace(cfg.model, d_vocab=len(task_vocab(cfg.task))))
     model.load_state_dict(state)

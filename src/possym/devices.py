@@ -10,7 +10,7 @@ Example:
     >>> resolve_device("tpu")
     Traceback (most recent call last):
     ...
-    possym.config.ConfigError: device='tpu' is not a device possym knows; allowed: ('auto', 'cpu', 'cuda', 'mps')
+    possym.errors.ConfigError: device='tpu' is not a device possym knows; allowed: ('auto', 'cpu', 'cuda', 'mps')
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from possym.config import RunConfig, config_from_dict
+from possym.config import RunConfig, config_from_saved
 from possym.errors import RunError
 from possym.records import (
     DiscrepancyAccuracyRecord,
@@ -245,7 +245,7 @@ class RunDir:
             data = yaml.safe_load(cfg_file.read_text())
         except yaml.YAMLError as exc:
             raise RunError(f"{cfg_file} is not valid YAML: {exc}") from exc
-        return cls(path, config_from_dict(data))
+        return cls(path, config_from_saved(data))
 
     @property
     def meta(self) -> dict[str, Any]:

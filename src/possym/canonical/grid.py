@@ -42,10 +42,11 @@ from tqdm import tqdm
 from possym.canonical.analysis import accuracy_by_position, analyse_heads
 from possym.canonical.conditions import Condition, band_centre_theta, condition, frequency_conditions
 from possym.canonical.records import PositionRow, RunRow, WmaxRow
-from possym.canonical.tasks import CANONICAL_TASKS, CanonicalSpec
 from possym.canonical.theorem7 import theorem7_curves
 from possym.config import ConfigError, RunConfig, load_config
 from possym.runs import RunDir, atomic_write_text
+from possym.tasks import get_task
+from possym.tasks.canonical import CANONICAL_TASKS, CanonicalTaskConfig
 
 ANALYSIS_FILE = "canonical.json"
 QUICK_CONDITIONS = ("band1", "band4", "band8", "nope", "two_angle")
@@ -139,8 +140,14 @@ class GridConfig:
     def condition(self, name: str) -> Condition:
         return condition(name, self.d_head, self.length, self.band_width)
 
-    def spec(self, task: str) -> CanonicalSpec:
-        return CanonicalSpec(task, self.length, self.n_symbols, self.n_attributes)
+    def task_fields(self, task: str) -> dict[str, Any]:
+        """The grid's task sizes as ``task``'s own config fields (Index has no attributes)."""
+        sizes = {"length": self.length, "n_symbols": self.n_symbols, "n_attributes": self.n_attributes}
+        return {k: v for k, v in sizes.items() if k in get_task(task).config.__dataclass_fields__}
+
+    def spec(self, task: str) -> CanonicalTaskConfig:
+        """The task config of ``task`` at the grid's sizes (split sizes aside)."""
+        return get_task(task).config(**self.task_fields(task))  # type: ignore[return-value]
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -150,12 +157,7 @@ def run_config(grid: GridConfig, task: str, cond: Condition, seed: int) -> RunCo
     """The resolved run config of one grid cell, through the ordinary override path."""
     n_train = grid.steps * grid.batch_size
     overrides = [
-        "task.n_pretarget=0",
-        "task.min_hops=1",
-        "task.max_hops=1",
-        f"task.n_target={grid.length}",
-        f"task.n_letters={grid.n_symbols}",
-        f"task.n_ints={grid.n_attributes}",
+        *(f"task.{k}={v}" for k, v in grid.task_fields(task).items()),
         f"task.n_train={n_train}",
         f"task.n_val={grid.n_val}",
         f"task.n_test={grid.n_test}",

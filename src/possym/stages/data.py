@@ -1,9 +1,9 @@
 """Task instances to look at or to feed another tool: freshly generated, or rows of the paper's splits.
 
 Example:
-    >>> from possym.config import TaskConfig
-    >>> samples = task_instances(TaskConfig(name="number"), n=2, seed=0)
-    >>> len(samples), sorted(samples.records(task_vocab(TaskConfig(name="number")))[0])
+    >>> from possym.tasks import task_config
+    >>> samples = task_instances(task_config("number"), n=2, seed=0)
+    >>> len(samples), sorted(samples.records(task_vocab(task_config("number")))[0])
     (2, ['answer', 'n_hops', 'path', 'tokens'])
 """
 
