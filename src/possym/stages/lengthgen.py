@@ -23,12 +23,13 @@ from typing import Any
 import torch
 
 from possym.config import ConfigError
-from possym.devices import resolve_device
+from possym.devices import resolve_device, torch_threads
 from possym.evaluate.lengthgen import LengthGenConfig
 from possym.evaluate.lengthgen import length_curve as measure_curve
 from possym.records import LengthPoint
 from possym.runs import RunDir, StepSpec, atomic_write_text
 from possym.stages import build_config
+from possym.stages.registry import Stage
 
 __all__ = ["LengthGenConfig", "LengthStageConfig", "length_curve", "points_at"]
 
@@ -57,9 +58,9 @@ class LengthStageConfig:
                                       "lengthgen", also=("steps", "threads", "device")), **own)
 
     def run(self, run: RunDir) -> list[LengthPoint]:
-        if self.threads:
-            torch.set_num_threads(self.threads)
-        return [p for step in self.steps for p in length_curve(run, self.curve, step, device=self.device)]
+        """The curve at each of ``steps``."""
+        with torch_threads(self.threads):  # restored after: the caller's process is left as it was
+            return [p for step in self.steps for p in length_curve(run, self.curve, step, device=self.device)]
 
 
 def _settings(cfg: LengthGenConfig) -> dict[str, Any]:
@@ -113,3 +114,16 @@ def length_curve(run: RunDir, cfg: LengthGenConfig | None = None, step: StepSpec
     record = {"settings": _settings(cfg), "steps": dict(sorted(steps.items(), key=lambda kv: int(kv[0])))}
     atomic_write_text(run.artifact("lengthgen_settings"), json.dumps(record, indent=2) + "\n")
     return fresh
+
+
+def _lengthgen_stage(run: RunDir, cfg: LengthStageConfig) -> list[LengthPoint]:
+    return cfg.run(run)
+
+
+def _flat(cfg: LengthStageConfig) -> dict[str, Any]:
+    return {**dataclasses.asdict(cfg.curve), "steps": list(cfg.steps), "threads": cfg.threads, "device": cfg.device}
+
+
+STAGE = Stage("lengthgen", LengthStageConfig, _lengthgen_stage, scope="run",
+              from_dict=LengthStageConfig.from_dict, to_dict=_flat,
+              summary="accuracy with K extra tokens before the target window (Fig. 5B), at each of its steps")

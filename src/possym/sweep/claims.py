@@ -26,10 +26,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from possym.experiment.config import RunSpec
 from possym.pipeline.evidence import task_evidence
 from possym.report.claims import Evidence, frequency_claims, head_claims, learning_claims, length_claims
 from possym.runs import RunDir
-from possym.sweep.spec import Trial
 
 
 def robustness(verdicts: list[str]) -> str:
@@ -49,7 +49,7 @@ def robustness(verdicts: list[str]) -> str:
     return words if len(judged) == len(verdicts) else f"{words} (judged on {len(judged)} of {len(verdicts)} seeds)"
 
 
-def claims_by_seed(finished: list[Trial]) -> list[dict[str, Any]]:
+def claims_by_seed(finished: list[tuple[RunSpec, Path]]) -> list[dict[str, Any]]:
     """One record per (variant, seed, claim), from trials whose training finished (the caller knows
     which: :func:`possym.sweep.aggregate.trial_facts` has read their final records).
 
@@ -57,8 +57,8 @@ def claims_by_seed(finished: list[Trial]) -> list[dict[str, Any]]:
     a task a group lacks come back ``n/a`` from the rules themselves.
     """
     groups: dict[tuple[str, int], dict[str, Any]] = {}
-    for t in finished:
-        groups.setdefault((t.variant, t.seed), {})[t.task] = task_evidence(RunDir.open(Path(t.run_dir)))
+    for t, path in finished:
+        groups.setdefault((t.variant, t.seed), {})[t.task] = task_evidence(RunDir.open(path))
     rows = []
     for (variant, seed), tasks in sorted(groups.items()):
         ev = Evidence(tasks=tasks)
