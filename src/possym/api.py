@@ -33,10 +33,10 @@ from safetensors import safe_open
 
 from possym.config import RunConfig, config_from_saved
 from possym.config import load_config as _load_config
-from possym.devices import resolve_device
+from possym.devices import resolve_device, torch_threads
 from possym.errors import PossymError, RunError
 from possym.records import GAMMA, LengthPoint, PurityRecord, ScoreRecord, Table1Record, frame
-from possym.runs import RunDir, StepSpec
+from possym.runs import RunDir, StepSpec, ensure_run
 from possym.scores.metric import TAU
 
 __all__ = ["Run", "head_scores", "load_config", "load_model", "open_run", "train_model"]
@@ -89,16 +89,11 @@ def train_model(config: RunConfig, out: str | Path, monitor: bool = True, progre
     """
     from possym.stages.train import train_run
 
-    out = Path(out)
-    if (out / "config.yaml").is_file():
-        run = RunDir.open(out)
-        if run.config.to_dict() != config.to_dict():
-            raise RunError(f"{out} holds a run with another config; choose a new out")
-    else:
-        if config.train.threads:  # before the run records its environment, so meta.json tells the truth
-            torch.set_num_threads(config.train.threads)
-        run = RunDir.create(out, config, argv=["possym.train", str(out)])
-    train_run(run, monitor=monitor, progress=progress)
+    # The run's threads hold from before it records its environment (meta.json tells the truth) to the
+    # end of training, and the caller's count comes back after.
+    with torch_threads(config.train.threads):
+        run = ensure_run(out, config, argv=["possym.train", str(out)])
+        train_run(run, monitor=monitor, progress=progress)
     return Run(run)
 
 

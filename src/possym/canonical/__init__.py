@@ -1,7 +1,7 @@
 """The metric paper's canonical tasks and toy heads (arXiv 2511.11579; docs/canonical.md).
 
-Light on import: the grid (training, analysis, figures) is loaded only when asked for: ``possym.canonical.run_grid`` and
-``possym.canonical.GridConfig`` resolve to :mod:`possym.canonical.grid` on first use.
+The grid's config, the analysis of a cell and the grid's report are :mod:`possym.canonical.grid`; the
+grid runs as an experiment (:func:`possym.experiment.run_canonical_grid`).
 
 The tasks themselves are task modules like any other (:mod:`possym.tasks.index`,
 :mod:`possym.tasks.retrieval`, :mod:`possym.tasks.induction`).
@@ -16,16 +16,3 @@ Example:
     True
 """
 
-from __future__ import annotations
-
-from typing import Any
-
-_LAZY = {"run_grid", "GridConfig", "GridResults"}
-
-
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        from possym.canonical import grid
-
-        return getattr(grid, name)
-    raise AttributeError(f"module 'possym.canonical' has no attribute {name!r}")

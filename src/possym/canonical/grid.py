@@ -343,5 +343,5 @@ def grid_from_dict(data: dict[str, Any]) -> CanonicalGridConfig:
     unknown = sorted(set(rest) - set(known))
     if unknown:
         raise ConfigError(f"canonical grid: unknown key(s) {unknown}; known: {sorted(known)}")
-    explicit = {k: tuple(v) if isinstance(v, list) else v for k, v in rest.items()}
+    explicit: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in rest.items()}
     return CanonicalGridConfig.quick(**explicit) if base == "quick" else CanonicalGridConfig(**explicit)

@@ -227,7 +227,7 @@ def _parts(data: Any) -> tuple[tuple[str, Any], ...]:
     if data is None:
         return ()
     require(isinstance(data, dict), "experiment parts must map a name to an experiment")
-    out = []
+    out: list[tuple[str, Any]] = []
     for name, value in data.items():
         require(bool(_NAME.match(str(name))), f"part name {name!r} may hold only letters, digits, _ and .")
         require(isinstance(value, dict), f"parts.{name} must be a mapping")
