@@ -213,10 +213,12 @@ def _canonical(out: Path, quick: bool) -> int:
 
 
 def _report(out: Path, sweep: Path | None) -> int:
+    from possym.pipeline.evidence import legacy_runs
     from possym.pipeline.report import build_report
 
     stages = json.loads((out / "stages.json").read_text())["stages"]
-    build_report(out, [{"stage": name, **info} for name, info in stages.items() if name != "report"], sweep=sweep)
+    build_report(out, legacy_runs(out), out / "theory",
+                 [{"stage": name, **info} for name, info in stages.items() if name != "report"], sweep=sweep)
     return 0
 
 

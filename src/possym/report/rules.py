@@ -209,10 +209,10 @@ def set_verdict(ours: frozenset[int], paper: frozenset[int]) -> str:
     return MATCH if j == 1.0 else PARTIAL if j >= JACCARD_PARTIAL else DIFFERS
 
 
-def count_verdict(ours: int, paper: int) -> str:
-    """One count against the paper's: match within :data:`COUNT_MATCH`, partial within :data:`COUNT_PARTIAL`."""
+def count_verdict(ours: int, paper: int, match_within: int = COUNT_MATCH, partial_within: int = COUNT_PARTIAL) -> str:
+    """One count against the paper's: match within ``match_within``, partial within ``partial_within``."""
     gap = abs(ours - paper)
-    return MATCH if gap <= COUNT_MATCH else PARTIAL if gap <= COUNT_PARTIAL else DIFFERS
+    return MATCH if gap <= match_within else PARTIAL if gap <= partial_within else DIFFERS
 
 
 @dataclass(frozen=True)
@@ -247,9 +247,15 @@ def grade_set(per_seed: Sequence[frozenset[int]], paper: frozenset[int]) -> Moda
     return _modal(per_seed, lambda s: set_verdict(s, paper), lambda s: 1.0 - jaccard(s, paper))
 
 
-def grade_count(per_seed: Sequence[int], paper: int) -> ModalGrade:
-    """The verdict on the count most seeds give (ties: the one furthest from ``paper``)."""
-    return _modal(per_seed, lambda c: count_verdict(c, paper), lambda c: abs(c - paper))
+def grade_count(per_seed: Sequence[int], paper: int, *, match_within: int = COUNT_MATCH,
+                partial_within: int = COUNT_PARTIAL) -> ModalGrade:
+    """The verdict on the count most seeds give (ties: the one furthest from ``paper``): match if within
+    ``match_within`` of ``paper``, partial if within ``partial_within``.
+
+    >>> grade_count([9, 10, 11], 12, match_within=2, partial_within=6).chosen  # Table 1: >= 10 of 12 agree
+    9
+    """
+    return _modal(per_seed, lambda c: count_verdict(c, paper, match_within, partial_within), lambda c: abs(c - paper))
 
 
 def grade_holds(holds: Sequence[bool], weak: Sequence[bool] | None = None) -> str:
@@ -317,7 +323,7 @@ def compare_groups(a: Sequence[float], b: Sequence[float], *, paired: bool = Fal
         d = y - x
         stat = np.array([abs(np.mean(d * np.array(s))) for s in product((1.0, -1.0), repeat=len(d))])
         observed = abs(d.mean())
-        welch = float(stats.ttest_rel(y, x).pvalue)
+        welch = float(stats.ttest_rel(y, x).pvalue) if np.ptp(d) > 0 else math.nan
         separated = bool(np.all(d > 0) or np.all(d < 0))
     else:
         pooled, k = np.concatenate([x, y]), len(x)
@@ -325,7 +331,8 @@ def compare_groups(a: Sequence[float], b: Sequence[float], *, paired: bool = Fal
         stat = np.array([abs(pooled[list(i)].sum() / k - (total - pooled[list(i)].sum()) / len(y))
                          for i in combinations(range(len(pooled)), k)])
         observed = abs(y.mean() - x.mean())
-        welch = float(stats.ttest_ind(y, x, equal_var=False).pvalue)
+        spread = np.ptp(x) > 0 or np.ptp(y) > 0
+        welch = float(stats.ttest_ind(y, x, equal_var=False).pvalue) if spread else math.nan
         separated = bool(y.min() > x.max() or y.max() < x.min())
     tol = 1e-12 * max(1.0, float(stat.max()))
     p = float(np.mean(stat >= observed - tol))
