@@ -271,8 +271,18 @@ class LengthPoint(Record):
 
 @dataclass(frozen=True)
 class ClaimRecord(Record):
-    """One of the paper's claims against ours (``claims.csv``), with the rule that gave the verdict and
-    the checkpoint our number comes from (``step``: e.g. ``best 4800``; blank where no one checkpoint)."""
+    """One of the paper's claims against ours (``claims.csv``), with the rule that gave the verdict.
+
+    ``ours`` is what the rule graded: the seed summary of a number, the set most seeds agree on, the
+    seeds on which an ordering holds. ``per_seed`` is our value at each seed, in seed order, and
+    ``seeds`` those seeds (``0,1,2``); ``step`` the checkpoint each seed's number comes from (e.g.
+    ``best 4800``; blank where no one checkpoint). A claim about a number also carries it as numbers:
+    ``paper_value`` and the seeds' ``seed_mean``, ``seed_sd`` (blank for one seed), ``seed_min`` and
+    ``seed_max``. Verdicts: :data:`possym.report.rules.VERDICTS`.
+
+    For callers that merge a claim into a wider row, a claim also reads as a mapping of its fields
+    (``{**claim}``, ``claim["verdict"]``).
+    """
 
     claim: str
     section: str
@@ -281,6 +291,21 @@ class ClaimRecord(Record):
     verdict: str
     rule: str
     step: str = ""
+    per_seed: str = ""
+    seeds: str = ""
+    paper_value: float | None = None
+    seed_mean: float | None = None
+    seed_sd: float | None = None
+    seed_min: float | None = None
+    seed_max: float | None = None
+
+    def keys(self) -> tuple[str, ...]:
+        return self.columns()
+
+    def __getitem__(self, key: str) -> Any:
+        if key not in self.columns():
+            raise KeyError(key)
+        return getattr(self, key)
 
 
 @dataclass(frozen=True)

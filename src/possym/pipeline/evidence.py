@@ -1,15 +1,24 @@
-"""Read what a reproduction directory holds into the typed records the report and claims take.
+"""Read trained runs, one per seed and task, into the typed records the report and claims take.
 
-Layout (``possym reproduce --out DIR``): ``DIR/{number,letter}`` are run directories (``possym train``,
-``score``, ``lengthgen``; ``discrepancy`` writes into ``RUN/theory``), and ``DIR/theory`` holds
-``possym theory``'s tables. A table that is not there yet reads as empty.
+:func:`load_evidence` takes per task a list of run directories (one per seed; ``possym score``,
+``lengthgen`` and ``discrepancy`` write into each) and the directory of ``possym theory``'s tables.
+A table that is not there yet reads as empty. :func:`legacy_runs` reads the single-seed layout of
+``possym reproduce`` (``DIR/{number,letter}``, ``DIR/theory``).
+
+Example:
+    >>> runs = {"number": [RunDir.open(f"runs/p/runs/number-s{s}") for s in (0, 1)]}  # doctest: +SKIP
+    >>> ev = load_evidence(runs, Path("runs/p/theory"))                            # doctest: +SKIP
+    >>> [te.seed for te in ev.tasks["number"]]                                      # doctest: +SKIP
+    [0, 1]
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from possym.config import RunConfig
 from possym.records import (
     BoundCheckRecord,
     Fig5aRecord,
@@ -40,6 +49,23 @@ def _label(run: RunDir, step: int | None) -> str:
     return f"{' = '.join(names) or 'step'} {step}"
 
 
+def run_seed(cfg: RunConfig) -> int:
+    """A run's seed, as the report names it: its init seed (a reproduction sets every seed to the same number)."""
+    return cfg.seeds.init
+
+
+def chance(cfg: RunConfig) -> float | None:
+    """A uniform guess's accuracy over the task's possible answers: one of the letters on the number task
+    (1/120 at the paper's alphabet), one of the (letter, int) target tokens on the letter task (1/64);
+    None for other tasks."""
+    task = cfg.task
+    if task.name == "number":
+        return 1.0 / task.letters
+    if task.name == "letter":
+        return 1.0 / (task.letters * task.n_ints)
+    return None
+
+
 def task_evidence(run: RunDir) -> TaskEvidence:
     """A run's tables; the length curve at the best checkpoint (as the authors evaluated), the final one beside."""
     steps = run.checkpoint_steps()
@@ -52,28 +78,40 @@ def task_evidence(run: RunDir) -> TaskEvidence:
     curve_step = best if at_best else (final if at_final else None)
     scores = run.read("scores", ScoreRecord)
     table1 = run.read("table1", Table1Record)
+    cfg = run.config
     return TaskEvidence(
-        n_layers=run.config.model.n_layers,
+        n_layers=cfg.model.n_layers,
+        seed=run_seed(cfg),
+        chance=chance(cfg),
+        n_planes=cfg.model.n_planes,
         metrics=run.metrics(),
         purity=run.read("purity", PurityRecord),
         scores=scores,
         table1=table1,
         lengthgen=curve,
         lengthgen_final=at_final if at_best and best != final else [],
+        best_step=best,
+        eval_every=cfg.train.eval_every,
         lengthgen_step=_label(run, curve_step),
         scores_step=_label(run, max((r.step for r in scores), default=None)),
         table1_step=_label(run, table1[0].step if table1 else None),
     )
 
 
-def load_evidence(out: Path) -> Evidence:
-    tasks = {
-        name: task_evidence(RunDir.open(out / name)) for name in TASK_DIRS if (out / name / "config.yaml").exists()
-    }
-    theory = out / "theory"
+def load_evidence(runs: Mapping[str, Sequence[RunDir]], theory_dir: Path | None) -> Evidence:
+    """Per task, every run's evidence in seed order, and the theory's tables from ``theory_dir`` (None: none)."""
+    tasks = {task: sorted((task_evidence(r) for r in dirs), key=lambda te: te.seed)
+             for task, dirs in runs.items() if dirs}
+    if theory_dir is None:
+        return Evidence(tasks=tasks)
     return Evidence(
         tasks=tasks,
-        bounds=read_records(theory / "bounds.csv", BoundCheckRecord),
-        verification=read_records(theory / "verification.csv", VerificationRecord),
-        fig5a=read_records(theory / "fig5a.csv", Fig5aRecord),
+        bounds=read_records(theory_dir / "bounds.csv", BoundCheckRecord),
+        verification=read_records(theory_dir / "verification.csv", VerificationRecord),
+        fig5a=read_records(theory_dir / "fig5a.csv", Fig5aRecord),
     )
+
+
+def legacy_runs(out: Path) -> dict[str, list[RunDir]]:
+    """The runs of a single-seed reproduction directory: ``DIR/{task}``, each read as its one seed."""
+    return {name: [RunDir.open(out / name)] for name in TASK_DIRS if (out / name / "config.yaml").exists()}

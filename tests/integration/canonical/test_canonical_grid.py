@@ -33,7 +33,7 @@ def test_the_grid_writes_its_tables_figures_and_claims(grid_dir: Path) -> None:
     assert {p.length for p in positions} == {8, 16, 32}
     assert read_records(grid_dir / "theorem7.csv", WmaxRow)
     claims = read_records(grid_dir / "claims.csv", ClaimRecord)
-    assert len({c.claim for c in claims}) == len(claims) == 10  # every claim, n/a where the grid lacks it
+    assert len({c.claim for c in claims}) == len(claims) == 12  # every claim, n/a where the grid lacks it
     assert {c.verdict for c in claims} <= {"match", "partial", "differs", "n/a"}
     for stem in ("fig_accuracy_by_band", "fig_accuracy_by_position", "fig_plane", "fig_theorem7_wmax"):
         assert (grid_dir / f"{stem}.png").stat().st_size > 0

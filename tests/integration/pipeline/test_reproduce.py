@@ -100,8 +100,8 @@ def test_the_report_embeds_every_figure_it_names_and_each_decodes(tiny_reproduct
         "compare_fig2a_accuracy",
         "compare_fig5b_length",
         "compare_fig6_final_scores",
-        "number_fig2_dynamics",
-        "letter_fig8_frequency_use",
+        "number_s0_fig2_dynamics",
+        "letter_s0_fig8_frequency_use",
     } <= set(pngs)
     assert len(images) == len(pngs)
 
