@@ -32,6 +32,7 @@ from possym.records import (
 from possym.report.claims import Evidence, TaskEvidence
 from possym.runs import RunDir, read_csv, typed_row
 from possym.stages.lengthgen import points_at
+from possym.tasks import get_task
 
 TASK_DIRS = ("number", "letter")
 
@@ -54,16 +55,10 @@ def run_seed(cfg: RunConfig) -> int:
     return cfg.seeds.init
 
 
-def chance(cfg: RunConfig) -> float | None:
-    """A uniform guess's accuracy over the task's possible answers: one of the letters on the number task
-    (1/120 at the paper's alphabet), one of the (letter, int) target tokens on the letter task (1/64);
-    None for other tasks."""
-    task = cfg.task
-    if task.name == "number":
-        return 1.0 / task.letters
-    if task.name == "letter":
-        return 1.0 / (task.letters * task.n_ints)
-    return None
+def chance(cfg: RunConfig) -> float:
+    """A uniform guess's accuracy over the task's possible answers, as the task declares it
+    (:attr:`possym.tasks.Task.chance`: 1/120 on the number task, 1/64 on the letter task)."""
+    return get_task(cfg.task.name).chance(cfg.task)
 
 
 def task_evidence(run: RunDir) -> TaskEvidence:

@@ -201,8 +201,9 @@ def test_a_sweep_given_to_the_report_becomes_a_section_with_its_figures(tiny_rep
 
 def test_the_canonical_stage_runs_the_grid_of_its_preset(monkeypatch, tmp_path, tiny_session_overrides):
     """The stage is one library call: the quick grid for the quick preset, the default grid otherwise."""
-    import possym.canonical.grid as grid
     from possym.pipeline.reproduce import build_stages, resolve
+
+    import possym.canonical.grid as grid
 
     calls = []
     monkeypatch.setattr(grid, "run_grid", lambda cfg, out, **kw: calls.append((cfg, out)))
