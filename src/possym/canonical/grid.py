@@ -166,6 +166,10 @@ def run_overrides(grid: CanonicalGridConfig, task: str, cond: Condition) -> list
         f"model.n_heads={grid.n_heads}",
         "model.mlp=false",
         "model.dropout=0.0",
+        # The values the grid's first cells were trained with (before the defaults became the paper
+        # preset's): with no MLP and no dropout neither changes a toy head, and they keep those cells theirs.
+        "model.embd_dropout=null",
+        "model.activation=gelu_new",
         *cond.overrides,
         f"train.lr={grid.lr}",
         f"train.warmup_steps={grid.warmup_steps}",

@@ -47,6 +47,7 @@ from possym.devices import torch_threads
 from possym.errors import PossymError
 from possym.experiment.config import Experiment, RunSpec, dump_experiment, experiment_differences, experiment_to_dict
 from possym.experiment.log import EXPERIMENT, ResumeLog, ResumeRecord
+from possym.experiment.migrate import migrate
 from possym.runs import RunDir, atomic_write_text, ensure_run
 from possym.stages.registry import ExperimentDir, Stage, get_stage
 
@@ -64,6 +65,7 @@ class ExperimentOutcome:
     failed: dict[str, str] = field(default_factory=dict)  # run id (or "experiment") -> last error
     retried: list[str] = field(default_factory=list)  # run ids whose unit ran more than once in this call
     changed: list[str] = field(default_factory=list)  # experiment.yaml keys that differ from the last call
+    migrated: list[str] = field(default_factory=list)  # what migrating an older layout did (experiment.migrate)
     results: dict[str, Any] = field(default_factory=dict)  # experiment-scope stage -> what it returned
     parts: dict[str, ExperimentOutcome] = field(default_factory=dict)
     seconds: float = 0.0
@@ -97,6 +99,7 @@ def run_experiment(exp: Experiment, out: str | Path, *, engine: Any = None, prog
     out.mkdir(parents=True, exist_ok=True)
     exp = exp.with_stages()
     outcome = ExperimentOutcome(out)
+    outcome.migrated = migrate(out, exp)
     specs = exp.runs()
     # Every run is opened or created before anything runs: a run that holds another config is refused here.
     runs = {spec.id: ensure_run(out / "runs" / spec.id, spec.config(), argv=["possym.run_experiment", str(out)])
