@@ -281,7 +281,7 @@ def experiment_to_dict(exp: Experiment) -> dict[str, Any]:
         "retries": exp.retries,
         "threads": exp.threads,
     }
-    return {k: v for k, v in out.items() if v is not None and v != ""}
+    return {k: v for k, v in out.items() if k in ("preset", "threads") or (v is not None and v != "")}
 
 
 def _parse_value(text: str) -> Any:

@@ -77,10 +77,10 @@ def test_the_exact_engine_equals_swap_and_rerun_on_the_trained_toy_heads(grid_di
 
 
 def test_a_grid_config_names_what_is_wrong() -> None:
-    from possym.canonical.grid import GridConfig
+    from possym.canonical.grid import CanonicalGridConfig
     from possym.config import ConfigError
 
     with pytest.raises(ConfigError, match="n_symbols >= 32"):
-        GridConfig(n_symbols=16)  # Retrieval at 4x the length needs 32 distinct symbols
+        CanonicalGridConfig(n_symbols=16)  # Retrieval at 4x the length needs 32 distinct symbols
     with pytest.raises(ConfigError, match="band1..band8"):
-        GridConfig(conditions=("band9",))
+        CanonicalGridConfig(conditions=("band9",))

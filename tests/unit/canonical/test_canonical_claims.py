@@ -7,10 +7,10 @@ import dataclasses
 import numpy as np
 
 from possym.canonical.claims import canonical_claims, length_claim
-from possym.canonical.grid import GridConfig, wmax_rows
+from possym.canonical.grid import CanonicalGridConfig, wmax_rows
 from possym.canonical.records import PositionRow, RunRow
 
-GRID = GridConfig(conditions=("band1", "band2", "band3", "nope", "two_angle"), seeds=(0, 1, 2))
+GRID = CanonicalGridConfig(conditions=("band1", "band2", "band3", "nope", "two_angle"), seeds=(0, 1, 2))
 U = np.array([1.0, 0.5, 0.3, 0.25, 0.25, 0.3, 0.5, 1.0])
 
 
