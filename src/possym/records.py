@@ -250,7 +250,7 @@ class LengthPoint(Record):
     """Accuracy with ``extra`` tokens before the window, for ``n_hops`` (0: pooled) at checkpoint ``step``
     (``lengthgen.csv``; Fig. 5B). ``ci_*``: Wilson interval; ``cluster_*``: per-prefix t interval.
 
-    ``step`` is blank in curves written before it was recorded (they were at the final checkpoint).
+    ``step`` is the checkpoint measured.
     """
 
     extra: int
@@ -279,9 +279,6 @@ class ClaimRecord(Record):
     ``best 4800``; blank where no one checkpoint). A claim about a number also carries it as numbers:
     ``paper_value`` and the seeds' ``seed_mean``, ``seed_sd`` (blank for one seed), ``seed_min`` and
     ``seed_max``. Verdicts: :data:`possym.report.rules.VERDICTS`.
-
-    For callers that merge a claim into a wider row, a claim also reads as a mapping of its fields
-    (``{**claim}``, ``claim["verdict"]``).
     """
 
     claim: str
@@ -298,14 +295,6 @@ class ClaimRecord(Record):
     seed_sd: float | None = None
     seed_min: float | None = None
     seed_max: float | None = None
-
-    def keys(self) -> tuple[str, ...]:
-        return self.columns()
-
-    def __getitem__(self, key: str) -> Any:
-        if key not in self.columns():
-            raise KeyError(key)
-        return getattr(self, key)
 
 
 @dataclass(frozen=True)
@@ -404,3 +393,8 @@ class DiscrepancySummaryRecord(Record):
     spearman: float
     task: str
     step: int
+
+
+def points_at(points: Sequence[LengthPoint], step: int) -> list[LengthPoint]:
+    """The length-curve points measured at checkpoint ``step``."""
+    return [p for p in points if p.step == step]

@@ -4,7 +4,7 @@ Layout of ``OUT``::
 
     experiment.yaml      the experiment as last run (a rerun with other settings says what differs)
     runs/ID/             each run's directory (``possym.open_run`` reads it)
-    log/ID.json          the resume log (:mod:`possym.experiment.log`), one file per run and one for
+    log/ID.json          the resume log (:mod:`possym.stages.log`), one file per run and one for
                          the experiment-scope stages
     logs/ID.log          what each run's stages (and the experiment's) printed
     NAME/                each part (a sub-experiment, e.g. the canonical grid)
@@ -46,9 +46,9 @@ from possym.canonical.grid import CanonicalGridConfig
 from possym.devices import torch_threads
 from possym.errors import PossymError
 from possym.experiment.config import Experiment, RunSpec, dump_experiment, experiment_differences, experiment_to_dict
-from possym.experiment.log import EXPERIMENT, ResumeLog, ResumeRecord
 from possym.experiment.migrate import migrate
 from possym.runs import RunDir, atomic_write_text, ensure_run
+from possym.stages.log import EXPERIMENT, ResumeLog, ResumeRecord
 from possym.stages.registry import ExperimentDir, Stage, get_stage
 
 EXPERIMENT_FILE = "experiment.yaml"
@@ -139,7 +139,7 @@ def run_unit(unit: Unit) -> dict[str, Any]:
     with torch_threads(unit.threads), _output_to(Path(unit.out) / "logs" / f"{unit.run.id}.log", stderr=True):
         for stage, cfg in unit.stages:
             key = stage.key_of(cfg)
-            if log.done(unit.run.id, stage.name, key):
+            if log.done(unit.run.id, stage.name, key, _defaults(stage)):
                 continue
             log.start(unit.run.id, stage.name, key)
             t0 = time.perf_counter()
@@ -168,7 +168,7 @@ def _segments(exp: Experiment) -> list[tuple[tuple[Stage, Any], ...]]:
 
 
 def _unit_done(unit: Unit, log: ResumeLog, outcome: ExperimentOutcome) -> bool:
-    done = [log.done(unit.run.id, s.name, s.key_of(c)) for s, c in unit.stages]
+    done = [log.done(unit.run.id, s.name, s.key_of(c), _defaults(s)) for s, c in unit.stages]
     outcome.skipped += [(unit.run.id, s.name) for (s, _), d in zip(unit.stages, done, strict=True) if d]
     return all(done)
 
@@ -180,7 +180,7 @@ def _run_here(units: list[Unit], log: ResumeLog, outcome: ExperimentOutcome, ret
     for index in range(len(units[0].stages)):
         stage, cfg = units[0].stages[index]
         key = stage.key_of(cfg)
-        todo = [u for u in alive if not log.done(u.run.id, stage.name, key)]
+        todo = [u for u in alive if not log.done(u.run.id, stage.name, key, _defaults(stage))]
         if not todo:
             continue
         bar = tqdm(total=len(todo), desc=stage.name, unit="run", disable=not progress or len(todo) < 2,
@@ -261,7 +261,7 @@ def _run_on(engine: Any, units: list[Unit], outcome: ExperimentOutcome, retries:
 def _experiment_stage(stage: Stage, cfg: Any, context: ExperimentDir, log: ResumeLog, outcome: ExperimentOutcome,
                       threads: int | None) -> None:
     key = stage.key_of(cfg)
-    if log.done(EXPERIMENT, stage.name, key) and not stage.always:
+    if log.done(EXPERIMENT, stage.name, key, _defaults(stage)) and not stage.always:
         outcome.skipped.append((EXPERIMENT, stage.name))
         return
     log.start(EXPERIMENT, stage.name, key)
@@ -276,6 +276,14 @@ def _experiment_stage(stage: Stage, cfg: Any, context: ExperimentDir, log: Resum
         raise
     log.finish(EXPERIMENT, stage.name, time.perf_counter() - t0)
     outcome.ran.append((EXPERIMENT, stage.name))
+
+
+def _defaults(stage: Stage) -> dict[str, Any]:
+    """The stage's settings at their defaults (what a setting added since an entry was written held then)."""
+    try:
+        return stage.key_of(stage.settings_from({}))
+    except (TypeError, ValueError):  # a stage whose settings have no defaults
+        return {}
 
 
 def _part_experiment(part: Any) -> Experiment:

@@ -1,7 +1,7 @@
 """Output directories written before the executor, read once into its layout: nothing finished is redone.
 
 Three older layouts, each recognised by a file only it had, and moved (renames within ``OUT``, never
-copies) and recorded in the resume log (:mod:`possym.experiment.log`) with the settings it was made
+copies) and recorded in the resume log (:mod:`possym.stages.log`) with the settings it was made
 with. An entry is recorded only where those settings are today's: a finished stage whose settings
 have since changed runs again, as it would have then.
 
@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from possym.experiment.config import Experiment
-from possym.experiment.log import EXPERIMENT, ResumeLog
 from possym.runs import RunDir, atomic_write_text
+from possym.stages.log import EXPERIMENT, ResumeLog
 from possym.stages.registry import get_stage
 
 

@@ -90,7 +90,7 @@ class TaskEvidence:
 
 @dataclass(frozen=True)
 class Evidence:
-    """Per task, its runs in seed order; the theory's tables. One run may be given alone for a task."""
+    """Per task, its runs in seed order; the theory's tables."""
 
     tasks: Mapping[str, Sequence[TaskEvidence]] = field(default_factory=dict)
     bounds: Sequence[BoundCheckRecord] = ()
@@ -98,7 +98,7 @@ class Evidence:
     fig5a: Sequence[Fig5aRecord] = ()
 
     def __post_init__(self) -> None:
-        tasks = {t: (v,) if isinstance(v, TaskEvidence) else tuple(v) for t, v in self.tasks.items()}
+        tasks = {t: tuple(v) for t, v in self.tasks.items()}
         for task, runs in tasks.items():
             seeds = [r.seed for r in runs]
             if len(set(seeds)) != len(seeds):

@@ -30,8 +30,8 @@ class ReportConfig:
 
 def report(exp: ExperimentDir, cfg: ReportConfig) -> Path:
     """Build the report of ``exp``'s directory; returns the page's path."""
-    from possym.experiment.log import ResumeLog
-    from possym.pipeline.report import build_report, require_sweep_dir
+    from possym.report.page import build_report, require_sweep_dir
+    from possym.stages.log import ResumeLog
 
     sweep = None if cfg.sweep is None else Path(cfg.sweep)
     if sweep is not None:

@@ -16,8 +16,8 @@ import yaml
 from possym.sweep.spec import expand, load_spec
 
 from possym.cli import main
-from possym.pipeline.evidence import legacy_runs, load_evidence
 from possym.report.claims import frequency_claims, head_claims, learning_claims, length_claims
+from possym.report.evidence import legacy_runs, load_evidence
 from possym.runs import RunDir, read_csv
 
 SCORE = {"n_inputs": 4, "figures": False, "frequency": False}

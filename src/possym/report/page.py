@@ -1,7 +1,7 @@
 """Assemble a reproduction into ``report.html``, ``claims.csv``, ``figures/`` and ``tables/``, every seed shown.
 
-:func:`build_report` takes per task the run directories of its seeds (see :mod:`possym.pipeline.evidence`;
-:func:`~possym.pipeline.evidence.legacy_runs` reads a single-seed ``possym reproduce`` directory), draws
+:func:`build_report` takes per task the run directories of its seeds (see :mod:`possym.report.evidence`;
+:func:`~possym.report.evidence.legacy_runs` reads a single-seed ``possym reproduce`` directory), draws
 the paper-beside-ours figures with one thin line per seed, copies each run's own figures and key
 tables under one name scheme (``figures/{task}_s{seed}_{stem}.png|svg``,
 ``tables/{task}_s{seed}_{name}.csv``), grades the claims over the seeds and renders one
@@ -22,13 +22,13 @@ import yaml
 
 from possym.errors import PossymError
 from possym.paper import paper_numbers
-from possym.pipeline.evidence import load_evidence, run_seed, table
 from possym.records import ClaimRecord, LengthPoint, ScoreRecord, Table1Record, frame, read_records, records_csv
 from possym.report import compare_plots, html
 from possym.report.claims import Evidence, TaskEvidence, check_claims, final_kinds, first_steps
+from possym.report.evidence import load_evidence, run_seed, table
 from possym.report.length_plots import plot_length_curves
+from possym.report.seeds import claims_wide
 from possym.runs import ARTIFACTS, RunDir, atomic_write_text, csv_text, read_csv, save_figure
-from possym.sweep.claims import claims_wide
 
 # Each run's own figures, in the order the paper shows them: (stem in RUN/figures, caption).
 RUN_FIGURES = (

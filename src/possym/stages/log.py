@@ -74,10 +74,15 @@ class ResumeLog:
     def entry(self, owner: str, stage: str) -> dict[str, Any] | None:
         return self._read(owner).get(stage)
 
-    def done(self, owner: str, stage: str, settings: dict[str, Any]) -> bool:
-        """Whether ``stage`` finished for ``owner`` with exactly these settings."""
+    def done(self, owner: str, stage: str, settings: dict[str, Any], defaults: dict[str, Any] | None = None) -> bool:
+        """Whether ``stage`` finished for ``owner`` with these settings. A setting the entry lacks was added to
+        the stage after the entry was written, and held its value in ``defaults`` then."""
         e = self.entry(owner, stage)
-        return e is not None and e["status"] == "done" and e["settings"] == settings
+        if e is None or e["status"] != "done":
+            return False
+        stored, defaults = e["settings"], defaults or {}
+        return set(stored) <= set(settings) and all(
+            (stored[k] if k in stored else defaults.get(k, object())) == v for k, v in settings.items())
 
     def start(self, owner: str, stage: str, settings: dict[str, Any]) -> None:
         stages = self._read(owner)

@@ -27,11 +27,11 @@ from possym.records import (
     ScoreRecord,
     Table1Record,
     VerificationRecord,
+    points_at,
     read_records,
 )
 from possym.report.claims import Evidence, TaskEvidence
 from possym.runs import RunDir, read_csv, typed_row
-from possym.stages.lengthgen import points_at
 from possym.tasks import get_task
 
 TASK_DIRS = ("number", "letter")
