@@ -5,7 +5,7 @@
   one trained toy head, cached in ``RUN/canonical.json``;
 - ``canonical_report`` (experiment scope, :class:`~possym.canonical.grid.CanonicalGridConfig`):
   Theorem 7's curves, the verdicts, the tables and the figures from every cell, into the experiment
-  directory. A cell's condition is its run's variant.
+  directory, rebuilt on every call (from the cells' cached analyses). A cell's condition is its run's variant.
 
 Example:
     >>> from possym.stages.registry import get_stage
@@ -43,6 +43,7 @@ def _grid_settings(grid: CanonicalGridConfig) -> dict[str, Any]:
 STAGES = (
     Stage("canonical_cell", CellConfig, analyse_cell, scope="run",
           summary="one canonical toy head: accuracy by position and length, scores, frequency use, geometry"),
-    Stage("canonical_report", CanonicalGridConfig, canonical_report, scope="experiment", to_dict=_grid_settings,
+    Stage("canonical_report", CanonicalGridConfig, canonical_report, scope="experiment", always=True,
+          to_dict=_grid_settings,
           summary="the canonical grid's Theorem 7 curves, verdicts, tables and figures"),
 )

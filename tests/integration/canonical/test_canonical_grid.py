@@ -40,7 +40,7 @@ def test_the_grid_writes_its_tables_figures_and_claims(grid_dir: Path) -> None:
 
 
 def test_each_toy_head_is_an_ordinary_run_directory(grid_dir: Path) -> None:
-    run = RunDir.open(grid_dir / "runs" / "index" / "band1" / "seed0")
+    run = RunDir.open(grid_dir / "runs" / "band1-index-s0")
     cfg = run.config
     assert (cfg.task.name, cfg.model.n_layers, cfg.model.mlp, cfg.model.freq_gate) == ("index", 1, False, "0@1-2")
     assert any(r.get("event") == "final" for r in run.metrics())
@@ -53,7 +53,7 @@ def test_a_nope_head_cannot_do_index_but_does_retrieval(grid_dir: Path) -> None:
 
 
 def test_rerunning_resumes_without_training_again(grid_dir: Path) -> None:
-    ckpt = grid_dir / "runs" / "retrieval" / "nope" / "seed0" / "checkpoints"
+    ckpt = grid_dir / "runs" / "nope-retrieval-s0" / "checkpoints"
     before = {p.name: p.stat().st_mtime_ns for p in ckpt.iterdir()}
     assert main([*ARGS, "--out", str(grid_dir)]) == 0
     assert {p.name: p.stat().st_mtime_ns for p in ckpt.iterdir()} == before
@@ -68,7 +68,7 @@ def test_the_exact_engine_equals_swap_and_rerun_on_the_trained_toy_heads(grid_di
     from possym.tasks import get_task
 
     for task, cond in (("index", "band1"), ("retrieval", "nope")):
-        run = RunDir.open(grid_dir / "runs" / task / cond / "seed0")
+        run = RunDir.open(grid_dir / "runs" / f"{cond}-{task}-s0")
         model = run.load_model().double().eval()
         spec = run.config.task
         tokens = torch.as_tensor(get_task(spec.name).at_length(spec, 8, np.random.default_rng(0)).tokens)
