@@ -9,7 +9,7 @@ directories (``OUT/runs/TASK-sSEED``); the claims grade the seed distribution.
 Example:
     >>> exp = reproduction("quick", seeds=(0, 1), skip=("canonical", "theory"))
     >>> [r.id for r in exp.runs()], "theory" in exp.stage_names, dict(exp.parts)
-    (['number-s0', 'number-s1', 'letter-s0', 'letter-s1'], False, {})
+    (['number-s0', 'letter-s0', 'number-s1', 'letter-s1'], False, {})
 """
 
 from __future__ import annotations
