@@ -35,7 +35,7 @@ from possym.config import RunConfig, config_from_saved
 from possym.config import load_config as _load_config
 from possym.devices import resolve_device, torch_threads
 from possym.errors import PossymError, RunError
-from possym.records import GAMMA, LengthPoint, PurityRecord, ScoreRecord, Table1Record, frame
+from possym.records import GAMMA, LengthRecord, PurityRecord, ScoreRecord, Table1Record, frame
 from possym.runs import RunDir, StepSpec, ensure_run
 from possym.scores.metric import TAU
 
@@ -207,4 +207,4 @@ class Run:
         from possym.stages.lengthgen import length_curve
 
         cfg = LengthGenConfig(**settings) if grid is None else LengthGenConfig(grid=grid, **settings)
-        return frame(length_curve(self.dir, cfg, step), LengthPoint)
+        return frame(length_curve(self.dir, cfg, step), LengthRecord)

@@ -12,7 +12,7 @@ import torch
 import possym
 from possym.cli import main
 from possym.evaluate.lengthgen import LengthGenConfig
-from possym.records import LengthPoint, ScoreRecord, frame, points_at, read_records
+from possym.records import LengthRecord, ScoreRecord, frame, points_at, read_records
 from possym.runs import best_step
 from possym.stages.lengthgen import length_curve
 
@@ -64,7 +64,7 @@ def test_length_curves_at_best_and_final_share_one_cached_file(run, capsys):
     cfg = LengthGenConfig(grid=(0, 5), n=4, n_prefixes=2)
     assert length_curve(run.dir, cfg, "best", force=True) == length_curve(run.dir, cfg, "best")  # cached = fresh
     assert run.length_curve(grid=(0, 5), n=4, n_prefixes=2, step="final").equals(
-        frame(points_at(run.dir.read("lengthgen", LengthPoint), run.step("final")), LengthPoint))
+        frame(points_at(run.dir.read("lengthgen", LengthRecord), run.step("final")), LengthRecord))
     capsys.readouterr()
     with pytest.raises(SystemExit):  # argparse refuses it, naming what is allowed
         main(["export", str(run.path), "--step", "nope", "--out", "x"])

@@ -6,7 +6,7 @@ condition) into the ordinary run-config overrides; :func:`analyse_cell` measures
 (accuracy at 1x, 2x and 4x the training length by answer position, scores with the exact engine,
 frequency use and plane geometry), and :func:`grid_report` turns every cell's measurements into
 Theorem 7's curves, the verdicts (:mod:`possym.canonical.claims`), ``results.csv``
-(:class:`RunRow`), ``positions.csv`` (:class:`PositionRow`), ``theorem7.csv`` (:class:`WmaxRow`),
+(:class:`CellRecord`), ``positions.csv`` (:class:`PositionRecord`), ``theorem7.csv`` (:class:`WmaxRecord`),
 ``claims.csv`` and the figures. The two are the stages ``canonical_cell`` and ``canonical_report``
 (:mod:`possym.stages.canonical`); :func:`possym.experiment.canonical.run_canonical_grid` runs the
 grid as an experiment, resumably.
@@ -37,7 +37,7 @@ import torch
 
 from possym.canonical.analysis import accuracy_by_position, analyse_heads
 from possym.canonical.conditions import Condition, band_centre_theta, condition, frequency_conditions
-from possym.canonical.records import PositionRow, RunRow, WmaxRow
+from possym.canonical.records import CellRecord, PositionRecord, WmaxRecord
 from possym.canonical.theorem7 import theorem7_curves
 from possym.config import ConfigError, RunConfig, load_config
 from possym.runs import RunDir, atomic_write_text
@@ -249,12 +249,12 @@ def _train_seconds(run: RunDir) -> float:
 
 
 def cell_rows(grid: CanonicalGridConfig, data: dict[str, Any], task: str, cond: Condition, seed: int
-              ) -> tuple[list[RunRow], list[PositionRow]]:
-    """A cell's measurements as the grid's records (one RunRow per head, one PositionRow per position)."""
+              ) -> tuple[list[CellRecord], list[PositionRecord]]:
+    """A cell's measurements as the grid's records (one CellRecord per head, one PositionRecord per position)."""
     acc, heads = data["accuracy"], data["heads"]
     planes = ",".join(str(p) for p in cond.planes)
     runs = [
-        RunRow(task=task, condition=cond.name, seed=seed, head=h, planes=planes,
+        CellRecord(task=task, condition=cond.name, seed=seed, head=h, planes=planes,
                theta_centre=band_centre_theta(cond), acc=acc["1"], acc_2x=acc.get("2", float("nan")),
                acc_4x=acc.get("4", float("nan")), s_pos=heads["s_pos"][h], s_sym=heads["s_sym"][h],
                entropy=heads["entropy"][h], dominant_id=heads["dominant_id"][h],
@@ -263,7 +263,7 @@ def cell_rows(grid: CanonicalGridConfig, data: dict[str, Any], task: str, cond: 
                query_alignment_shuffled=heads["query_alignment_shuffled"][h], train_s=round(data["train_s"], 3))
         for h in range(len(heads["s_pos"]))
     ]
-    positions = [PositionRow(task, cond.name, seed, p["length"], p["position"], p["correct"], p["total"])
+    positions = [PositionRecord(task, cond.name, seed, p["length"], p["position"], p["correct"], p["total"])
                  for p in data["positions"]]
     return runs, positions
 
@@ -272,9 +272,9 @@ def cell_rows(grid: CanonicalGridConfig, data: dict[str, Any], task: str, cond: 
 class GridResults:
     """Everything the grid produced, as records (``frame`` turns any of them into a DataFrame)."""
 
-    runs: list[RunRow]
-    positions: list[PositionRow]
-    wmax: list[WmaxRow]
+    runs: list[CellRecord]
+    positions: list[PositionRecord]
+    wmax: list[WmaxRecord]
     claims: list[Any]  # ClaimRecord
 
     def table(self, name: str):  # -> pandas.DataFrame
@@ -285,16 +285,16 @@ class GridResults:
         """
         from possym.records import ClaimRecord, frame
 
-        kinds = {"runs": RunRow, "positions": PositionRow, "wmax": WmaxRow, "claims": ClaimRecord}
+        kinds = {"runs": CellRecord, "positions": PositionRecord, "wmax": WmaxRecord, "claims": ClaimRecord}
         if name not in kinds:
             raise ValueError(f"table {name!r}; allowed: {list(kinds)}")
         return frame(getattr(self, name), kinds[name])
 
 
-def wmax_rows(n_content: int = 16, beta: float = 8.0) -> list[WmaxRow]:
+def wmax_rows(n_content: int = 16, beta: float = 8.0) -> list[WmaxRecord]:
     """Theorem 7's curves (:func:`~possym.canonical.theorem7.theorem7_curves`) as rows."""
     return [
-        WmaxRow(shape=c.shape, **{k: v for k, v in r.items()})  # type: ignore[arg-type]
+        WmaxRecord(shape=c.shape, **{k: v for k, v in r.items()})  # type: ignore[arg-type]
         for c in theorem7_curves(n_content=n_content, beta=beta)
         for r in c.records()
     ]
@@ -307,8 +307,8 @@ def grid_report(grid: CanonicalGridConfig, cells: list[tuple[str, str, int, dict
     from possym.canonical.plots import save_figures
     from possym.records import records_csv
 
-    runs: list[RunRow] = []
-    positions: list[PositionRow] = []
+    runs: list[CellRecord] = []
+    positions: list[PositionRecord] = []
     for task, cond_name, seed, data in cells:
         r, p = cell_rows(grid, data, task, grid.condition(cond_name), seed)
         runs += r

@@ -220,14 +220,14 @@ def score_figures(run: RunDir, result: ScoreResult, samples, cfg: ScoreConfig) -
     figs = {
         "fig2_dynamics": fig2_dynamics(rows, run.metrics(), [t for t in tally if t["gamma"] == GAMMAS[0]],
                                        [f for f in first if f["gamma"] == GAMMAS[0]], layers=shown,
-                                       max_acc_step=best, title=f"{name} task"),
-        "fig6_scores": fig6_layer_scores(rows, max_acc_step=best, title=f"{name} task: scores per layer"),
+                                       best_step=best, title=f"{name} task"),
+        "fig6_scores": fig6_layer_scores(rows, best_step=best, title=f"{name} task: scores per layer"),
         "fig7_purity": fig7_purity({g: [t for t in tally if t["gamma"] == g] for g in GAMMAS},
                                    {g: [f for f in first if f["gamma"] == g] for g in GAMMAS}, title=name),
     }
     if cfg.hops:
         for q in sorted({r["query"] for r in rows} - {"last"}):
-            figs[f"fig6_scores_{q}"] = fig6_layer_scores(rows, max_acc_step=best, query=q,
+            figs[f"fig6_scores_{q}"] = fig6_layer_scores(rows, best_step=best, query=q,
                                                          title=f"{name} task: scores per layer, query {q}")
     # Fig. 3 and 4B: one input with the most hops, at the table step.
     model = run.load_model(result.table_step)

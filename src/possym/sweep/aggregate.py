@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from possym.experiment.config import Experiment, RunSpec
-from possym.records import GAMMA, LengthPoint, PurityRecord, ScoreRecord, Table1Record
+from possym.records import GAMMA, LengthRecord, PurityRecord, ScoreRecord, Table1Record
 from possym.runs import RunDir, atomic_write_text, csv_text, save_figure
 from possym.scores.dynamics import layer_sets
 from possym.sweep.claims import claims_by_seed, claims_markdown
@@ -115,7 +115,7 @@ def trial_facts(trial: RunSpec, run: Path) -> dict[str, Any] | None:
     steps = run_dir.checkpoint_steps()
     best = run_dir.best() if steps else None
     facts["best_step"] = math.nan if best is None else best
-    for point in run_dir.read("lengthgen", LengthPoint):
+    for point in run_dir.read("lengthgen", LengthRecord):
         if point.n_hops != 0:
             continue
         step = steps[-1] if point.step is None else point.step  # older files: the final checkpoint

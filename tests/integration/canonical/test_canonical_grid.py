@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from possym.canonical.records import PositionRow, RunRow, WmaxRow
+from possym.canonical.records import CellRecord, PositionRecord, WmaxRecord
 from possym.cli import main
 from possym.records import ClaimRecord, read_records
 from possym.runs import RunDir
@@ -22,16 +22,16 @@ def grid_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_grid_writes_its_tables_figures_and_claims(grid_dir: Path) -> None:
-    runs = read_records(grid_dir / "results.csv", RunRow)
+    runs = read_records(grid_dir / "results.csv", CellRecord)
     assert sorted((r.task, r.condition) for r in runs) == [
         ("index", "band1"),
         ("index", "nope"),
         ("retrieval", "band1"),
         ("retrieval", "nope"),
     ]
-    positions = read_records(grid_dir / "positions.csv", PositionRow)
+    positions = read_records(grid_dir / "positions.csv", PositionRecord)
     assert {p.length for p in positions} == {8, 16, 32}
-    assert read_records(grid_dir / "theorem7.csv", WmaxRow)
+    assert read_records(grid_dir / "theorem7.csv", WmaxRecord)
     claims = read_records(grid_dir / "claims.csv", ClaimRecord)
     assert len({c.claim for c in claims}) == len(claims) == 12  # every claim, n/a where the grid lacks it
     assert {c.verdict for c in claims} <= {"match", "partial", "differs", "n/a"}
@@ -47,7 +47,7 @@ def test_each_toy_head_is_an_ordinary_run_directory(grid_dir: Path) -> None:
 
 
 def test_a_nope_head_cannot_do_index_but_does_retrieval(grid_dir: Path) -> None:
-    acc = {(r.task, r.condition): r.acc for r in read_records(grid_dir / "results.csv", RunRow)}
+    acc = {(r.task, r.condition): r.acc for r in read_records(grid_dir / "results.csv", CellRecord)}
     assert acc[("index", "nope")] < 0.2  # a NoPE one-layer head is permutation-invariant: no better than a guess
     assert acc[("retrieval", "nope")] > acc[("index", "nope")]
 

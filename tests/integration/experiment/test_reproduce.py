@@ -16,7 +16,7 @@ import pytest
 from safetensors.torch import load_file
 
 from possym.cli import main
-from possym.records import LengthPoint
+from possym.records import LengthRecord
 from possym.runs import RunDir, read_csv
 
 FAST = ["lengthgen.grid=[0,10,100]", "lengthgen.n=8", "lengthgen.n_prefixes=2", "score.n_inputs=8",
@@ -60,7 +60,7 @@ def test_length_curves_are_measured_at_the_best_checkpoint_and_the_final_one_and
     for task in ("number", "letter"):
         run = RunDir.open(out / "runs" / f"{task}-s0")
         best, final = run.best(), run.checkpoint_steps()[-1]
-        assert {p.step for p in run.read("lengthgen", LengthPoint)} == {best, final}
+        assert {p.step for p in run.read("lengthgen", LengthRecord)} == {best, final}
         assert json.loads((run.path / "best.json").read_text())["step"] == best
     claims = read_csv(out / "claims.csv")
     length = [c for c in claims if "accuracy at +100 tokens" in c["claim"]]
