@@ -418,7 +418,7 @@ def canonical_claims(
     grid: CanonicalGridConfig, runs: Sequence[CellRecord], positions: Sequence[PositionRecord],
     wmax: Sequence[WmaxRecord], rng: np.random.Generator,
 ) -> list[ClaimRecord]:
-    """Every claim's record, in the issue's order (1-6, then length)."""
+    """Every claim's record, in the metric paper's order (1-6, then length)."""
     acc = _mean_acc(runs)
     chance = {t: _chance(t, grid.n_symbols, grid.n_attributes) for t in ("index", "retrieval", "induction")}
     return [

@@ -64,7 +64,7 @@ class LengthGenConfig:
     """How to measure a length curve.
 
     grid: the K values (extra tokens), distinct, >= 0.
-    n: windows per (K, hop count) point (the issue asks for >= 500 on the paper's curve).
+    n: windows per (K, hop count) point (500 on the paper's curve gives intervals of about ±0.04).
     n_prefixes: distinct prefixes per (K, hop count) point, each shared by ~n / n_prefixes windows.
     mode: "cached" (a prefix's KV cache is computed once) or "plain" (full forward per input).
     token_budget: a batch holds at most this many tokens (inputs x (K + window)) on the CPU; bounds memory.

@@ -244,7 +244,7 @@ ARM_LENGTHS = (40, 100, 800, 5000)  # the paper's quoted points of Fig. 5B
 
 
 def arms_markdown(summary: list[dict[str, Any]], lengths: tuple[int, ...] = ARM_LENGTHS) -> str:
-    """Arm by claim, mean ± sd over seeds (issue 16's ablation table): the step each hop first reaches 0.9,
+    """Arm by claim, mean ± sd over seeds (the recipe ablation's table): the step each hop first reaches 0.9,
     the best step, the layers ever pure (sure, then + the possible ones), L0 at the best step and at its
     most positional step, and the length accuracies at the best and the final checkpoint."""
     hops = sorted({int(k[15:]) for rec in summary for k in rec if k.startswith("steps_to_90_hop")})
