@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 
 from possym.config import RunConfig, config_from_saved
 from possym.config import load_config as _load_config
@@ -70,12 +70,15 @@ def load_model(checkpoint: str | Path, dtype: torch.dtype = torch.float32, devic
     path = Path(checkpoint)
     if not path.is_file():
         raise RunError(f"checkpoint {path} does not exist")
-    with safe_open(str(path), framework="pt") as f:
-        header = f.metadata() or {}
-        if "config" not in header:
-            raise RunError(f"{path} carries no config in its header; open its run directory instead")
-        cfg = config_from_saved(json.loads(header["config"]))
-        state = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open is not a mapping)
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            header = f.metadata() or {}
+            state = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open is not a mapping)
+    except (SafetensorError, OSError, RuntimeError) as exc:
+        raise RunError(f"checkpoint {path} is truncated or corrupt ({exc}); take another step's, or retrain") from exc
+    if "config" not in header:
+        raise RunError(f"{path} carries no config in its header; open its run directory instead")
+    cfg = config_from_saved(json.loads(header["config"]))
     model = GPTJ(dataclasses.replace(cfg.model, d_vocab=len(task_vocab(cfg.task))))
     model.load_state_dict(state)
     return model.to(device=None if device is None else resolve_device(device), dtype=dtype).eval()
