@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from safetensors import SafetensorError, safe_open
@@ -38,6 +38,11 @@ from possym.errors import PossymError, RunError
 from possym.records import GAMMA, LengthRecord, PurityRecord, ScoreRecord, Table1Record, frame
 from possym.runs import RunDir, StepSpec, ensure_run
 from possym.scores.metric import TAU
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from possym.model.gptj import GPTJ
 
 __all__ = ["Run", "head_scores", "load_config", "load_model", "open_run", "train_model"]
 
@@ -58,7 +63,7 @@ def load_config(task: str, preset: str | None = None, overrides: list[str] | Non
     return _load_config(task, preset, [*(overrides or []), *extra])
 
 
-def load_model(checkpoint: str | Path, dtype: torch.dtype = torch.float32, device: str | None = None):  # -> GPTJ
+def load_model(checkpoint: str | Path, dtype: torch.dtype = torch.float32, device: str | None = None) -> GPTJ:
     """A checkpoint file on its own: the config written into its safetensors header builds the model,
     on ``device`` (default the CPU; ``"auto"``: the best here).
 
@@ -154,11 +159,11 @@ class Run:
         accuracy) or ``"final"``."""
         return self.dir.resolve_step(step)
 
-    def model(self, step: StepSpec = "final", dtype: torch.dtype = torch.float32, device: str | None = None):  # -> GPTJ
+    def model(self, step: StepSpec = "final", dtype: torch.dtype = torch.float32, device: str | None = None) -> GPTJ:
         """The model at ``step``, in eval mode, on ``device`` (default the CPU; ``"auto"``: the best here)."""
         return self.dir.load_model(step, dtype, None if device is None else resolve_device(device))
 
-    def metrics(self):  # -> pandas.DataFrame
+    def metrics(self) -> pd.DataFrame:
         """Validation accuracy over training, long form: ``step, hop, accuracy, loss``; ``hop`` 0 is the
         accuracy over all hops (the one ``best`` maximises), ``hop`` h the h-hop inputs alone."""
         import pandas as pd
@@ -172,7 +177,7 @@ class Run:
                      for k, v in m.items() if k.startswith("acc_hop")]
         return pd.DataFrame(rows, columns=["step", "hop", "accuracy", "loss"])
 
-    def scores(self, **settings: Any):  # -> pandas.DataFrame
+    def scores(self, **settings: Any) -> pd.DataFrame:
         """s_POS, s_SYM, entropy of every head at every checkpoint (``scores.csv``): read back when it
         was made with these settings (:class:`possym.stages.score.ScoreConfig`), else computed and written."""
         from possym.stages.score import ScoreConfig, cached_scores, score_run
@@ -184,7 +189,7 @@ class Run:
             rows = score_run(self.dir, cfg).scores
         return frame([r for r in rows if r.step in wanted], ScoreRecord)
 
-    def purity(self, gamma: float = GAMMA, **settings: Any):  # -> pandas.DataFrame
+    def purity(self, gamma: float = GAMMA, **settings: Any) -> pd.DataFrame:
         """Per head, its first passage to purity at ``gamma`` (0.1 or 0.05: ``purity.csv``); scores first if needed."""
         self.scores(**settings)
         every = self.dir.read("purity", PurityRecord)
@@ -193,7 +198,7 @@ class Run:
             raise PossymError(f"purity.csv has no rows at gamma={gamma}; it holds {sorted({r.gamma for r in every})}")
         return frame(rows, PurityRecord)
 
-    def table1(self, **settings: Any):  # -> pandas.DataFrame
+    def table1(self, **settings: Any) -> pd.DataFrame:
         """Table 1: each head's weighted mean frequency ID at the table step (``table1.csv``); scores first
         if needed."""
         rows = self.dir.read("table1", Table1Record)

@@ -28,9 +28,12 @@ import typing
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from possym.errors import RecordError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 GAMMAS: tuple[float, ...] = (0.1, 0.05)  # the purity thresholds of the paper's Fig. 7
 GAMMA: float = GAMMAS[0]  # the one of Fig. 2C and of every "pure" claim
@@ -137,7 +140,7 @@ def read_records(path: Path, kind: type[R]) -> list[R]:
         raise RecordError(f"{path}: {exc}") from None
 
 
-def frame(rows: Iterable[Record], kind: type[Record] | None = None):  # -> pandas.DataFrame
+def frame(rows: Iterable[Record], kind: type[Record] | None = None) -> pd.DataFrame:
     """A DataFrame of ``rows`` with the record's columns (also when there are none)."""
     import pandas as pd
 

@@ -36,7 +36,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import yaml
@@ -50,6 +50,9 @@ from possym.experiment.migrate import migrate
 from possym.runs import RunDir, atomic_write_text, ensure_run
 from possym.stages.log import EXPERIMENT, ResumeLog, ResumeRecord
 from possym.stages.registry import ExperimentDir, Stage, get_stage
+
+if TYPE_CHECKING:
+    from possym.canonical.grid import GridResults
 
 EXPERIMENT_FILE = "experiment.yaml"
 
@@ -321,7 +324,7 @@ def _output_to(path: Path, stderr: bool = False) -> Iterator[None]:
             yield
 
 
-def run_canonical_grid(grid: CanonicalGridConfig, out: str | Path, *, progress: bool = False):  # -> GridResults
+def run_canonical_grid(grid: CanonicalGridConfig, out: str | Path, *, progress: bool = False) -> GridResults:
     """Train, analyse and report the canonical grid into ``out``, resumably (a finished cell is neither
     retrained nor re-analysed); returns the grid's records (:class:`~possym.canonical.grid.GridResults`)."""
     from possym.experiment.canonical import canonical_experiment

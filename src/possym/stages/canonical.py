@@ -15,10 +15,27 @@ Example:
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
-from possym.canonical.grid import CanonicalGridConfig, CellConfig, GridResults, analyse_cell, grid_report
+import numpy as np
+
+from possym.canonical.claims import canonical_claims
+from possym.canonical.grid import (
+    CanonicalGridConfig,
+    CellConfig,
+    GridResults,
+    analyse_cell,
+    cell_rows,
+    grid_to_dict,
+    wmax_rows,
+)
+from possym.canonical.plots import save_figures
+from possym.canonical.records import CellRecord, PositionRecord
 from possym.errors import PossymError
+from possym.records import records_csv
+from possym.runs import atomic_write_text
 from possym.stages.registry import ExperimentDir, Stage
 
 
@@ -34,9 +51,29 @@ def canonical_report(exp: ExperimentDir, grid: CanonicalGridConfig) -> GridResul
     return grid_report(grid, cells, exp.path)
 
 
-def _grid_settings(grid: CanonicalGridConfig) -> dict[str, Any]:
-    from possym.canonical.grid import grid_to_dict
+def grid_report(grid: CanonicalGridConfig, cells: list[tuple[str, str, int, dict[str, Any]]], out: Path) -> GridResults:
+    """Theorem 7's curves, the verdicts, the tables and the figures from every cell's measurements
+    ``(task, condition, seed, analyse_cell's data)``, into ``out``."""
+    runs: list[CellRecord] = []
+    positions: list[PositionRecord] = []
+    for task, cond_name, seed, data in cells:
+        r, p = cell_rows(grid, data, task, grid.condition(cond_name), seed)
+        runs += r
+        positions += p
+    wmax = wmax_rows()
+    claims = canonical_claims(grid, runs, positions, wmax, rng=np.random.default_rng(grid.claims_seed))
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "grid.json", json.dumps(grid_to_dict(grid)["grid"], indent=1) + "\n")
+    atomic_write_text(out / "results.csv", records_csv(runs))
+    atomic_write_text(out / "positions.csv", records_csv(positions))
+    atomic_write_text(out / "theorem7.csv", records_csv(wmax))
+    atomic_write_text(out / "claims.csv", records_csv(claims))
+    save_figures(grid, runs, positions, wmax, out)
+    return GridResults(runs, positions, wmax, claims)
 
+
+
+def _grid_settings(grid: CanonicalGridConfig) -> dict[str, Any]:
     return grid_to_dict(grid)["grid"]
 
 
