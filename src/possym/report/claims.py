@@ -164,7 +164,7 @@ def kinds_at(scores: Sequence[ScoreRecord], step: int) -> dict[int, str]:
 
 def straddling_at(scores: Sequence[ScoreRecord], step: int) -> set[int]:
     """Layers whose interval box at ``step`` admits more than one purity verdict."""
-    return {r.layer for r in _head0(scores) if r.step == step and len(record_kinds(r.to_dict(), GAMMA)) > 1}
+    return {r.layer for r in _head0(scores) if r.step == step and len(record_kinds(r, GAMMA)) > 1}
 
 
 def final_kinds(scores: Sequence[ScoreRecord]) -> dict[int, str]:
@@ -184,7 +184,7 @@ def ever_set(te: TaskEvidence, kind: str) -> tuple[frozenset[int], set[int]]:
     step): from the scores when the run has them, else from the purity table (no straddlers known)."""
     if te.scores:
         point = frozenset(r.layer for r in _head0(te.scores) if purity(r.s_pos, r.s_sym, GAMMA) == kind)
-        sure, possible = layer_sets([r.to_dict() for r in te.scores], kind, GAMMA, ever=True)
+        sure, possible = layer_sets(te.scores, kind, GAMMA, ever=True)
         return point, possible - sure
     return frozenset(ever_pure(te.purity, kind)), set()
 

@@ -124,9 +124,8 @@ def trial_facts(trial: RunSpec, run: Path) -> dict[str, Any] | None:
         if step == best:
             facts[f"len_best_{point.extra}"] = point.accuracy
     if scores:
-        rows = [r.to_dict() for r in scores]
         for kind in ("positional", "symbolic"):
-            sure, possible = layer_sets(rows, kind, GAMMA, ever=True)
+            sure, possible = layer_sets(scores, kind, GAMMA, ever=True)
             facts[f"ever_{kind}"] = _layer_text(sure, possible)
         l0 = sorted((r for r in last_token if r.layer == 0 and r.head == 0), key=lambda r: r.step)
         if l0:
