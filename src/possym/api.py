@@ -41,6 +41,7 @@ from possym.scores.metric import TAU
 
 if TYPE_CHECKING:
     import pandas as pd
+    from matplotlib.figure import Figure
 
     from possym.model.gptj import GPTJ
 
@@ -208,7 +209,28 @@ class Run:
             rows = score_run(self.dir, ScoreConfig(**{"figures": False, **settings})).table1
         return frame(rows, Table1Record)
 
-    def length_curve(self, grid: tuple[int, ...] | None = None, step: StepSpec = "final", **settings: Any):
+    def plot_scores(self, query: str = "last", **settings: Any) -> Figure:
+        """Fig. 6 of this run: s_POS, s_SYM and normalised entropy of every head over training (scores first
+        if needed, with ``settings`` as :meth:`scores`), the best step dashed."""
+        from possym.report.score_plots import fig6_layer_scores
+
+        scores = self.scores(**settings)
+        name = self.config.task.name
+        return fig6_layer_scores(scores, best_step=self.dir.best(), query=query,
+                                 title=f"{name} task: s_POS, s_SYM and entropy per layer")
+
+    def plot_length_curve(self, grid: tuple[int, ...] | None = None, step: StepSpec = "final",
+                          **settings: Any) -> Figure:
+        """Fig. 5B of this run: accuracy against extra tokens K, pooled and per hop count, with the paper's
+        curve dashed (measured first if needed, as :meth:`length_curve`)."""
+        from possym.paper import paper_numbers
+        from possym.report.length_plots import plot_length_curves
+
+        curve = self.length_curve(grid, step, **settings)
+        return plot_length_curves({self.config.task.name: curve}, paper_numbers()["fig5b_length_generalisation"])
+
+    def length_curve(self, grid: tuple[int, ...] | None = None, step: StepSpec = "final",
+                     **settings: Any) -> pd.DataFrame:
         """Accuracy with K extra tokens (Fig. 5B) at checkpoint ``step``, with Wilson and per-prefix
         intervals (``lengthgen.csv``): measured once per settings and step, then read back."""
         from possym.evaluate.lengthgen import LengthGenConfig

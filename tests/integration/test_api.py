@@ -93,3 +93,12 @@ def test_run_scores_and_length_curve_leave_the_callers_thread_count_as_they_foun
         assert torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)
+
+
+def test_the_run_draws_its_own_figures_through_the_api(run):
+    from matplotlib.figure import Figure
+
+    fig = run.plot_scores(n_inputs=4, figures=False, frequency=False)
+    assert isinstance(fig, Figure) and len(fig.axes) >= run.config.model.n_layers
+    curve = run.plot_length_curve(grid=(0, 10), n=4, n_prefixes=2)
+    assert isinstance(curve, Figure) and curve.axes[0].lines
