@@ -110,8 +110,10 @@ def trial_facts(trial: RunSpec, run: Path) -> dict[str, Any] | None:
                 facts[f"s_sym_L{r.layer}"] = r.s_sym
     table1 = run_dir.read("table1", Table1Record)
     if table1:
-        facts["table1_ids"] = " ".join(str(round(r.weighted_id)) for r in table1)
+        facts["table1_ids"] = " ".join("nan" if math.isnan(r.weighted_id) else str(round(r.weighted_id))
+                                       for r in table1)
         facts |= {f"weighted_id_L{r.layer}": r.weighted_id for r in table1}
+    facts |= plane_mix(run_dir, [r.layer for r in purity if r.final_kind == "positional"] if purity else [])
     steps = run_dir.checkpoint_steps()
     best = run_dir.best() if steps else None
     facts["best_step"] = math.nan if best is None else best
@@ -135,6 +137,23 @@ def trial_facts(trial: RunSpec, run: Path) -> dict[str, Any] | None:
             if at_best is not None:
                 facts["L0_s_pos_best"], facts["L0_s_sym_best"] = at_best.s_pos, at_best.s_sym
     return facts
+
+
+def plane_mix(run: RunDir, layers: list[int], planes: tuple[int, ...] = (1, 2)) -> dict[str, float]:
+    """How the ``layers`` (the pure positional ones) share their frequency use among ``planes``, at the
+    table step: per plane k, the positive part of its use over the positive use of every plane, pooled
+    over the layers (``plane{k}_share``); NaN when there is no such layer or no frequency table.
+
+    Plane 1 turns by θ = 1 rad a position and plane 2 by about 0.87, so a head on plane 1 sees a key
+    44 positions away (7 turns, 0.018 rad off) almost as it sees the right one; the share says how much
+    a run's positional heads lean on it.
+    """
+    from possym.records import FrequencyUseRecord
+
+    use = [r for r in run.read("frequency_use", FrequencyUseRecord) if r.layer in layers]
+    total = sum(max(r.use, 0.0) for r in use)
+    return {f"plane{k}_share": (sum(max(r.use, 0.0) for r in use if r.frequency_id == k) / total
+                                if total > 0 else math.nan) for k in planes}
 
 
 def _layer_text(sure: set[int], possible: set[int]) -> str:
