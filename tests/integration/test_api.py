@@ -14,7 +14,8 @@ from possym.cli import main
 from possym.evaluate.lengthgen import LengthGenConfig
 from possym.records import LengthPoint, ScoreRecord, frame, read_records
 from possym.runs import best_step
-from possym.stages.lengthgen import length_curve, points_at
+from possym.records import points_at
+from possym.stages.lengthgen import length_curve
 
 
 @pytest.fixture(scope="module")

@@ -100,8 +100,8 @@ def test_the_report_embeds_every_figure_it_names_and_each_decodes(tiny_reproduct
         "compare_fig2a_accuracy",
         "compare_fig5b_length",
         "compare_fig6_final_scores",
-        "number_fig2_dynamics",
-        "letter_fig8_frequency_use",
+        "number_s0_fig2_dynamics",
+        "letter_s0_fig8_frequency_use",
     } <= set(pngs)
     assert len(images) == len(pngs)
 
@@ -201,8 +201,9 @@ def test_a_sweep_given_to_the_report_becomes_a_section_with_its_figures(tiny_rep
 
 def test_the_canonical_stage_runs_the_grid_of_its_preset(monkeypatch, tmp_path, tiny_session_overrides):
     """The stage is one library call: the quick grid for the quick preset, the default grid otherwise."""
-    import possym.canonical.grid as grid
     from possym.pipeline.reproduce import build_stages, resolve
+
+    import possym.canonical.grid as grid
 
     calls = []
     monkeypatch.setattr(grid, "run_grid", lambda cfg, out, **kw: calls.append((cfg, out)))
