@@ -45,6 +45,7 @@ Example (two members; their gradients land in each member's ``.grad``):
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import math
@@ -67,6 +68,7 @@ from possym.train.fused import (
     _conj,
     _mul,
     _rotate,
+    bit_layout,
     step_rotors,
 )
 
@@ -152,10 +154,11 @@ class GroupBits:
         return DropoutMasks(parts[0], tuple(tuple(parts[1 + 3 * i : 4 + 3 * i]) for i in range(n_layers)))
 
 
-def idle_bits(bits: DropoutBits) -> DropoutBits:
-    """Bits of the same layout as ``bits``, all zero, drawn from no generator: what a member that sits
-    a step out feeds the group step (its outputs are discarded)."""
-    return bits if bits.uniforms is None else DropoutBits(torch.zeros_like(bits.uniforms), bits.rates, bits.shapes)
+def idle_bits(cfg: ModelConfig, batch: int, pos: int, device: torch.device | None = None) -> DropoutBits:
+    """Bits of the layout :func:`~possym.train.fused.draw_bits` gives ``cfg``, all zero, drawn from no
+    generator: what a member that sits a step out feeds the group step (its results are dropped)."""
+    rates, shapes, n = bit_layout(cfg, batch, pos)
+    return DropoutBits(torch.zeros(n, dtype=torch.int16, device=device) if n else None, rates, shapes)
 
 
 def stacked_rotors(cfgs: Sequence[ModelConfig], pos: int, dtype: torch.dtype, real: bool = False,
@@ -336,6 +339,12 @@ def _group_grads(
     return loss, {k: g.contiguous() for k, g in grads.items()}
 
 
+# A group compiles one graph per group size S and shape (the blocks: two per S and batch shape), and
+# evaluating a few members at a time adds more; Dynamo's default of 8 graphs per function would send
+# the rest back to eager kernels, silently. Raised only around the group's own calls.
+_RECOMPILE_LIMIT = 256
+
+
 @functools.cache
 def _compiled_group_grads() -> Callable:
     # Built on first use (importing possym must not import Inductor); static shapes, one graph per S.
@@ -347,13 +356,20 @@ def _compiled_group_block() -> Callable:
     return torch.compile(_group_block, dynamic=False, options=_INDUCTOR_OPTIONS)
 
 
+def _graphs() -> contextlib.AbstractContextManager:
+    import torch._dynamo
+
+    return torch._dynamo.config.patch(recompile_limit=_RECOMPILE_LIMIT)
+
+
 class ModelGroup:
     """S GPTJ members whose parameters live in stacked [S, ...] tensors, one per parameter name.
 
     Each member's own parameters become views of row s of those tensors, so each member module is
     always current: its ``state_dict()`` is its checkpoint, its optimiser steps it in place,
     ``load_state_dict`` writes into the stack. Build the members on their device (and in their dtype)
-    first; moving a member afterwards would detach it from the stack.
+    first; moving a member afterwards would detach it from the stack. A member may sit in two groups
+    one after the other (the later one re-stacks it), never in two at once.
     """
 
     def __init__(self, members: Sequence[GPTJ]) -> None:
@@ -362,8 +378,8 @@ class ModelGroup:
         key = shape_key(members[0].cfg)
         odd = [i for i, m in enumerate(members) if shape_key(m.cfg) != key]
         if odd:
-            raise ValueError(f"members {odd} differ in shape from member 0 ({dict(zip(SHAPE_FIELDS, key, strict=True))}); "
-                             f"a group shares {SHAPE_FIELDS}")
+            shape = dict(zip(SHAPE_FIELDS, key, strict=True))
+            raise ValueError(f"members {odd} differ in shape from member 0 ({shape}); a group shares {SHAPE_FIELDS}")
         self.members = tuple(members)
         self.cfg = members[0].cfg
         self.params: dict[str, Tensor] = {}
@@ -394,10 +410,12 @@ class ModelGroup:
         precision: Precision = "fp32",
         compiled: bool = False,
         loss_scales: Sequence[float] | None = None,
+        active: Sequence[bool] | None = None,
     ) -> Tensor:
         """Each member's :func:`possym.train.fused.loss_and_grads` at once: ``tokens`` [S, batch, pos],
         ``answers`` [S, batch]; returns the losses [S] and sets every member parameter's ``.grad`` (a
-        view of the stacked gradient), unscaled by that member's ``loss_scales[s]``."""
+        view of the stacked gradient), unscaled by that member's ``loss_scales[s]``. ``active``: the
+        members whose ``.grad`` to set (the others sit this step out: their results are dropped)."""
         S, T = len(self), tokens.shape[-1]
         if tokens.shape[0] != S or answers.shape[0] != S:
             raise ValueError(f"tokens {tuple(tokens.shape)} and answers {tuple(answers.shape)} must lead with S={S}")
@@ -405,24 +423,42 @@ class ModelGroup:
         scales = [1.0] * S if loss_scales is None else list(loss_scales)
         scale = torch.tensor(scales, dtype=self.dtype, device=self.device)  # a tensor: no recompile per scale
         fn = _compiled_group_grads() if compiled else _group_grads
-        loss, grads = fn(self.params, self.cfg, tokens, answers, bits.to(self.device), rotors, precision, scale)
+        with _graphs():
+            loss, grads = fn(self.params, self.cfg, tokens, answers, bits.to(self.device), rotors, precision, scale)
         if any(s != 1.0 for s in scales):
             grads = {k: g / scale.view(S, *([1] * (g.dim() - 1))) for k, g in grads.items()}
         for s, member in enumerate(self.members):
-            for name, param in member.named_parameters():
-                param.grad = grads[name][s]
+            if active is None or active[s]:
+                for name, param in member.named_parameters():
+                    param.grad = grads[name][s]
         return loss
 
+    def params_of(self, members: Sequence[int] | None = None) -> dict[str, Tensor]:
+        """The stacked parameters of ``members`` (default: all, the live tensors; a subset is a copy)."""
+        if members is None or list(members) == list(range(len(self))):
+            return self.params
+        idx = torch.as_tensor(list(members), device=self.device)
+        return {k: v.index_select(0, idx) for k, v in self.params.items()}
+
     @torch.no_grad()
-    def last_token_logits(self, tokens: Tensor, precision: Precision = "fp32", compiled: bool = False) -> Tensor:
-        """[S, batch, pos] -> [S, batch, d_vocab]: each member's
-        :func:`possym.train.fused.last_token_logits` (eval mode, no dropout) in one pass."""
-        cfg, S, T = self.cfg, len(self), tokens.shape[-1]
+    def last_token_logits(self, tokens: Tensor, precision: Precision = "fp32", compiled: bool = False,
+                          members: Sequence[int] | None = None, params: dict[str, Tensor] | None = None) -> Tensor:
+        """[S', batch, pos] -> [S', batch, d_vocab]: the :func:`possym.train.fused.last_token_logits`
+        (eval mode, no dropout) of each of ``members`` (default: all S) in one pass; ``params``: their
+        :meth:`params_of`, when the caller already holds them.
+
+        A member's logits do not depend on which others run beside it (each member's arithmetic is
+        its own, and no reduction crosses the batch), which the tests check bitwise, compiled too.
+        """
+        idx = list(range(len(self))) if members is None else list(members)
+        if tokens.shape[0] != len(idx):
+            raise ValueError(f"tokens {tuple(tokens.shape)} must lead with one row per member ({len(idx)})")
+        params = self.params_of(idx) if params is None else params
+        cfg, T = self.cfg, tokens.shape[-1]
         mm = MATMUL_DTYPES.get(precision, self.dtype)
-        rotors = stacked_rotors([m.cfg for m in self.members], T, self.dtype, real=compiled, device=tokens.device)
+        rotors = stacked_rotors([self.members[i].cfg for i in idx], T, self.dtype, real=compiled, device=tokens.device)
         block_fn = _compiled_group_block() if compiled else _group_block
-        last = _forward(self.params, cfg, tokens, DropoutMasks.none(cfg.n_layers), mm, rotors, None, block_fn)
-        hf = _final_ln(self.params, last, cfg.ln_eps)[0]
-        return torch.baddbmm(self.params["unembed.bias"][:, None], hf, self.params["unembed.weight"].mT).view(
-            S, tokens.shape[1], -1
-        )
+        with _graphs():
+            last = _forward(params, cfg, tokens, DropoutMasks.none(cfg.n_layers), mm, rotors, None, block_fn)
+        hf = _final_ln(params, last, cfg.ln_eps)[0]
+        return torch.baddbmm(params["unembed.bias"][:, None], hf, params["unembed.weight"].mT)

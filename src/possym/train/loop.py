@@ -35,7 +35,7 @@ from possym.model.gptj import GPTJ
 from possym.runs import RunDir
 from possym.tasks import TaskSamples
 from possym.train.augment import with_random_extra
-from possym.train.fused import Precision, cxx_compiler, draw_bits, last_token_logits, loss_and_grads
+from possym.train.fused import DropoutBits, Precision, cxx_compiler, draw_bits, last_token_logits, loss_and_grads
 from possym.train.schedule import lr_factor
 
 Monitor = Callable[[GPTJ, Tensor], list[dict[str, Any]]]
@@ -60,15 +60,25 @@ def evaluate(
     device = model.embed.weight.device
     batch_size = batch_size_on(device, 256) if batch_size is None else batch_size
     tokens = torch.as_tensor(samples.tokens).to(device)
-    answers = torch.as_tensor(samples.answer).to(device)
-    losses, preds = [], []
-    for t, a in zip(tokens.split(batch_size), answers.split(batch_size), strict=True):
+    logits = []
+    for t in tokens.split(batch_size):
         rows = len(t)
         if compiled and rows < batch_size:  # rows are independent: the padding changes no real row
             t = torch.cat((t, t[:1].expand(batch_size - rows, -1)))
-        logits = last_token_logits(model, t, precision, compiled)[:rows]
-        losses.append(F.cross_entropy(logits.float(), a, reduction="sum"))
-        preds.append(logits.argmax(-1))
+        logits.append(last_token_logits(model, t, precision, compiled)[:rows])
+    return eval_metrics(samples, logits)
+
+
+def eval_metrics(samples: TaskSamples, logits: list[Tensor]) -> dict[str, float]:
+    """:func:`evaluate`'s metrics from the last-token logits of ``samples``, given batch by batch in order:
+    ``accuracy`` (argmax = answer), ``loss`` (mean cross-entropy) and ``acc_hop{h}`` per hop count."""
+    answers = torch.as_tensor(samples.answer).to(logits[0].device)
+    losses, preds, start = [], [], 0
+    for batch in logits:
+        a = answers[start : start + len(batch)]
+        start += len(batch)
+        losses.append(F.cross_entropy(batch.float(), a, reduction="sum"))
+        preds.append(batch.argmax(-1))
     correct = (torch.cat(preds) == answers).cpu().numpy()
     out = {"accuracy": float(correct.mean()), "loss": float(torch.stack(losses).sum()) / len(samples)}
     for h in np.unique(samples.n_hops):
@@ -133,52 +143,94 @@ def _epoch_order(n_train: int, order_seed: int, epoch: int) -> np.ndarray:
     return order
 
 
-def build_model(run: RunDir, device: torch.device | None = None) -> GPTJ:
+def build_model(run: RunDir, device: torch.device | None = None, dtype: torch.dtype = torch.float32) -> GPTJ:
     """The run's freshly initialised model, on ``device``: drawn on the CPU, so every device starts
     from the same weights."""
-    return GPTJ(run.model_config, torch.Generator().manual_seed(run.config.seeds.init)).to(device)
+    model = GPTJ(run.model_config, torch.Generator().manual_seed(run.config.seeds.init))
+    return model.to(device) if dtype == torch.float32 else model.to(device, dtype)
 
 
-def train(
-    run: RunDir,
-    splits: dict[str, TaskSamples],
-    *,
-    on_step: Callable[[dict[str, Any]], None] | None = None,
-    monitor: Monitor | None = None,
-    monitor_size: int = 32,
-) -> dict[str, Any]:
-    """Train (or resume) the run to its last step; return the final test metrics.
+@dataclasses.dataclass
+class Trainee:
+    """One run's training in memory: its model, optimiser, schedule, dropout stream, loss scaler and
+    data, at optimiser step ``step``. :func:`train` steps one; :func:`possym.train.group.train_group`
+    steps several at once."""
 
-    ``monitor(model, tokens) -> records`` (e.g. the live positional/symbolic scores) is called at
-    every evaluation step on the first ``monitor_size`` evaluation inputs; its records are logged.
-    """
+    run: RunDir
+    model: GPTJ
+    opt: torch.optim.Optimizer
+    sched: torch.optim.lr_scheduler.LRScheduler
+    dropout: torch.Generator
+    scaler: LossScaler | None
+    step: int
+    train_tokens: Tensor
+    train_answers: Tensor
+    eval_set: TaskSamples
+    state: dict[str, Any] | None  # the resumable state it was loaded from (None: a fresh run)
+
+    @property
+    def total(self) -> int:
+        return self.run.config.total_steps
+
+    def batch(self) -> tuple[Tensor, Tensor, DropoutBits]:
+        """Step ``step``'s tokens, answers (on the model's device) and dropout bits, drawn from this run's
+        own data order and dropout generator."""
+        cfg, tc, step = self.run.config, self.run.config.train, self.step
+        device = self.model.embed.weight.device
+        idx = torch.as_tensor(batch_indices(step, len(self.train_tokens), tc.batch_size, cfg.seeds.order))
+        batch = self.train_tokens[idx]
+        if tc.random_extra:  # drawn from (order seed, step), so a resumed run sees the same tokens
+            rng = np.random.default_rng([cfg.seeds.order, step, 1])
+            batch = torch.as_tensor(with_random_extra(batch.numpy(), cfg.task, tc.random_extra, rng))
+        bits = draw_bits(self.model.cfg, batch.shape[0], batch.shape[1], self.dropout)
+        if device.type != "cpu" and bits.uniforms is not None:
+            bits = dataclasses.replace(bits, uniforms=bits.uniforms.to(device, non_blocking=True))
+        answers = self.train_answers[idx].to(device, non_blocking=True)
+        return batch.to(device, non_blocking=True), answers, bits
+
+    def apply(self) -> None:
+        """The optimiser step on the gradients in ``.grad``: fp16's overflow check, clipping, AdamW, schedule."""
+        tc = self.run.config.train
+        # fp16: a step whose gradients overflowed is skipped, optimiser and schedule alike (GradScaler, HF Trainer)
+        if self.scaler is None or self.scaler.update(_gradients_finite(self.model)):
+            if tc.grad_clip is not None:
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.grad_clip)
+            self.opt.step()
+            self.sched.step()
+        self.step += 1
+
+    def due(self) -> bool:
+        """Whether step ``step`` evaluates, checkpoints or saves the resumable state."""
+        tc, done = self.run.config.train, self.step
+        every = (tc.eval_every, tc.checkpoint_every, tc.state_interval)
+        return any(done % e == 0 for e in every) or done == self.total
+
+    def evaluates(self) -> bool:
+        return self.step % self.run.config.train.eval_every == 0 or self.step == self.total
+
+
+def open_trainee(run: RunDir, splits: dict[str, TaskSamples], device: torch.device,
+                 dtype: torch.dtype = torch.float32, state: dict[str, Any] | None = None) -> Trainee:
+    """``run``'s model, optimiser, schedule and dropout stream, fresh or loaded from its resumable state
+    ``state`` (:meth:`RunDir.load_state`, already read), its metrics log cut back to that state's step;
+    nothing is evaluated or written but the log."""
     cfg, tc = run.config, run.config.train
     total = cfg.total_steps
-    if tc.compile and cxx_compiler() is None:
-        raise RuntimeError(
-            "train.compile=true needs a C++ compiler for Inductor (g++, c++ or clang++ on PATH, or $CXX)"
-        )
     train_set = splits["train"]
     eval_set = splits["val"].take(np.arange(min(tc.eval_size, len(splits["val"]))))
     train_tokens, train_answers = torch.as_tensor(train_set.tokens), torch.as_tensor(train_set.answer)
-
-    device = resolve_device(tc.device)
-    precision = cast(Precision, tc.precision)  # validated by TrainConfig
     # The step brings its own dropout masks, so the module itself only ever runs in eval mode
     # (the live monitor's forward passes).
-    model = build_model(run, device).eval()
+    model = build_model(run, device, dtype).eval()
     groups = _param_groups(model, tc.weight_decay)
     opt = torch.optim.AdamW(groups, lr=tc.lr, betas=(tc.beta1, tc.beta2), fused=True)  # 4x foreach's speed on CPU
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, tc.warmup_steps, total))
     # Dropout is drawn on the CPU on every device: the same masks everywhere, and a state that resumes anywhere.
     dropout = torch.Generator().manual_seed(cfg.seeds.dropout)
-    scaler = LossScaler() if precision == "fp16" else None
+    scaler = LossScaler() if tc.precision == "fp16" else None
 
-    state = run.load_state()
-    if state is None:
-        start = 0
-        _checkpoint_and_eval(run, model, opt, sched, dropout, 0, eval_set, monitor, monitor_size, scaler)
-    else:
+    start = 0
+    if state is not None:
         if "dropout_rng" not in state:
             raise ValueError(
                 f"{run.path}: this run was trained by an older possym whose dropout stream differs; "
@@ -192,30 +244,61 @@ def train(
             scaler = LossScaler(**state["loss_scaler"])
         start = state["step"]
         run.truncate_metrics(start)
+    return Trainee(run, model, opt, sched, dropout, scaler, start, train_tokens, train_answers, eval_set, state)
+
+
+def check_compiler(run: RunDir) -> None:
+    if run.config.train.compile and cxx_compiler() is None:
+        raise RuntimeError(
+            "train.compile=true needs a C++ compiler for Inductor (g++, c++ or clang++ on PATH, or $CXX)"
+        )
+
+
+def train(
+    run: RunDir,
+    splits: dict[str, TaskSamples],
+    *,
+    on_step: Callable[[dict[str, Any]], None] | None = None,
+    monitor: Monitor | None = None,
+    monitor_size: int = 32,
+    dtype: torch.dtype = torch.float32,
+) -> dict[str, Any]:
+    """Train (or resume) the run to its last step; return the final test metrics.
+
+    ``monitor(model, tokens) -> records`` (e.g. the live positional/symbolic scores) is called at
+    every evaluation step on the first ``monitor_size`` evaluation inputs; its records are logged.
+    ``dtype``: the weights' dtype (float32; the tests train in float64 to hold a group's members
+    equal to their single runs). A run that was started as a member of a group
+    (:func:`possym.train.group.train_group`) resumes on the group step, alone, so that it stays
+    bitwise the run it would have been.
+    """
+    cfg, tc = run.config, run.config.train
+    total = cfg.total_steps
+    check_compiler(run)
+    state = run.load_state()
+    if state is not None and GROUP_STATE in state:
+        from possym.train.group import train_group
+
+        member_step = None if on_step is None else (lambda _i, info: on_step(info))
+        return train_group([run], [splits], on_step=member_step, monitor=monitor, monitor_size=monitor_size,
+                           dtype=dtype)[0]
+    device = resolve_device(tc.device)
+    precision = cast(Precision, tc.precision)  # validated by TrainConfig
+    t = open_trainee(run, splits, device, dtype, state)
+    model, opt, sched, dropout, scaler, eval_set = t.model, t.opt, t.sched, t.dropout, t.scaler, t.eval_set
+    start = t.step
+    if t.state is None:
+        _checkpoint_and_eval(run, model, opt, sched, dropout, 0, eval_set, monitor, monitor_size, scaler)
 
     t0, last = time.perf_counter(), start
     for step in range(start, total):
-        idx = torch.as_tensor(batch_indices(step, len(train_set), tc.batch_size, cfg.seeds.order))
-        batch = train_tokens[idx]
-        if tc.random_extra:  # drawn from (order seed, step), so a resumed run sees the same tokens
-            rng = np.random.default_rng([cfg.seeds.order, step, 1])
-            batch = torch.as_tensor(with_random_extra(batch.numpy(), cfg.task, tc.random_extra, rng))
-        bits = draw_bits(model.cfg, batch.shape[0], batch.shape[1], dropout)
-        if device.type != "cpu" and bits.uniforms is not None:
-            bits = dataclasses.replace(bits, uniforms=bits.uniforms.to(device, non_blocking=True))
-        answers = train_answers[idx].to(device, non_blocking=True)
-        tokens = batch.to(device, non_blocking=True)
+        tokens, answers, bits = t.batch()
         scale = 1.0 if scaler is None else scaler.scale
         loss = loss_and_grads(model, tokens, answers, bits, precision, tc.compile, loss_scale=scale)
-        # fp16: a step whose gradients overflowed is skipped, optimiser and schedule alike (GradScaler, HF Trainer)
-        if scaler is None or scaler.update(_gradients_finite(model)):
-            if tc.grad_clip is not None:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
-            opt.step()
-            sched.step()
+        t.apply()
         done = step + 1
         info: dict[str, Any] = {"step": done, "total": total, "loss": loss.item(), "lr": sched.get_last_lr()[0]}
-        if any(done % every == 0 for every in (tc.eval_every, tc.checkpoint_every, tc.state_interval)) or done == total:
+        if t.due():
             info["eval"] = _checkpoint_and_eval(
                 run, model, opt, sched, dropout, done, eval_set, monitor, monitor_size, scaler
             )
@@ -224,18 +307,29 @@ def train(
             info["steps_per_s"] = (done - last) / elapsed if elapsed > 0 else 0.0
             on_step(info)
 
+    return _finish(run, evaluate(model, splits["test"], precision=precision, compiled=tc.compile), device)
+
+
+def _finish(run: RunDir, test_metrics: dict[str, float], device: torch.device) -> dict[str, Any]:
+    """Log the final test evaluation and fix the best step; returns the final record."""
     final = {
         "event": "final",
-        "step": total,
+        "step": run.config.total_steps,
         "split": "test",
-        **evaluate(model, splits["test"], precision=precision, compiled=tc.compile),
-        "precision": tc.precision,
+        **test_metrics,
+        "precision": run.config.train.precision,
         "device": str(device),  # what train.device (e.g. "auto") resolved to
         "time": round(time.time(), 3),
     }
     run.log(final)
     run.write_best()  # the checkpoint `--step best` names, fixed once training is done
     return final
+
+
+# The key of a resumable state that says the run is a group member: its group's layout (size, this
+# member's slot, every slot's model config), with which a compiled member resumes bitwise
+# (possym.train.group: Inductor's kernels depend on the group's layout, never on the other members' numbers).
+GROUP_STATE = "group"
 
 
 def _checkpoint_and_eval(
@@ -249,16 +343,25 @@ def _checkpoint_and_eval(
     monitor: Monitor | None,
     monitor_size: int,
     scaler: LossScaler | None = None,
+    metrics: tuple[dict[str, float], float] | None = None,
+    extra_state: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
+    """Evaluate, checkpoint and save the resumable state where ``step`` calls for each. ``metrics``:
+    this step's evaluation already made (a group evaluates its members at once) and its seconds;
+    ``extra_state``: more keys for the resumable state."""
     tc, total = run.config.train, run.config.total_steps
     record = None
     # Evaluation draws no random numbers, so it cannot perturb the training stream.
     if step % tc.eval_every == 0 or step == total:
         t = time.perf_counter()
-        # At the training precision, as HF Trainer evaluates a mixed-precision run (the final test too).
-        metrics = evaluate(model, eval_set, precision=cast(Precision, tc.precision), compiled=tc.compile)
-        record = {"event": "eval", "step": step, "split": "val", **metrics}
-        record["eval_s"] = time.perf_counter() - t
+        if metrics is None:
+            # At the training precision, as HF Trainer evaluates a mixed-precision run (the final test too).
+            values = evaluate(model, eval_set, precision=cast(Precision, tc.precision), compiled=tc.compile)
+            seconds = time.perf_counter() - t
+        else:
+            values, seconds = metrics
+        record = {"event": "eval", "step": step, "split": "val", **values}
+        record["eval_s"] = seconds
         record["time"] = round(time.time(), 3)  # wall-clock, so a run's own records give its duration
         if monitor is not None:
             t = time.perf_counter()
@@ -278,6 +381,7 @@ def _checkpoint_and_eval(
                 "scheduler": sched.state_dict(),
                 "dropout_rng": dropout.get_state(),
                 **({} if scaler is None else {"loss_scaler": dataclasses.asdict(scaler)}),
+                **(extra_state or {}),
             }
         )
     return record
