@@ -106,10 +106,10 @@ class GroupBits:
         used = [any(p > 0 for p in site) for site in rates]
         if not any(used):
             return cls(None, rates, shapes)
-        rows = []
+        rows: list[Tensor] = []
         for b in bits:
             assert b.uniforms is not None or not any(p > 0 for p in b.rates)
-            if all((p > 0) == u for p, u in zip(b.rates, used, strict=True)):
+            if b.uniforms is not None and all((p > 0) == u for p, u in zip(b.rates, used, strict=True)):
                 rows.append(b.uniforms)  # the common case: this member's layout is the group's
                 continue
             parts, start = [], 0
@@ -151,7 +151,8 @@ class GroupBits:
             keep = bits >= threshold.view(S, 1)
             scaled = torch.where(keep, scale.view(S, 1), 0.0).to(dtype)
             parts += [t.view(S, *s) for t, s in zip(scaled.split(sizes, dim=1), shapes, strict=True)]
-        return DropoutMasks(parts[0], tuple(tuple(parts[1 + 3 * i : 4 + 3 * i]) for i in range(n_layers)))
+        layers = tuple((parts[1 + 3 * i], parts[2 + 3 * i], parts[3 + 3 * i]) for i in range(n_layers))
+        return DropoutMasks(parts[0], layers)
 
 
 def idle_bits(cfg: ModelConfig, batch: int, pos: int, device: torch.device | None = None) -> DropoutBits:
@@ -208,6 +209,7 @@ def _group_block(
     n = o.stop - o.start
     m_p, m_a, m_f = (None if m is None else m[:, :, :, o] if m.dim() == 5 else m[:, :, o] for m in masks)
     W = [None if w is None else w.to(mm) for w in (W_qkv, W_in, W_O, W_out)]
+    assert W[0] is not None and W[2] is not None
     xhat, mean, rstd = torch.native_layer_norm(x, [D], None, None, cfg.ln_eps)
     h = torch.addcmul(ln_b[:, None, None], xhat, ln_w[:, None, None]).to(mm)
     h_o = h[:, :, o].reshape(S, B * n, D)
@@ -348,12 +350,12 @@ _RECOMPILE_LIMIT = 256
 @functools.cache
 def _compiled_group_grads() -> Callable:
     # Built on first use (importing possym must not import Inductor); static shapes, one graph per S.
-    return torch.compile(_group_grads, dynamic=False, options=_INDUCTOR_OPTIONS)
+    return torch.compile(_group_grads, dynamic=False, options={**_INDUCTOR_OPTIONS})
 
 
 @functools.cache
 def _compiled_group_block() -> Callable:
-    return torch.compile(_group_block, dynamic=False, options=_INDUCTOR_OPTIONS)
+    return torch.compile(_group_block, dynamic=False, options={**_INDUCTOR_OPTIONS})
 
 
 def _graphs() -> contextlib.AbstractContextManager:
