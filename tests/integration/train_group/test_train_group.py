@@ -15,7 +15,7 @@ from possym.config import load_config
 from possym.runs import RunDir
 from possym.scores.monitor import monitor_scores
 from possym.tasks import make_splits
-from possym.train import loop
+from possym.train import loop, trainee
 from possym.train.fused import cxx_compiler
 from possym.train.group import train_group
 from possym.train.loop import train
@@ -160,7 +160,7 @@ def test_a_member_writes_the_run_directory_of_a_single_run(tmp_path, tiny_overri
 def test_fp16_members_skip_their_own_overflowing_steps(tmp_path, tiny_overrides, monkeypatch):
     """The first member starts at a loss scale that overflows: it skips steps and halves its scale
     alone; the second never overflows and tracks its single run."""
-    made, real = [], loop.LossScaler
+    made, real = [], trainee.LossScaler
 
     def scaler():
         made.append(None)
@@ -168,7 +168,7 @@ def test_fp16_members_skip_their_own_overflowing_steps(tmp_path, tiny_overrides,
 
     overrides = [*[o for o in tiny_overrides if not o.startswith("train.steps")], "train.steps=12",
                  "train.precision=fp16"]
-    monkeypatch.setattr(loop, "LossScaler", scaler)
+    monkeypatch.setattr(trainee, "LossScaler", scaler)
     members = _make(tmp_path, "group", overrides, seeds=(0, 1))
     splits = _splits(members)
     train_group(members, splits)
