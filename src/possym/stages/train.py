@@ -1,17 +1,40 @@
-"""Train a run directory (new or interrupted) to its last step, with a progress bar.
+"""Train run directories (new or interrupted) to their last step, grouping those that can share a step.
+
+:func:`train_runs` is the stage: it skips finished runs, partitions the rest into groups
+(:func:`plan_training`) that train as one batched step (:func:`possym.train.group.train_group`),
+trains the others one by one (:func:`train_run`), prints what it did and returns a
+:class:`TrainRunsRecord`. A group member is the run it would have been alone (float64: equal to
+~1e-16 a step; float32 and bf16: within rounding) and writes a single run's directory.
+
+How runs are grouped:
+
+- the key (:func:`possym.train.group.group_key`): model shape and vocabulary, batch size, the task's
+  sequence length, precision, ``train.compile``, device and thread count. Seeds, learning rate,
+  schedule, weight decay, clipping, dropout rates and RoPE plane options may differ;
+- a resumed member keeps to the group it was trained in where that matters (compiled: its
+  recorded layout); a run started alone, or with ``train.random_extra > 0``, trains alone;
+- groups are filled in the order the runs are given, up to ``memory_budget_mb``
+  (:data:`DEFAULT_MEMORY_BUDGET_MB`), counting :func:`possym.train.group.member_memory_mb` per member
+  (the paper preset's model: 316 MiB, with its 480,000 rows of data; 285 measured);
+- a key that holds one run trains it alone (a group of one gains nothing).
 
 Example:
     >>> from possym.config import load_config
     >>> run = RunDir.create("runs/x", load_config("number", "quick", ["train.steps=500"]))   # doctest: +SKIP
     >>> train_run(run)["accuracy"]                                                          # doctest: +SKIP
+    >>> record = train_runs([RunDir.open(f"runs/seeds/seed{s}") for s in (0, 1, 2)])      # doctest: +SKIP
+    >>> record.groups                                                                     # doctest: +SKIP
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
-import torch
 from tqdm import tqdm
 
 from possym.config import ConfigError
@@ -19,6 +42,10 @@ from possym.devices import torch_threads
 from possym.runs import RunDir
 from possym.stages.registry import Stage
 from possym.tasks import make_splits
+
+# A group's memory budget by default: 4 GiB holds 12 members of the paper preset's model and
+# data (member_memory_mb), leaves a laptop room, and is far below one accelerator's memory.
+DEFAULT_MEMORY_BUDGET_MB = 4096.0
 
 
 def is_trained(run: RunDir) -> bool:
@@ -28,62 +55,241 @@ def is_trained(run: RunDir) -> bool:
 
 def train_run(run: RunDir, monitor: bool = False, position: int = 0, progress: bool = True) -> dict[str, Any]:
     """Train (or resume) ``run`` to its last step; returns the final test metrics. ``monitor`` logs the
-    positional/symbolic scores at every evaluation; ``position`` places the progress bar (two at once)."""
+    positional/symbolic scores at every evaluation; ``position`` places the progress bar (two at once).
+    The run's ``train.threads`` hold while it trains; the caller's count comes back after."""
     from possym.train.loop import train
 
     cfg = run.config
-    if cfg.train.threads:
-        torch.set_num_threads(cfg.train.threads)
-    splits = make_splits(cfg.task, cfg.seeds.data)
-    monitor_fn = None
-    if monitor:
-        from possym.scores.monitor import monitor_scores
+    with torch_threads(cfg.train.threads):
+        splits = make_splits(cfg.task, cfg.seeds.data)
+        bar = tqdm(total=cfg.total_steps, desc=f"{cfg.task.name}", position=position, dynamic_ncols=True,
+                   disable=not progress)
+        acc = {"acc": float("nan")}
 
-        monitor_fn = monitor_scores
-    bar = tqdm(total=cfg.total_steps, desc=f"{cfg.task.name}", position=position, dynamic_ncols=True,
-               disable=not progress)
-    acc = {"acc": float("nan")}
+        def on_step(info: dict) -> None:
+            if bar.n == 0 and info["step"] > 1:
+                bar.update(info["step"] - 1)  # resumed
+            if "eval" in info and info["eval"]:
+                acc["acc"] = info["eval"]["accuracy"]
+            # refresh=False: the bar redraws at tqdm's own pace, not once per step into a log file
+            postfix = {"loss": f"{info['loss']:.3f}", "acc": f"{acc['acc']:.3f}", "it_s": f"{info['steps_per_s']:.1f}"}
+            bar.set_postfix(postfix, refresh=False)
+            bar.update(1)
 
-    def on_step(info: dict) -> None:
-        if bar.n == 0 and info["step"] > 1:
-            bar.update(info["step"] - 1)  # resumed
-        if "eval" in info and info["eval"]:
-            acc["acc"] = info["eval"]["accuracy"]
-        # refresh=False: the bar redraws at tqdm's own pace, not once per step into a log file
-        postfix = {"loss": f"{info['loss']:.3f}", "acc": f"{acc['acc']:.3f}", "it_s": f"{info['steps_per_s']:.1f}"}
-        bar.set_postfix(postfix, refresh=False)
-        bar.update(1)
-
-    final = train(run, splits, on_step=on_step, monitor=monitor_fn)
-    bar.close()
+        final = train(run, splits, on_step=on_step, monitor=_monitor(monitor))
+        bar.close()
     return final
+
+
+def _monitor(on: bool):  # -> Monitor | None
+    if not on:
+        return None
+    from possym.scores.monitor import monitor_scores
+
+    return monitor_scores
+
+
+def train_group_runs(runs: Sequence[RunDir], monitor: bool = False, position: int = 0,
+                     progress: bool = True) -> list[dict[str, Any]]:
+    """Train (or resume) ``runs`` as one group (:func:`possym.train.group.train_group`), with one
+    progress bar over all of its members' steps; returns each one's final test metrics."""
+    from possym.train.group import train_group
+
+    with torch_threads(runs[0].config.train.threads):
+        splits = [make_splits(r.config.task, r.config.seeds.data) for r in runs]
+        total = sum(r.config.total_steps for r in runs)
+        bar = tqdm(total=total, desc=f"{runs[0].config.task.name} x{len(runs)}", position=position,
+                   dynamic_ncols=True, disable=not progress)
+        seen: dict[int, int] = {}
+        accs: dict[int, float] = {}
+        losses: dict[int, float] = {}
+
+        def on_step(i: int, info: dict) -> None:
+            bar.update(info["step"] - seen.get(i, 0))  # a resumed member's earlier steps too, at its first
+            seen[i] = info["step"]
+            losses[i] = info["loss"]
+            if info.get("eval"):
+                accs[i] = info["eval"]["accuracy"]
+            postfix = {"loss": f"{sum(losses.values()) / len(losses):.3f}",
+                       "acc": f"{min(accs.values(), default=math.nan):.3f}-{max(accs.values(), default=math.nan):.3f}",
+                       "it_s": f"{info['steps_per_s']:.1f}"}
+            bar.set_postfix(postfix, refresh=False)
+
+        finals = train_group(runs, splits, on_step=on_step, monitor=_monitor(monitor))
+        bar.close()
+    return finals
+
+
+@dataclass(frozen=True)
+class TrainPlan:
+    """How :func:`train_runs` trains its runs: ``groups`` (each trained as one step), ``singles`` (each
+    alone, with the reason) and ``skipped`` (finished already)."""
+
+    groups: tuple[tuple[RunDir, ...], ...] = ()
+    singles: tuple[tuple[RunDir, str], ...] = ()
+    skipped: tuple[RunDir, ...] = ()
+
+    def lines(self) -> list[str]:
+        """What the plan does, a line per group, single run and the finished runs."""
+        out = [f"group of {len(g)} ({_name(g[0])}): {', '.join(str(r.path) for r in g)}" for g in self.groups]
+        out += [f"alone ({why}): {r.path}" for r, why in self.singles]
+        if self.skipped:
+            out.append(f"finished already: {', '.join(str(r.path) for r in self.skipped)}")
+        return out
+
+
+def _name(run: RunDir) -> str:
+    tc = run.config.train
+    return f"{run.config.task.name}, {tc.precision}{', compiled' if tc.compile else ''}"
+
+
+@dataclass(frozen=True)
+class TrainRunsRecord:
+    """What :func:`train_runs` did: its plan, the final test metrics of each run it trained (by run
+    path, in the order given), and its wall-clock seconds."""
+
+    plan: TrainPlan
+    finals: dict[str, dict[str, Any]] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    @property
+    def groups(self) -> tuple[tuple[str, ...], ...]:
+        """The paths of each group's members."""
+        return tuple(tuple(str(r.path) for r in g) for g in self.plan.groups)
+
+    @property
+    def singles(self) -> tuple[str, ...]:
+        return tuple(str(r.path) for r, _ in self.plan.singles)
+
+    @property
+    def skipped(self) -> tuple[str, ...]:
+        return tuple(str(r.path) for r in self.plan.skipped)
+
+
+def plan_training(runs: Sequence[RunDir], *, group: bool = True,
+                  memory_budget_mb: float = DEFAULT_MEMORY_BUDGET_MB) -> TrainPlan:
+    """Partition ``runs`` into groups, single runs and finished ones (module docstring), training nothing.
+
+    >>> import tempfile
+    >>> from possym.config import load_config
+    >>> out = tempfile.mkdtemp()
+    >>> runs = [RunDir.create(f"{out}/{i}", load_config("number", "quick", o))
+    ...         for i, o in enumerate([["seeds.init=0"], ["seeds.init=1"], ["model.d_model=64"]])]
+    >>> plan = plan_training(runs)
+    >>> [len(g) for g in plan.groups], [why for _, why in plan.singles]
+    ([2], ['no other run shares its step'])
+    """
+    from possym.train.group import group_key, member_memory_mb, why_single
+    from possym.train.trainee import GROUP_STATE
+
+    if not memory_budget_mb > 0:
+        raise ConfigError(f"memory_budget_mb={memory_budget_mb} must be > 0")
+    skipped: list[RunDir] = []
+    singles: list[tuple[RunDir, str]] = []
+    keyed: dict[tuple, list[tuple[RunDir, bool]]] = {}
+    for run in runs:
+        if is_trained(run):
+            skipped.append(run)
+            continue
+        reason = None if group else "grouping is off"
+        reason = reason or why_single(run.config)
+        state = run.load_state() if reason is None else None
+        if state is not None and GROUP_STATE not in state:
+            reason = "it was started alone, so it resumes alone"
+        if reason is not None:
+            singles.append((run, reason))
+            continue
+        layout = None
+        if state is not None and run.config.train.compile:  # a compiled member resumes in its own layout
+            layout = json.dumps(state[GROUP_STATE]["models"])
+        keyed.setdefault((group_key(run.config), layout), []).append((run, state is not None))
+    groups = []
+    for members in keyed.values():
+        chunk: list[tuple[RunDir, bool]] = []
+        used = 0.0
+        for run, resumed in members:
+            need = member_memory_mb(run.config)
+            if chunk and used + need > memory_budget_mb:
+                groups.append(chunk)
+                chunk, used = [], 0.0
+            chunk.append((run, resumed))
+            used += need
+        groups.append(chunk)
+    out_groups = []
+    for chunk in groups:
+        if len(chunk) == 1 and not chunk[0][1]:
+            run = chunk[0][0]
+            alone = len(keyed[(group_key(run.config), None)]) == 1
+            singles.append((run, "no other run shares its step" if alone else
+                            f"the memory budget ({memory_budget_mb:.0f} MiB) leaves it alone"))
+        else:  # a resumed member continues on the group step, if need be in a group of one
+            out_groups.append(tuple(r for r, _ in chunk))
+    order = {id(r): i for i, r in enumerate(runs)}
+    singles.sort(key=lambda rw: order[id(rw[0])])
+    return TrainPlan(tuple(out_groups), tuple(singles), tuple(skipped))
+
+
+def train_runs(
+    runs: Sequence[RunDir],
+    *,
+    monitor: bool = True,
+    progress: bool = True,
+    memory_budget_mb: float = DEFAULT_MEMORY_BUDGET_MB,
+    group: bool = True,
+) -> TrainRunsRecord:
+    """Train every run of ``runs`` not yet trained: in groups where they can share a step, alone where
+    not (:func:`plan_training`); prints the plan and returns what was done.
+
+    ``monitor``: log the live positional/symbolic scores at every evaluation; ``progress``: a bar
+    per group or single run; ``group=False`` trains every run alone. Each group and run holds its
+    ``train.threads`` while it trains, and the caller's count comes back after.
+    """
+    t0 = time.perf_counter()
+    plan = plan_training(runs, group=group, memory_budget_mb=memory_budget_mb)
+    for line in plan.lines():
+        tqdm.write(f"train: {line}")
+    finals: dict[str, dict[str, Any]] = {}
+    for members in plan.groups:
+        for run, final in zip(members, train_group_runs(members, monitor=monitor, progress=progress), strict=True):
+            finals[str(run.path)] = final
+    for run, _ in plan.singles:
+        finals[str(run.path)] = train_run(run, monitor=monitor, progress=progress)
+    order = [str(r.path) for r in runs]
+    ordered = {p: finals[p] for p in order if p in finals}
+    return TrainRunsRecord(plan, ordered, time.perf_counter() - t0)
 
 
 @dataclass(frozen=True)
 class TrainStageConfig:
-    """Training as a stage: with the live score monitor (``monitor``), and a progress bar per run."""
+    """Training as a stage: with the live score monitor (``monitor``), a progress bar per group or run,
+    runs grouped where they can share a step (``group``) up to ``memory_budget_mb`` per group."""
 
     monitor: bool = True
     progress: bool = True
+    group: bool = True
+    memory_budget_mb: float = DEFAULT_MEMORY_BUDGET_MB
 
     def __post_init__(self) -> None:
-        if not isinstance(self.monitor, bool) or not isinstance(self.progress, bool):
-            raise ConfigError("train monitor and progress must be true or false")
+        if not all(isinstance(v, bool) for v in (self.monitor, self.progress, self.group)):
+            raise ConfigError("train monitor, progress and group must be true or false")
+        if isinstance(self.memory_budget_mb, bool) or not isinstance(self.memory_budget_mb, int | float) \
+                or not self.memory_budget_mb > 0:
+            raise ConfigError(f"train memory_budget_mb={self.memory_budget_mb!r} must be a number of MiB > 0")
 
 
 def train_all(runs: list[RunDir], cfg: TrainStageConfig) -> list[dict[str, Any]]:
-    """Train (or finish) every run not yet trained; returns the final test metrics of those it trained."""
-    out = []
-    for i, run in enumerate(runs):
-        if not is_trained(run):
-            with torch_threads(run.config.train.threads):
-                out.append(train_run(run, monitor=cfg.monitor, progress=cfg.progress, position=i % 2))
-    return out
+    """Train (or finish) every run not yet trained (:func:`train_runs`); returns the final test metrics
+    of those it trained."""
+    record = train_runs(runs, monitor=cfg.monitor, progress=cfg.progress, memory_budget_mb=cfg.memory_budget_mb,
+                        group=cfg.group)
+    return list(record.finals.values())
 
 
 def _settings(cfg: TrainStageConfig) -> dict[str, Any]:
-    return {"monitor": cfg.monitor}  # the bar is a display, not a setting of what is trained
+    # The bar is a display, not a setting of what is trained; grouping changes float rounding, so it is one.
+    return {"monitor": cfg.monitor, "group": cfg.group, "memory_budget_mb": cfg.memory_budget_mb}
 
 
 STAGE = Stage("train", TrainStageConfig, train_all, scope="runs", to_dict=_settings,
-              summary="train every run to its last step (resuming a killed one), with the live score monitor")
+              summary="train every run to its last step (resuming a killed one), grouping those that share a "
+                      "step, with the live score monitor")

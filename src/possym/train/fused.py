@@ -131,6 +131,16 @@ class DropoutBits:
         return DropoutMasks(parts[0], tuple(tuple(parts[1 + 3 * i : 4 + 3 * i]) for i in range(n_layers)))
 
 
+def bit_layout(cfg: ModelConfig, batch: int, pos: int) -> tuple[tuple[float, ...], tuple[tuple[int, ...], ...], int]:
+    """The rates and shapes of a step's masks in :class:`DropoutMasks` order, and how many uniforms they take."""
+    d, h = cfg.d_model, cfg.n_heads
+    per_layer = ((batch, h, pos, pos), (batch, pos, d), (batch, pos, d))  # pattern, attention out, MLP out
+    shapes = ((batch, pos, d),) + tuple(s for _ in range(cfg.n_layers) for s in per_layer)
+    mlp_p = cfg.dropout if cfg.mlp else 0.0
+    rates = (cfg.embd_p,) + (cfg.dropout, cfg.dropout, mlp_p) * cfg.n_layers
+    return rates, shapes, sum(math.prod(s) for s, p in zip(shapes, rates, strict=True) if p > 0)
+
+
 def draw_bits(cfg: ModelConfig, batch: int, pos: int, generator: torch.Generator) -> DropoutBits:
     """The random bits of all of a step's masks at the model's dropout rates, from ``generator`` only.
 
@@ -139,12 +149,7 @@ def draw_bits(cfg: ModelConfig, batch: int, pos: int, generator: torch.Generator
     ``embd_dropout`` = ``dropout`` the stream is the one drawn before the embedding had a rate of
     its own.
     """
-    d, h = cfg.d_model, cfg.n_heads
-    per_layer = ((batch, h, pos, pos), (batch, pos, d), (batch, pos, d))  # pattern, attention out, MLP out
-    shapes = ((batch, pos, d),) + tuple(s for _ in range(cfg.n_layers) for s in per_layer)
-    mlp_p = cfg.dropout if cfg.mlp else 0.0
-    rates = (cfg.embd_p,) + (cfg.dropout, cfg.dropout, mlp_p) * cfg.n_layers
-    n = sum(math.prod(s) for s, p in zip(shapes, rates, strict=True) if p > 0)
+    rates, shapes, n = bit_layout(cfg, batch, pos)
     if n == 0:
         return DropoutBits(None, rates, shapes)
     words = torch.empty(-(-n // 4), dtype=torch.int64).random_(-(2**63), None, generator=generator)

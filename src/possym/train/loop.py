@@ -19,124 +19,35 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import time
 from collections.abc import Callable
 from typing import Any, cast
 
-import numpy as np
 import torch
-import torch.nn.functional as F
-from torch import Tensor
 
-from possym.devices import batch_size_on, resolve_device
-from possym.model.gptj import GPTJ
+from possym.devices import resolve_device
 from possym.runs import RunDir
 from possym.tasks import TaskSamples
-from possym.train.augment import with_random_extra
-from possym.train.fused import Precision, cxx_compiler, draw_bits, last_token_logits, loss_and_grads
-from possym.train.schedule import lr_factor
+from possym.train.fused import Precision, loss_and_grads
+from possym.train.group import train_group
+from possym.train.trainee import (
+    GROUP_STATE,
+    LossScaler,
+    Monitor,
+    Trainee,
+    batch_indices,
+    build_model,
+    check_compiler,
+    checkpoint_and_eval,
+    eval_metrics,
+    evaluate,
+    log_final,
+    open_trainee,
+)
 
-Monitor = Callable[[GPTJ, Tensor], list[dict[str, Any]]]
-
-
-@torch.no_grad()
-def evaluate(
-    model: GPTJ,
-    samples: TaskSamples,
-    batch_size: int | None = None,
-    precision: Precision = "fp32",
-    compiled: bool = False,
-) -> dict[str, float]:
-    """Global and per-hop accuracy, and mean loss, of the last-token prediction, on the model's device.
-
-    ``batch_size`` defaults to 256 rows on the CPU, which stay in cache (2048 was 1.6x slower on this
-    CPU), and more on an accelerator (:func:`possym.devices.batch_size_on`). The forward is the training
-    step's own, which computes only the query row in the last block, at the run's ``precision``.
-    ``compiled`` (:func:`~possym.train.fused.last_token_logits`) pads the last batch to the full
-    size, so every batch has the one shape the compiled blocks were built for.
-    """
-    device = model.embed.weight.device
-    batch_size = batch_size_on(device, 256) if batch_size is None else batch_size
-    tokens = torch.as_tensor(samples.tokens).to(device)
-    answers = torch.as_tensor(samples.answer).to(device)
-    losses, preds = [], []
-    for t, a in zip(tokens.split(batch_size), answers.split(batch_size), strict=True):
-        rows = len(t)
-        if compiled and rows < batch_size:  # rows are independent: the padding changes no real row
-            t = torch.cat((t, t[:1].expand(batch_size - rows, -1)))
-        logits = last_token_logits(model, t, precision, compiled)[:rows]
-        losses.append(F.cross_entropy(logits.float(), a, reduction="sum"))
-        preds.append(logits.argmax(-1))
-    correct = (torch.cat(preds) == answers).cpu().numpy()
-    out = {"accuracy": float(correct.mean()), "loss": float(torch.stack(losses).sum()) / len(samples)}
-    for h in np.unique(samples.n_hops):
-        out[f"acc_hop{int(h)}"] = float(correct[samples.n_hops == h].mean())
-    return out
-
-
-@dataclasses.dataclass
-class LossScaler:
-    """fp16's dynamic loss scale, kept as ``torch.amp.GradScaler`` keeps it (the paper trained under
-    HF Trainer's fp16, which uses one): it starts at 2^16; a step whose unscaled gradients are not all
-    finite is skipped and the scale halves; after ``growth_interval`` finite steps in a row it doubles.
-    The scale stays a power of two, so scaling and unscaling a gradient are exact.
-
-    >>> s = LossScaler(growth_interval=2)
-    >>> [s.update(ok) for ok in (True, False, True, True)], s.scale
-    ([True, False, True, True], 65536.0)
-    """
-
-    scale: float = 2.0**16
-    growth_interval: int = 2000
-    finite_steps: int = 0
-
-    def update(self, grads_finite: bool) -> bool:
-        """Record one step's outcome; returns whether the optimiser may step."""
-        if not grads_finite:
-            self.scale /= 2
-            self.finite_steps = 0
-            return False
-        self.finite_steps += 1
-        if self.finite_steps == self.growth_interval:
-            self.scale *= 2
-            self.finite_steps = 0
-        return True
-
-
-def _gradients_finite(model: GPTJ) -> bool:
-    return bool(torch.stack([p.grad.isfinite().all() for p in model.parameters() if p.grad is not None]).all())
-
-
-def _param_groups(model: GPTJ, weight_decay: float) -> list[dict[str, Any]]:
-    # HF Trainer (the paper's code) exempts biases and LayerNorm parameters from weight decay.
-    decay: list[torch.nn.Parameter] = []
-    no_decay: list[torch.nn.Parameter] = []
-    for p in model.parameters():
-        (no_decay if p.ndim < 2 else decay).append(p)
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-
-
-def batch_indices(step: int, n_train: int, batch_size: int, order_seed: int) -> np.ndarray:
-    """Training-set rows of optimiser step ``step``: epoch-wise permutations, the tail dropped."""
-    per_epoch = max(1, n_train // batch_size)
-    epoch, within = divmod(step, per_epoch)
-    return _epoch_order(n_train, order_seed, epoch)[within * batch_size : (within + 1) * batch_size].copy()
-
-
-@functools.lru_cache(maxsize=2)
-def _epoch_order(n_train: int, order_seed: int, epoch: int) -> np.ndarray:
-    # Drawn once per epoch, not per step: a 432,000-row permutation costs 11 ms, a tenth of a step.
-    order = np.random.default_rng([order_seed, epoch]).permutation(n_train)
-    order.flags.writeable = False
-    return order
-
-
-def build_model(run: RunDir, device: torch.device | None = None) -> GPTJ:
-    """The run's freshly initialised model, on ``device``: drawn on the CPU, so every device starts
-    from the same weights."""
-    return GPTJ(run.model_config, torch.Generator().manual_seed(run.config.seeds.init)).to(device)
+# The loop's own names, and the pieces of one run's training it is built on (possym.train.trainee).
+__all__ = ["GROUP_STATE", "LossScaler", "Monitor", "Trainee", "batch_indices", "build_model", "check_compiler",
+           "checkpoint_and_eval", "eval_metrics", "evaluate", "log_final", "open_trainee", "train"]
 
 
 def train(
@@ -146,77 +57,43 @@ def train(
     on_step: Callable[[dict[str, Any]], None] | None = None,
     monitor: Monitor | None = None,
     monitor_size: int = 32,
+    dtype: torch.dtype = torch.float32,
 ) -> dict[str, Any]:
     """Train (or resume) the run to its last step; return the final test metrics.
 
     ``monitor(model, tokens) -> records`` (e.g. the live positional/symbolic scores) is called at
     every evaluation step on the first ``monitor_size`` evaluation inputs; its records are logged.
+    ``dtype``: the weights' dtype (float32; the tests train in float64 to hold a group's members
+    equal to their single runs). A run that was started as a member of a group
+    (:func:`possym.train.group.train_group`) resumes on the group step, alone, so that it stays
+    bitwise the run it would have been.
     """
     cfg, tc = run.config, run.config.train
     total = cfg.total_steps
-    if tc.compile and cxx_compiler() is None:
-        raise RuntimeError(
-            "train.compile=true needs a C++ compiler for Inductor (g++, c++ or clang++ on PATH, or $CXX)"
-        )
-    train_set = splits["train"]
-    eval_set = splits["val"].take(np.arange(min(tc.eval_size, len(splits["val"]))))
-    train_tokens, train_answers = torch.as_tensor(train_set.tokens), torch.as_tensor(train_set.answer)
-
+    check_compiler(run)
+    state = run.load_state()
+    if state is not None and GROUP_STATE in state:
+        member_step = None if on_step is None else (lambda _i, info: on_step(info))
+        return train_group([run], [splits], on_step=member_step, monitor=monitor, monitor_size=monitor_size,
+                           dtype=dtype)[0]
     device = resolve_device(tc.device)
     precision = cast(Precision, tc.precision)  # validated by TrainConfig
-    # The step brings its own dropout masks, so the module itself only ever runs in eval mode
-    # (the live monitor's forward passes).
-    model = build_model(run, device).eval()
-    groups = _param_groups(model, tc.weight_decay)
-    opt = torch.optim.AdamW(groups, lr=tc.lr, betas=(tc.beta1, tc.beta2), fused=True)  # 4x foreach's speed on CPU
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, tc.warmup_steps, total))
-    # Dropout is drawn on the CPU on every device: the same masks everywhere, and a state that resumes anywhere.
-    dropout = torch.Generator().manual_seed(cfg.seeds.dropout)
-    scaler = LossScaler() if precision == "fp16" else None
-
-    state = run.load_state()
-    if state is None:
-        start = 0
-        _checkpoint_and_eval(run, model, opt, sched, dropout, 0, eval_set, monitor, monitor_size, scaler)
-    else:
-        if "dropout_rng" not in state:
-            raise ValueError(
-                f"{run.path}: this run was trained by an older possym whose dropout stream differs; "
-                "resuming it would not reproduce it. Finish it with that version, or start a new run"
-            )
-        model.load_state_dict(state["model"])
-        opt.load_state_dict(state["optimizer"])
-        sched.load_state_dict(state["scheduler"])
-        dropout.set_state(state["dropout_rng"])
-        if scaler is not None and "loss_scaler" in state:
-            scaler = LossScaler(**state["loss_scaler"])
-        start = state["step"]
-        run.truncate_metrics(start)
+    t = open_trainee(run, splits, device, dtype, state, scaler_factory=LossScaler)
+    model, opt, sched, dropout, scaler, eval_set = t.model, t.opt, t.sched, t.dropout, t.scaler, t.eval_set
+    start = t.step
+    if t.state is None:
+        checkpoint_and_eval(run, model, opt, sched, dropout, 0, eval_set, monitor, monitor_size, scaler)
 
     t0, last = time.perf_counter(), start
     for step in range(start, total):
-        idx = torch.as_tensor(batch_indices(step, len(train_set), tc.batch_size, cfg.seeds.order))
-        batch = train_tokens[idx]
-        if tc.random_extra:  # drawn from (order seed, step), so a resumed run sees the same tokens
-            rng = np.random.default_rng([cfg.seeds.order, step, 1])
-            batch = torch.as_tensor(with_random_extra(batch.numpy(), cfg.task, tc.random_extra, rng))
-        bits = draw_bits(model.cfg, batch.shape[0], batch.shape[1], dropout)
-        if device.type != "cpu" and bits.uniforms is not None:
-            bits = dataclasses.replace(bits, uniforms=bits.uniforms.to(device, non_blocking=True))
-        answers = train_answers[idx].to(device, non_blocking=True)
-        tokens = batch.to(device, non_blocking=True)
+        tokens, answers, bits = t.batch()
         scale = 1.0 if scaler is None else scaler.scale
         loss = loss_and_grads(model, tokens, answers, bits, precision, tc.compile, loss_scale=scale)
-        # fp16: a step whose gradients overflowed is skipped, optimiser and schedule alike (GradScaler, HF Trainer)
-        if scaler is None or scaler.update(_gradients_finite(model)):
-            if tc.grad_clip is not None:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), tc.grad_clip)
-            opt.step()
-            sched.step()
+        t.apply()
         done = step + 1
         info: dict[str, Any] = {"step": done, "total": total, "loss": loss.item(), "lr": sched.get_last_lr()[0]}
-        if any(done % every == 0 for every in (tc.eval_every, tc.checkpoint_every, tc.state_interval)) or done == total:
-            info["eval"] = _checkpoint_and_eval(
+        if t.due():
+            info["eval"] = checkpoint_and_eval(
                 run, model, opt, sched, dropout, done, eval_set, monitor, monitor_size, scaler
             )
         if on_step is not None:
@@ -224,60 +101,4 @@ def train(
             info["steps_per_s"] = (done - last) / elapsed if elapsed > 0 else 0.0
             on_step(info)
 
-    final = {
-        "event": "final",
-        "step": total,
-        "split": "test",
-        **evaluate(model, splits["test"], precision=precision, compiled=tc.compile),
-        "precision": tc.precision,
-        "device": str(device),  # what train.device (e.g. "auto") resolved to
-        "time": round(time.time(), 3),
-    }
-    run.log(final)
-    run.write_best()  # the checkpoint `--step best` names, fixed once training is done
-    return final
-
-
-def _checkpoint_and_eval(
-    run: RunDir,
-    model: GPTJ,
-    opt: torch.optim.Optimizer,
-    sched: torch.optim.lr_scheduler.LRScheduler,
-    dropout: torch.Generator,
-    step: int,
-    eval_set: TaskSamples,
-    monitor: Monitor | None,
-    monitor_size: int,
-    scaler: LossScaler | None = None,
-) -> dict[str, Any] | None:
-    tc, total = run.config.train, run.config.total_steps
-    record = None
-    # Evaluation draws no random numbers, so it cannot perturb the training stream.
-    if step % tc.eval_every == 0 or step == total:
-        t = time.perf_counter()
-        # At the training precision, as HF Trainer evaluates a mixed-precision run (the final test too).
-        metrics = evaluate(model, eval_set, precision=cast(Precision, tc.precision), compiled=tc.compile)
-        record = {"event": "eval", "step": step, "split": "val", **metrics}
-        record["eval_s"] = time.perf_counter() - t
-        record["time"] = round(time.time(), 3)  # wall-clock, so a run's own records give its duration
-        if monitor is not None:
-            t = time.perf_counter()
-            with torch.no_grad():
-                tokens = torch.as_tensor(eval_set.tokens[:monitor_size]).to(model.embed.weight.device)
-                record["scores"] = monitor(model, tokens)
-            record["monitor_s"] = time.perf_counter() - t
-        run.log(record)
-    if step % tc.checkpoint_every == 0 or step == total:
-        run.save_checkpoint(step, model.state_dict())
-    if step % tc.state_interval == 0 or step == total:
-        run.save_state(
-            {
-                "step": step,
-                "model": model.state_dict(),
-                "optimizer": opt.state_dict(),
-                "scheduler": sched.state_dict(),
-                "dropout_rng": dropout.get_state(),
-                **({} if scaler is None else {"loss_scaler": dataclasses.asdict(scaler)}),
-            }
-        )
-    return record
+    return log_final(run, evaluate(model, splits["test"], precision=precision, compiled=tc.compile), device)

@@ -1,0 +1,325 @@
+"""One run's training, the pieces the loop of one run (:mod:`possym.train.loop`) and the loop of a
+group (:mod:`possym.train.group`) share: its state in memory (:class:`Trainee`: model, AdamW,
+schedule, dropout stream, fp16 loss scale, data), its batches, its optimiser step, its evaluation,
+checkpoints and resumable state, and its final record.
+
+Example:
+    >>> LossScaler(scale=8.0).update(False), LossScaler(scale=8.0, growth_interval=1).update(True)
+    (False, True)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import time
+from collections.abc import Callable
+from typing import Any, cast
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from possym.devices import batch_size_on
+from possym.model.gptj import GPTJ
+from possym.runs import RunDir
+from possym.tasks import TaskSamples
+from possym.train.augment import with_random_extra
+from possym.train.fused import DropoutBits, Precision, cxx_compiler, draw_bits, last_token_logits
+from possym.train.schedule import lr_factor
+
+Monitor = Callable[[GPTJ, Tensor], list[dict[str, Any]]]
+
+
+@torch.no_grad()
+def evaluate(
+    model: GPTJ,
+    samples: TaskSamples,
+    batch_size: int | None = None,
+    precision: Precision = "fp32",
+    compiled: bool = False,
+) -> dict[str, float]:
+    """Global and per-hop accuracy, and mean loss, of the last-token prediction, on the model's device.
+
+    ``batch_size`` defaults to 256 rows on the CPU, which stay in cache (2048 was 1.6x slower on this
+    CPU), and more on an accelerator (:func:`possym.devices.batch_size_on`). The forward is the training
+    step's own, which computes only the query row in the last block, at the run's ``precision``.
+    ``compiled`` (:func:`~possym.train.fused.last_token_logits`) pads the last batch to the full
+    size, so every batch has the one shape the compiled blocks were built for.
+    """
+    device = model.embed.weight.device
+    batch_size = batch_size_on(device, 256) if batch_size is None else batch_size
+    tokens = torch.as_tensor(samples.tokens).to(device)
+    logits = []
+    for t in tokens.split(batch_size):
+        rows = len(t)
+        if compiled and rows < batch_size:  # rows are independent: the padding changes no real row
+            t = torch.cat((t, t[:1].expand(batch_size - rows, -1)))
+        logits.append(last_token_logits(model, t, precision, compiled)[:rows])
+    return eval_metrics(samples, logits)
+
+
+def eval_metrics(samples: TaskSamples, logits: list[Tensor]) -> dict[str, float]:
+    """:func:`evaluate`'s metrics from the last-token logits of ``samples``, given batch by batch in order:
+    ``accuracy`` (argmax = answer), ``loss`` (mean cross-entropy) and ``acc_hop{h}`` per hop count."""
+    answers = torch.as_tensor(samples.answer).to(logits[0].device)
+    losses, preds, start = [], [], 0
+    for batch in logits:
+        a = answers[start : start + len(batch)]
+        start += len(batch)
+        losses.append(F.cross_entropy(batch.float(), a, reduction="sum"))
+        preds.append(batch.argmax(-1))
+    correct = (torch.cat(preds) == answers).cpu().numpy()
+    out = {"accuracy": float(correct.mean()), "loss": float(torch.stack(losses).sum()) / len(samples)}
+    for h in np.unique(samples.n_hops):
+        out[f"acc_hop{int(h)}"] = float(correct[samples.n_hops == h].mean())
+    return out
+
+
+@dataclasses.dataclass
+class LossScaler:
+    """fp16's dynamic loss scale, kept as ``torch.amp.GradScaler`` keeps it (the paper trained under
+    HF Trainer's fp16, which uses one): it starts at 2^16; a step whose unscaled gradients are not all
+    finite is skipped and the scale halves; after ``growth_interval`` finite steps in a row it doubles.
+    The scale stays a power of two, so scaling and unscaling a gradient are exact.
+
+    >>> s = LossScaler(growth_interval=2)
+    >>> [s.update(ok) for ok in (True, False, True, True)], s.scale
+    ([True, False, True, True], 65536.0)
+    """
+
+    scale: float = 2.0**16
+    growth_interval: int = 2000
+    finite_steps: int = 0
+
+    def update(self, grads_finite: bool) -> bool:
+        """Record one step's outcome; returns whether the optimiser may step."""
+        if not grads_finite:
+            self.scale /= 2
+            self.finite_steps = 0
+            return False
+        self.finite_steps += 1
+        if self.finite_steps == self.growth_interval:
+            self.scale *= 2
+            self.finite_steps = 0
+        return True
+
+
+def _gradients_finite(model: GPTJ) -> bool:
+    return bool(torch.stack([p.grad.isfinite().all() for p in model.parameters() if p.grad is not None]).all())
+
+
+def _param_groups(model: GPTJ, weight_decay: float) -> list[dict[str, Any]]:
+    # HF Trainer (the paper's code) exempts biases and LayerNorm parameters from weight decay.
+    decay: list[torch.nn.Parameter] = []
+    no_decay: list[torch.nn.Parameter] = []
+    for p in model.parameters():
+        (no_decay if p.ndim < 2 else decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+
+
+def batch_indices(step: int, n_train: int, batch_size: int, order_seed: int) -> np.ndarray:
+    """Training-set rows of optimiser step ``step``: epoch-wise permutations, the tail dropped."""
+    per_epoch = max(1, n_train // batch_size)
+    epoch, within = divmod(step, per_epoch)
+    return _epoch_order(n_train, order_seed, epoch)[within * batch_size : (within + 1) * batch_size].copy()
+
+
+@functools.lru_cache(maxsize=2)
+def _epoch_order(n_train: int, order_seed: int, epoch: int) -> np.ndarray:
+    # Drawn once per epoch, not per step: a 432,000-row permutation costs 11 ms, a tenth of a step.
+    order = np.random.default_rng([order_seed, epoch]).permutation(n_train)
+    order.flags.writeable = False
+    return order
+
+
+def build_model(run: RunDir, device: torch.device | None = None, dtype: torch.dtype = torch.float32) -> GPTJ:
+    """The run's freshly initialised model, on ``device``: drawn on the CPU, so every device starts
+    from the same weights."""
+    model = GPTJ(run.model_config, torch.Generator().manual_seed(run.config.seeds.init))
+    return model.to(device) if dtype == torch.float32 else model.to(device, dtype)
+
+
+@dataclasses.dataclass
+class Trainee:
+    """One run's training in memory: its model, optimiser, schedule, dropout stream, loss scaler and
+    data, at optimiser step ``step``. :func:`train` steps one; :func:`possym.train.group.train_group`
+    steps several at once."""
+
+    run: RunDir
+    model: GPTJ
+    opt: torch.optim.Optimizer
+    sched: torch.optim.lr_scheduler.LRScheduler
+    dropout: torch.Generator
+    scaler: LossScaler | None
+    step: int
+    train_tokens: Tensor
+    train_answers: Tensor
+    eval_set: TaskSamples
+    state: dict[str, Any] | None  # the resumable state it was loaded from (None: a fresh run)
+
+    @property
+    def total(self) -> int:
+        return self.run.config.total_steps
+
+    def batch(self) -> tuple[Tensor, Tensor, DropoutBits]:
+        """Step ``step``'s tokens, answers (on the model's device) and dropout bits, drawn from this run's
+        own data order and dropout generator."""
+        cfg, tc, step = self.run.config, self.run.config.train, self.step
+        device = self.model.embed.weight.device
+        idx = torch.as_tensor(batch_indices(step, len(self.train_tokens), tc.batch_size, cfg.seeds.order))
+        batch = self.train_tokens[idx]
+        if tc.random_extra:  # drawn from (order seed, step), so a resumed run sees the same tokens
+            rng = np.random.default_rng([cfg.seeds.order, step, 1])
+            batch = torch.as_tensor(with_random_extra(batch.numpy(), cfg.task, tc.random_extra, rng))
+        bits = draw_bits(self.model.cfg, batch.shape[0], batch.shape[1], self.dropout)
+        if device.type != "cpu" and bits.uniforms is not None:
+            bits = dataclasses.replace(bits, uniforms=bits.uniforms.to(device, non_blocking=True))
+        answers = self.train_answers[idx].to(device, non_blocking=True)
+        return batch.to(device, non_blocking=True), answers, bits
+
+    def apply(self) -> None:
+        """The optimiser step on the gradients in ``.grad``: fp16's overflow check, clipping, AdamW, schedule."""
+        tc = self.run.config.train
+        # fp16: a step whose gradients overflowed is skipped, optimiser and schedule alike (GradScaler, HF Trainer)
+        if self.scaler is None or self.scaler.update(_gradients_finite(self.model)):
+            if tc.grad_clip is not None:
+                torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.grad_clip)
+            self.opt.step()
+            self.sched.step()
+        self.step += 1
+
+    def due(self) -> bool:
+        """Whether step ``step`` evaluates, checkpoints or saves the resumable state."""
+        tc, done = self.run.config.train, self.step
+        every = (tc.eval_every, tc.checkpoint_every, tc.state_interval)
+        return any(done % e == 0 for e in every) or done == self.total
+
+    def evaluates(self) -> bool:
+        return self.step % self.run.config.train.eval_every == 0 or self.step == self.total
+
+
+def open_trainee(run: RunDir, splits: dict[str, TaskSamples], device: torch.device,
+                 dtype: torch.dtype = torch.float32, state: dict[str, Any] | None = None,
+                 scaler_factory: Callable[[], LossScaler] | None = None) -> Trainee:
+    """``run``'s model, optimiser, schedule and dropout stream, fresh or loaded from its resumable state
+    ``state`` (:meth:`RunDir.load_state`, already read), its metrics log cut back to that state's step;
+    nothing is evaluated or written but the log. ``scaler_factory``: fp16's fresh loss scaler
+    (default :class:`LossScaler`)."""
+    scaler_factory = LossScaler if scaler_factory is None else scaler_factory
+    cfg, tc = run.config, run.config.train
+    total = cfg.total_steps
+    train_set = splits["train"]
+    eval_set = splits["val"].take(np.arange(min(tc.eval_size, len(splits["val"]))))
+    train_tokens, train_answers = torch.as_tensor(train_set.tokens), torch.as_tensor(train_set.answer)
+    # The step brings its own dropout masks, so the module itself only ever runs in eval mode
+    # (the live monitor's forward passes).
+    model = build_model(run, device, dtype).eval()
+    groups = _param_groups(model, tc.weight_decay)
+    opt = torch.optim.AdamW(groups, lr=tc.lr, betas=(tc.beta1, tc.beta2), fused=True)  # 4x foreach's speed on CPU
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, tc.warmup_steps, total))
+    # Dropout is drawn on the CPU on every device: the same masks everywhere, and a state that resumes anywhere.
+    dropout = torch.Generator().manual_seed(cfg.seeds.dropout)
+    scaler = scaler_factory() if tc.precision == "fp16" else None
+
+    start = 0
+    if state is not None:
+        if "dropout_rng" not in state:
+            raise ValueError(
+                f"{run.path}: this run was trained by an older possym whose dropout stream differs; "
+                "resuming it would not reproduce it. Finish it with that version, or start a new run"
+            )
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        sched.load_state_dict(state["scheduler"])
+        dropout.set_state(state["dropout_rng"])
+        if scaler is not None and "loss_scaler" in state:
+            scaler = LossScaler(**state["loss_scaler"])
+        start = state["step"]
+        run.truncate_metrics(start)
+    return Trainee(run, model, opt, sched, dropout, scaler, start, train_tokens, train_answers, eval_set, state)
+
+
+def check_compiler(run: RunDir) -> None:
+    if run.config.train.compile and cxx_compiler() is None:
+        raise RuntimeError(
+            "train.compile=true needs a C++ compiler for Inductor (g++, c++ or clang++ on PATH, or $CXX)"
+        )
+
+
+def log_final(run: RunDir, test_metrics: dict[str, float], device: torch.device) -> dict[str, Any]:
+    """Log the final test evaluation and fix the best step; returns the final record."""
+    final = {
+        "event": "final",
+        "step": run.config.total_steps,
+        "split": "test",
+        **test_metrics,
+        "precision": run.config.train.precision,
+        "device": str(device),  # what train.device (e.g. "auto") resolved to
+        "time": round(time.time(), 3),
+    }
+    run.log(final)
+    run.write_best()  # the checkpoint `--step best` names, fixed once training is done
+    return final
+
+
+# The key of a resumable state that says the run is a group member: its group's layout (size, this
+# member's slot, every slot's model config), with which a compiled member resumes bitwise
+# (possym.train.group: Inductor's kernels depend on the group's layout, never on the other members' numbers).
+GROUP_STATE = "group"
+
+
+def checkpoint_and_eval(
+    run: RunDir,
+    model: GPTJ,
+    opt: torch.optim.Optimizer,
+    sched: torch.optim.lr_scheduler.LRScheduler,
+    dropout: torch.Generator,
+    step: int,
+    eval_set: TaskSamples,
+    monitor: Monitor | None,
+    monitor_size: int,
+    scaler: LossScaler | None = None,
+    metrics: tuple[dict[str, float], float] | None = None,
+    extra_state: dict[str, Any] | None = None,
+) -> dict[str, Any] | None:
+    """Evaluate, checkpoint and save the resumable state where ``step`` calls for each. ``metrics``:
+    this step's evaluation already made (a group evaluates its members at once) and its seconds;
+    ``extra_state``: more keys for the resumable state."""
+    tc, total = run.config.train, run.config.total_steps
+    record = None
+    # Evaluation draws no random numbers, so it cannot perturb the training stream.
+    if step % tc.eval_every == 0 or step == total:
+        t = time.perf_counter()
+        if metrics is None:
+            # At the training precision, as HF Trainer evaluates a mixed-precision run (the final test too).
+            values = evaluate(model, eval_set, precision=cast(Precision, tc.precision), compiled=tc.compile)
+            seconds = time.perf_counter() - t
+        else:
+            values, seconds = metrics
+        record = {"event": "eval", "step": step, "split": "val", **values}
+        record["eval_s"] = seconds
+        record["time"] = round(time.time(), 3)  # wall-clock, so a run's own records give its duration
+        if monitor is not None:
+            t = time.perf_counter()
+            with torch.no_grad():
+                tokens = torch.as_tensor(eval_set.tokens[:monitor_size]).to(model.embed.weight.device)
+                record["scores"] = monitor(model, tokens)
+            record["monitor_s"] = time.perf_counter() - t
+        run.log(record)
+    if step % tc.checkpoint_every == 0 or step == total:
+        run.save_checkpoint(step, model.state_dict())
+    if step % tc.state_interval == 0 or step == total:
+        run.save_state(
+            {
+                "step": step,
+                "model": model.state_dict(),
+                "optimizer": opt.state_dict(),
+                "scheduler": sched.state_dict(),
+                "dropout_rng": dropout.get_state(),
+                **({} if scaler is None else {"loss_scaler": dataclasses.asdict(scaler)}),
+                **(extra_state or {}),
+            }
+        )
+    return record
