@@ -38,14 +38,13 @@ def migrate(out: Path, exp: Experiment) -> list[str]:
     """Bring ``out`` into today's layout for ``exp``; returns what it did, one line per change."""
     out = Path(out)
     done: list[str] = []
-    done += _columns(out)
     if (out / "stages.json").is_file():
         done += _reproduction(out, exp)
     if (out / "trials").is_dir():
         done += _sweep(out, exp)
     if any(p.is_file() for p in (out / "runs").glob("*/*/seed*/canonical.json")):
         done += _canonical(out, exp)
-    return done
+    return done + _columns(out)  # after the moves: the runs are all in OUT/runs now
 
 
 def _columns(out: Path) -> list[str]:
