@@ -92,8 +92,8 @@ class Unit:
 
     @property
     def id(self) -> str:
-        """The unit's name: its run's id, or its runs' ids joined by ``+``."""
-        return "+".join(r.id for r in self.runs)
+        """The unit's name: its run's id, or its first run's id and how many more (``a-number-s0+2``)."""
+        return self.runs[0].id + (f"+{len(self.runs) - 1}" if len(self.runs) > 1 else "")
 
     @property
     def run(self) -> RunSpec:

@@ -41,6 +41,8 @@ from possym.stages.registry import ExperimentDir, Stage
 
 def canonical_report(exp: ExperimentDir, grid: CanonicalGridConfig) -> GridResults:
     """The grid's report from the analyses its cells hold (every cell must be analysed)."""
+    if not exp.runs:
+        raise PossymError(f"{exp.path}: no cell of the grid was trained and analysed; see {exp.path / 'log'}")
     cells: list[tuple[str, str, int, dict[str, Any]]] = []
     cell = CellConfig.of(grid)
     for rid, run in exp.runs.items():
