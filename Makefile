@@ -31,7 +31,7 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 demo: setup
-	$(BIN)/possym reproduce --preset quick --out runs/demo
+	$(BIN)/possym reproduce --preset quick --out runs/demo --workers 2
 
 test: setup browser
 	$(BIN)/python -m mypy
