@@ -33,8 +33,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpus", type=int, default=0, help="slurm: GPUs per trial")
     p.add_argument("--cluster", choices=["slurm", "local", "debug"], default="slurm",
                    help="slurm: submitit's executor ('local' runs the jobs as local processes)")
+    p.add_argument("--array-parallelism", type=int, default=256,
+                   help="slurm: array tasks running at once (sbatch --array=0-N%%P; default 256)")
+    p.add_argument("--log-dir", help="slurm: the jobs' pickles and logs, on a filesystem the nodes share "
+                                     "(default: OUT/submitit)")
+    p.add_argument("--slurm-param", action="append", default=[], metavar="KEY=VALUE",
+                   help="slurm: another submitit/sbatch setting, repeatable: account=ABC, qos=high, mem_gb=16, "
+                        "constraint=a100, exclude=node07")
     p.add_argument("--aggregate-only", action="store_true", help="only redo the summary and figures")
     p.set_defaults(func=run)
+
+
+def _key_values(pairs: list[str]) -> dict[str, object]:
+    import yaml
+
+    out: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise PossymError(f"--slurm-param {pair!r}: give KEY=VALUE, e.g. account=abc or mem_gb=16")
+        out[key.strip()] = yaml.safe_load(value)  # 16 -> int, a100 -> str
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,7 +74,9 @@ def run(args: argparse.Namespace) -> int:
     if not args.aggregate_only:
         engine = make_engine(args.engine, workers=args.workers, out=out, address=args.address,
                              partition=args.partition, time_min=args.time_min, gpus=args.gpus,
-                             cluster=None if args.cluster == "slurm" else args.cluster)
+                             cluster=args.cluster, cpus=spec.threads, array_parallelism=args.array_parallelism,
+                             log_dir=Path(args.log_dir) if args.log_dir else None,
+                             slurm_params=_key_values(args.slurm_param))
         out.mkdir(parents=True, exist_ok=True)
         atomic_write_text(out / "spec.yaml", yaml.safe_dump(yaml.safe_load(spec_path(args.spec).read_text()),
                                                             sort_keys=False))
@@ -74,7 +95,12 @@ def run(args: argparse.Namespace) -> int:
         bar.close()
         wall = time.perf_counter() - t0
         print(f"{len(outcome.done)}/{len(trials)} trials done ({len(outcome.skipped)} already finished), "
-              f"{len(outcome.failed)} failed, engine {args.engine}, {wall:.0f} s wall-clock")
+              f"{len(outcome.retried)} retried, {len(outcome.failed)} failed, engine {args.engine}, "
+              f"{wall:.0f} s wall-clock")
+        for tid, errors in outcome.retried.items():
+            first = errors[0].strip().splitlines()[-1] if errors[0].strip() else ""
+            then = "then finished" if tid in outcome.done else "and failed again"
+            print(f"RETRIED {tid}: {len(errors)} attempt(s) failed ({first}), {then}")
         for tid, error in outcome.failed.items():
             print(f"FAILED {tid}: {error.splitlines()[-1] if error else ''}")
     from possym.sweep.aggregate import write_summary
