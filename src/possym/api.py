@@ -31,12 +31,12 @@ from typing import Any
 import torch
 from safetensors import safe_open
 
-from possym.config import RunConfig, config_from_dict
+from possym.config import RunConfig, config_from_saved
 from possym.config import load_config as _load_config
-from possym.devices import resolve_device
+from possym.devices import resolve_device, torch_threads
 from possym.errors import PossymError, RunError
 from possym.records import GAMMA, LengthPoint, PurityRecord, ScoreRecord, Table1Record, frame
-from possym.runs import RunDir, StepSpec
+from possym.runs import RunDir, StepSpec, ensure_run
 from possym.scores.metric import TAU
 
 __all__ = ["Run", "head_scores", "load_config", "load_model", "open_run", "train_model"]
@@ -74,7 +74,7 @@ def load_model(checkpoint: str | Path, dtype: torch.dtype = torch.float32, devic
         header = f.metadata() or {}
         if "config" not in header:
             raise RunError(f"{path} carries no config in its header; open its run directory instead")
-        cfg = config_from_dict(json.loads(header["config"]))
+        cfg = config_from_saved(json.loads(header["config"]))
         state = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open is not a mapping)
     model = GPTJ(dataclasses.replace(cfg.model, d_vocab=len(task_vocab(cfg.task))))
     model.load_state_dict(state)
@@ -89,16 +89,11 @@ def train_model(config: RunConfig, out: str | Path, monitor: bool = True, progre
     """
     from possym.stages.train import train_run
 
-    out = Path(out)
-    if (out / "config.yaml").is_file():
-        run = RunDir.open(out)
-        if run.config.to_dict() != config.to_dict():
-            raise RunError(f"{out} holds a run with another config; choose a new out")
-    else:
-        if config.train.threads:  # before the run records its environment, so meta.json tells the truth
-            torch.set_num_threads(config.train.threads)
-        run = RunDir.create(out, config, argv=["possym.train", str(out)])
-    train_run(run, monitor=monitor, progress=progress)
+    # The run's threads hold from before it records its environment (meta.json tells the truth) to the
+    # end of training, and the caller's count comes back after.
+    with torch_threads(config.train.threads):
+        run = ensure_run(out, config, argv=["possym.train", str(out)])
+        train_run(run, monitor=monitor, progress=progress)
     return Run(run)
 
 

@@ -250,7 +250,7 @@ class LengthPoint(Record):
     """Accuracy with ``extra`` tokens before the window, for ``n_hops`` (0: pooled) at checkpoint ``step``
     (``lengthgen.csv``; Fig. 5B). ``ci_*``: Wilson interval; ``cluster_*``: per-prefix t interval.
 
-    ``step`` is blank in curves written before it was recorded (they were at the final checkpoint).
+    ``step`` is the checkpoint measured.
     """
 
     extra: int
@@ -271,8 +271,15 @@ class LengthPoint(Record):
 
 @dataclass(frozen=True)
 class ClaimRecord(Record):
-    """One of the paper's claims against ours (``claims.csv``), with the rule that gave the verdict and
-    the checkpoint our number comes from (``step``: e.g. ``best 4800``; blank where no one checkpoint)."""
+    """One of the paper's claims against ours (``claims.csv``), with the rule that gave the verdict.
+
+    ``ours`` is what the rule graded: the seed summary of a number, the set most seeds agree on, the
+    seeds on which an ordering holds. ``per_seed`` is our value at each seed, in seed order, and
+    ``seeds`` those seeds (``0,1,2``); ``step`` the checkpoint each seed's number comes from (e.g.
+    ``best 4800``; blank where no one checkpoint). A claim about a number also carries it as numbers:
+    ``paper_value`` and the seeds' ``seed_mean``, ``seed_sd`` (blank for one seed), ``seed_min`` and
+    ``seed_max``. Verdicts: :data:`possym.report.rules.VERDICTS`.
+    """
 
     claim: str
     section: str
@@ -281,6 +288,13 @@ class ClaimRecord(Record):
     verdict: str
     rule: str
     step: str = ""
+    per_seed: str = ""
+    seeds: str = ""
+    paper_value: float | None = None
+    seed_mean: float | None = None
+    seed_sd: float | None = None
+    seed_min: float | None = None
+    seed_max: float | None = None
 
 
 @dataclass(frozen=True)
@@ -379,3 +393,8 @@ class DiscrepancySummaryRecord(Record):
     spearman: float
     task: str
     step: int
+
+
+def points_at(points: Sequence[LengthPoint], step: int) -> list[LengthPoint]:
+    """The length-curve points measured at checkpoint ``step``."""
+    return [p for p in points if p.step == step]

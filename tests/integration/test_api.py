@@ -12,9 +12,9 @@ import torch
 import possym
 from possym.cli import main
 from possym.evaluate.lengthgen import LengthGenConfig
-from possym.records import LengthPoint, ScoreRecord, frame, read_records
+from possym.records import LengthPoint, ScoreRecord, frame, points_at, read_records
 from possym.runs import best_step
-from possym.stages.lengthgen import length_curve, points_at
+from possym.stages.lengthgen import length_curve
 
 
 @pytest.fixture(scope="module")

@@ -20,10 +20,10 @@ import sys
 from pathlib import Path
 
 from possym.cli._args import add_device
-from possym.llm.prompts import PAPER_LENGTHS, PROMPT_TASKS, load_templates
 from possym.llm.providers import PROVIDERS, REASONING_MODES, GenerationSettings, make_provider
 from possym.llm.retry import RetryPolicy
 from possym.llm.run import GridConfig, RunnerConfig
+from possym.one_hop import PAPER_LENGTHS, PROMPT_TASKS, load_templates
 from possym.stages.llm import llm_experiment
 
 

@@ -28,10 +28,11 @@ exchangeable. When accuracy depends on the prefix (``prefix_sd`` large) the seco
 
 Example:
     >>> import torch
-    >>> from possym.config import ModelConfig, TaskConfig
+    >>> from possym.config import ModelConfig
+    >>> from possym.tasks import task_config
     >>> from possym.model.gptj import GPTJ
     >>> from possym.tasks import task_vocab
-    >>> task = TaskConfig(name="number")
+    >>> task = task_config("number")
     >>> model = GPTJ(ModelConfig(n_layers=2, d_model=16, d_mlp=32, d_vocab=len(task_vocab(task))))
     >>> rows = length_curve(model, task, LengthGenConfig(grid=(0, 50), n=8, n_prefixes=2))
     >>> [(r["extra"], r["n_hops"], r["n"]) for r in rows][:3]

@@ -20,7 +20,10 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from possym.errors import PossymError
-from possym.llm.prompts import (
+from possym.llm.providers import Provider
+from possym.llm.retry import Outcome, RateLimiter, RetryPolicy, call_with_retries
+from possym.llm.store import AnswerStore, answer_key
+from possym.one_hop import (
     PAPER_LENGTHS,
     PROMPT_TASKS,
     OneHopInstance,
@@ -29,9 +32,6 @@ from possym.llm.prompts import (
     is_single_token,
     make_grid,
 )
-from possym.llm.providers import Provider
-from possym.llm.retry import Outcome, RateLimiter, RetryPolicy, call_with_retries
-from possym.llm.store import AnswerStore, answer_key
 
 MAX_ERROR_CHARS = 2000
 

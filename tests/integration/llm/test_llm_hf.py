@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from possym.llm.prompts import is_correct, is_single_token, load_templates, make_cell
 from possym.llm.providers import HFProvider
 from possym.llm.run import GridConfig, RunnerConfig, run_grid
 from possym.llm.store import AnswerStore
+from possym.one_hop import is_correct, is_single_token, load_templates, make_cell
 
 TEMPLATES = load_templates()
 

@@ -9,11 +9,11 @@ import zlib
 import pytest
 
 from possym.llm.plots import load_paper_table3, plot_accuracy
-from possym.llm.prompts import load_templates, solve
 from possym.llm.results import CellResult, pivot, screen, summarise, table3_markdown
 from possym.llm.retry import RetryPolicy
 from possym.llm.run import GridConfig, RunnerConfig, run_grid
 from possym.llm.store import AnswerStore
+from possym.one_hop import load_templates, one_hop_answer
 
 TEMPLATES = load_templates()
 
@@ -55,7 +55,7 @@ class OracleProvider:
                 raise exc
             sequence = p.rsplit('Input: "', 1)[1].split('"', 1)[0]
             task = "number" if sequence.split()[-1].isdigit() else "letter"
-            answer = solve(task, sequence)
+            answer = one_hop_answer(task, sequence)
             out.append("wrong" if self.wrong_on(p) else f' "{answer}"\n')
         return out
 

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from possym.config import ModelConfig, TaskConfig
+from possym.config import ModelConfig
 from possym.model.gptj import GPTJ
-from possym.tasks import generate, task_vocab
+from possym.tasks import generate, task_config, task_vocab
 from possym.theory.trained import collapse_summary, last_query_scores, top_gap, trained_discrepancy
 
-TASK = TaskConfig(name="number")
+TASK = task_config("number")
 
 
 def _model(n_layers: int = 2) -> GPTJ:
