@@ -1,16 +1,15 @@
 """Real clusters for the sweep engines: a one-node Slurm cluster and a two-node Ray cluster, and what
 an uninterrupted run of the same grid gives, to compare them with.
 
-The helpers beside this file (``slurm_cluster``, ``ray_cluster``, ``cluster_procs``) bring the
-daemons up and down; the fixtures here skip, saying why, where that cannot be done (no root for
-Slurm, a package missing), and tear down whatever happens.
+The modules beside this file bring the daemons up and down (``slurm_cluster``, ``ray_cluster``,
+``cluster_procs``) and read a sweep's directory (``cluster_sweeps``); the fixtures here skip, saying
+why, where a cluster cannot be brought up (no root for Slurm, a package missing), and tear it down
+whatever happens.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import json
-import os
 import subprocess
 import sys
 import time
@@ -18,15 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-import yaml
-
-import possym
-
-SRC = Path(possym.__file__).resolve().parents[1]  # the possym under test, for the cluster's own processes
-STEPS = 2000  # long enough that a job Slurm takes ~5 s to kill is still training when it dies
-EVERY = 100  # evaluation, checkpoint and resumable state
-SCORE = {"n_inputs": 4, "figures": False, "frequency": False}
-TRIALS = ("baseline-number-s0", "baseline-number-s1")
+from cluster_sweeps import cluster_env, sweep_command, write_grid
 
 
 @pytest.fixture(scope="session")
@@ -43,24 +34,6 @@ def say(pytestconfig) -> Callable[[str], None]:
             reporter.write_line(f"[clusters] {message}")
 
     return write
-
-
-def cluster_env(**extra: str) -> dict[str, str]:
-    """This process's environment with the possym under test first on the path, for a CLI or a daemon."""
-    path = os.pathsep.join(p for p in (str(SRC), os.environ.get("PYTHONPATH", "")) if p)
-    return {**os.environ, "PYTHONPATH": path, **extra}
-
-
-def sweep_command(spec: Path, out: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "possym", "sweep", str(spec), "--out", str(out), *args]
-
-
-def write_grid(path: Path, tiny: list[str], retries: int = 0) -> Path:
-    """Two trials (number task, seeds 0 and 1) of STEPS steps, with a small score stage."""
-    overrides = [*tiny, f"train.steps={STEPS}", f"train.eval_every={EVERY}", f"train.checkpoint_every={EVERY}"]
-    path.write_text(yaml.safe_dump({"tasks": ["number"], "seeds": [0, 1], "overrides": overrides,
-                                    "stages": {"score": SCORE}, "retries": retries}))
-    return path
 
 
 @pytest.fixture(scope="session")
@@ -100,7 +73,7 @@ def slurm(tmp_path_factory, say):
 
 @pytest.fixture
 def ray_nodes(say):
-    """A head node and one worker node, each `ray start` with 1 CPU, on 127.0.0.1; torn down after the test."""
+    """A head node and one worker node, each `ray start` with 1 CPU, on loopback addresses; torn down after the test."""
     if importlib.util.find_spec("ray") is None:
         pytest.skip("ray is missing: pip install -e '.[ray]'")
     if not Path("/proc/self/environ").exists():
@@ -120,88 +93,3 @@ def ray_nodes(say):
         say(f"Ray: nodes stopped in {time.perf_counter() - t:.1f} s")
 
 
-# ---- what a run directory says -------------------------------------------------------------------------
-
-VOLATILE = ("time", "eval_s", "monitor_s")  # wall-clock facts, which differ between any two runs
-
-
-def assert_same_results(out: Path, ref: Path, trial: str) -> None:
-    """The trial's final weights bitwise, its checkpoints, metrics and scores as the reference's."""
-    import torch
-    from safetensors.torch import load_file
-
-    from possym.runs import RunDir
-
-    run, base = RunDir.open(out / "runs" / trial), RunDir.open(ref / "runs" / trial)
-    assert run.checkpoint_steps() == base.checkpoint_steps() == list(range(0, STEPS + 1, EVERY))
-    mine, theirs = load_file(run.checkpoint_path(STEPS)), load_file(base.checkpoint_path(STEPS))
-    assert mine.keys() == theirs.keys()
-    differ = [k for k in mine if not torch.equal(mine[k], theirs[k])]
-    assert not differ, f"{trial}: final weights differ from the uninterrupted run's in {differ}"
-
-    def plain(records):
-        return [{k: v for k, v in r.items() if k not in VOLATILE} for r in records]
-
-    assert plain(run.metrics()) == plain(base.metrics()), f"{trial}: metrics differ from the uninterrupted run's"
-    assert (run.path / "scores.csv").read_text() == (base.path / "scores.csv").read_text()
-    record = json.loads((out / "trials" / trial / "DONE").read_text())
-    assert record["status"] == "done"
-
-
-def stage_starts(out: Path, trial: str, stage: str) -> list[str]:
-    """The lines of the trial's log where STAGE started, one per run of it."""
-    return [line for line in (out / "trials" / trial / "log.txt").read_text().splitlines()
-            if line.startswith(f"== {stage} ({trial})")]
-
-
-def assert_ran_once(out: Path, trial: str) -> None:
-    assert len(stage_starts(out, trial, "train")) == 1 and len(stage_starts(out, trial, "score")) == 1
-
-
-def assert_resumed_once(out: Path, trial: str, resumed_from: int, died_at: float, rerun_at: float) -> None:
-    """Trained up to ``resumed_from`` before it died and never again; trained after it only once, resumed.
-
-    The evidence is the metrics log: an evaluation record carries the wall-clock time at which it was
-    written, and a resumed run keeps the records up to its state and writes the later ones anew.
-    Records up to the state must predate the death (a restart from scratch would rewrite them); every
-    later one must be written by the second run and appear once (a second training in parallel, or a
-    step trained twice, would leave two).
-    """
-    from possym.runs import RunDir
-
-    train = stage_starts(out, trial, "train")
-    assert len(train) == 2 and "resuming" not in train[0] and "resuming" in train[1], train
-    assert len(stage_starts(out, trial, "score")) == 1
-    evals = [r for r in RunDir.open(out / "runs" / trial).metrics() if r.get("event") == "eval"]
-    steps = [r["step"] for r in evals]
-    assert steps == sorted(set(steps)) == list(range(0, STEPS + 1, EVERY)), steps
-    before = [r for r in evals if r["step"] <= resumed_from]
-    after = [r for r in evals if r["step"] > resumed_from]
-    assert before and after
-    assert all(r["time"] <= died_at for r in before), "records before the resume point were written again"
-    assert all(r["time"] >= rerun_at for r in after), "records after the resume point predate the rerun"
-
-
-def wait_mid_training(out: Path, trials: tuple[str, ...], proc: subprocess.Popen,
-                      owner: Callable[[int], bool] | None = None, timeout_s: float = 240) -> tuple[str, int]:
-    """The first of ``trials`` seen training once it has saved its state at step EVERY or later (in a process
-    for which ``owner(pid)`` holds, where given), with the pid of that process. Fails if the sweep ends, or a
-    trial finishes, first."""
-    from cluster_procs import holders
-
-    from possym.runs import RunDir
-
-    deadline = time.monotonic() + timeout_s
-    while True:
-        assert proc.poll() is None, f"the sweep ended before a trial was caught mid-training: {proc.communicate()}"
-        assert time.monotonic() < deadline, f"no trial of {trials} was caught mid-training in {timeout_s:.0f} s"
-        for trial in trials:
-            run, log = out / "runs" / trial, out / "trials" / trial / "log.txt"
-            steps = RunDir.open(run).checkpoint_steps() if (run / "config.yaml").is_file() else []
-            assert STEPS not in steps, f"{trial} finished before it could be killed: lengthen STEPS"
-            if not (steps and max(steps) >= EVERY and log.is_file()):
-                continue
-            pids = [p for p in holders(log) if owner is None or owner(p)]
-            if pids:
-                return trial, pids[0]
-        time.sleep(0.1)

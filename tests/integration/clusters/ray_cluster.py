@@ -31,6 +31,10 @@ from pathlib import Path
 from cluster_procs import alive, free_port, kill_marked, marked
 
 MARK = "POSSYM_TEST_RAY_NODE"
+# What every process of the cluster and every client of it (the sweep) runs with. Token authentication
+# off, explicitly: Ray turns it on for a head started where ~/.ray/auth_token exists, which a client
+# without RAY_AUTH_MODE=token then cannot reach; a test cluster should not depend on the user's home.
+CLIENT_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
 # The head notices a dead node within about 2 s, not Ray's default 15-30 s.
 FAST_HEALTH_CHECKS = {
     "RAY_health_check_initial_delay_ms": "1000",
@@ -60,7 +64,7 @@ class RayCluster:
     def __init__(self, env: dict[str, str] | None = None) -> None:
         # Short paths: Ray's Unix sockets live under --temp-dir, and a socket path has at most 107 bytes.
         self.root = Path(tempfile.mkdtemp(prefix="possym-ray-", dir="/tmp"))
-        self.env = {**os.environ, **(env or {}), "RAY_USAGE_STATS_ENABLED": "0"}
+        self.env = {**os.environ, **(env or {}), **CLIENT_ENV}
         self.nodes: list[RayNode] = []
         self.port = free_port()
 

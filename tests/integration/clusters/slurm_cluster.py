@@ -185,7 +185,8 @@ class SlurmCluster:
         if "slurmctld" in self.procs and self.procs["slurmctld"].poll() is None:
             subprocess.run(["scancel", "--full", "--quiet", "--user", str(os.geteuid())], env=self.env,
                            capture_output=True, timeout=10)
-            while any(s in ("RUNNING", "COMPLETING") for s in self.jobs().values()) and time.monotonic() < deadline - 10:
+            busy = ("RUNNING", "COMPLETING")
+            while any(s in busy for s in self.jobs().values()) and time.monotonic() < deadline - 10:
                 time.sleep(0.2)
         for name in ("slurmd", "slurmctld", "munged"):  # the workers first, the authenticator last
             proc = self.procs.get(name)

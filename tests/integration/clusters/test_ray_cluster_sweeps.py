@@ -1,6 +1,6 @@
 """`possym sweep --engine ray --address ...` on a two-node Ray cluster (two `ray start` processes on
-127.0.0.1): the worker node dies mid-trial, the sweep finishes on the head, retrying the lost trial
-from its last state, says which trial it retried, and every result equals an uninterrupted run's."""
+loopback addresses): the worker node dies mid-run, the sweep finishes on the head, retrying the lost run
+from its last state, says which run it retried, and every result equals an uninterrupted run's."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import subprocess
 import time
 
 import pytest
-from conftest import (
+from cluster_sweeps import (
+    RUNS,
     STEPS,
-    TRIALS,
     assert_ran_once,
     assert_resumed_once,
     assert_same_results,
@@ -19,39 +19,41 @@ from conftest import (
     wait_mid_training,
     write_grid,
 )
+from ray_cluster import CLIENT_ENV
+
 from possym.runs import RunDir
 
-pytestmark = [pytest.mark.ray, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(900)]
 
 
-def test_a_ray_worker_node_killed_mid_trial_is_retried_on_the_surviving_node_from_its_state(
+def test_a_ray_worker_node_killed_mid_run_is_retried_on_the_surviving_node_from_its_state(
     ray_nodes, reference, tmp_path, tiny_overrides
 ):
     cluster, worker = ray_nodes
     spec = write_grid(tmp_path / "grid.yaml", tiny_overrides, retries=1)
     out = tmp_path / "sweep"
     cmd = sweep_command(spec, out, "--engine", "ray", "--address", cluster.address)
-    sweep = subprocess.Popen(cmd, env=cluster_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    sweep = subprocess.Popen(cmd, env=cluster_env(**CLIENT_ENV), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)
     try:
-        # One CPU per node and two trials: one trains on each node. Catch the worker's mid-trial.
-        victim, pid = wait_mid_training(out, TRIALS, sweep, owner=lambda p: p in worker.pids())
-        (bystander,) = [t for t in TRIALS if t != victim]
-        killed = cluster.kill(worker)  # raylet, agents and the trial's worker process, at once
+        # One CPU per node and two runs: one trains on each node. Catch the worker node's mid-run.
+        victim, pid = wait_mid_training(out, RUNS, sweep, owner=lambda p: p in worker.pids())
+        (bystander,) = [r for r in RUNS if r != victim]
+        killed = cluster.kill(worker)  # raylet, agents and the run's worker process, at once
         died_at = time.time()
         assert pid in killed and not worker.pids()
-        # The retry waits for the round's other trial to finish, so this is the state the dead node left.
+        # The retry waits for the round's other run to finish, so this is the state the dead node left.
         state = RunDir.open(out / "runs" / victim).load_state()
-        output, _ = sweep.communicate(timeout=400)
+        output, _ = sweep.communicate(timeout=600)
     finally:
         if sweep.poll() is None:
             sweep.kill()
             sweep.wait()
     assert sweep.returncode == 0, output
-    assert "2/2 trials done (0 already finished), 1 retried, 0 failed, engine ray" in output, output
-    assert f"RETRIED {victim}: 1 attempt(s) failed" in output and f"RETRIED {bystander}" not in output, output
+    assert f"2/2 runs done, 0 failed, 1 retried ({victim}), engine ray" in output, output
     assert cluster.active_nodes() == 1  # the retry ran on the head, the only node left
-    for trial in TRIALS:
-        assert_same_results(out, reference, trial)
-    assert state is not None and 0 < state["step"] < STEPS  # killed mid-trial
+    for rid in RUNS:
+        assert_same_results(out, reference, rid)
+    assert state is not None and 0 < state["step"] < STEPS  # killed mid-run
     assert_resumed_once(out, victim, state["step"], died_at, died_at)
     assert_ran_once(out, bystander)

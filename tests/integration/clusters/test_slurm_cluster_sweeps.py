@@ -1,5 +1,5 @@
 """`possym sweep --engine slurm` on a real one-node Slurm cluster (submitit, sbatch, accounting off):
-one job cancelled mid-trial with scancel and another whose process is SIGKILLed mid-trial; the rerun
+one job cancelled mid-run with scancel and another whose process is SIGKILLed mid-run; the rerun
 resumes both from their last state, nothing is lost or trained twice, and the grid equals the local
 engine's."""
 
@@ -12,12 +12,13 @@ import time
 
 import pytest
 from cluster_procs import alive, environ
-from conftest import (
+from cluster_sweeps import (
+    RUNS,
     STEPS,
-    TRIALS,
     assert_resumed_once,
     assert_same_results,
     cluster_env,
+    resume_log,
     sweep_command,
     wait_mid_training,
     write_grid,
@@ -25,34 +26,34 @@ from conftest import (
 
 from possym.runs import RunDir
 
-pytestmark = [pytest.mark.slurm, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slurm, pytest.mark.timeout(900)]
 
 
-def test_slurm_jobs_cancelled_or_killed_mid_trial_resume_on_rerun_and_the_grid_equals_the_local_engines(
+def test_slurm_jobs_cancelled_or_killed_mid_run_resume_on_rerun_and_the_grid_equals_the_local_engines(
     slurm, reference, tmp_path, tiny_overrides
 ):
     spec = write_grid(tmp_path / "grid.yaml", tiny_overrides, retries=0)
     out = tmp_path / "sweep"
     env = cluster_env(SLURM_CONF=str(slurm.conf))
     cmd = sweep_command(spec, out, "--engine", "slurm", "--partition", "debug", "--time-min", "20")
-    faults = dict(zip(TRIALS, ("scancel", "sigkill"), strict=True))
+    faults = dict(zip(RUNS, ("scancel", "sigkill"), strict=True))
     first = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     jobs, pids = {}, {}
     try:
-        # Both array tasks run at once (2 CPUs, 1 per trial); catch each after its first saved state.
-        for trial in TRIALS:
-            _, pids[trial] = wait_mid_training(out, (trial,), first)
-            job_env = environ(pids[trial])
-            assert "SLURM_ARRAY_JOB_ID" in job_env, f"{trial} is not running as a Slurm array task"
-            jobs[trial] = f"{job_env['SLURM_ARRAY_JOB_ID']}_{job_env['SLURM_ARRAY_TASK_ID']}"
-        for trial, fault in faults.items():
+        # Both array tasks run at once (2 CPUs, 1 per run); catch each after its first resumable state.
+        for rid in RUNS:
+            _, pids[rid] = wait_mid_training(out, (rid,), first)
+            job_env = environ(pids[rid])
+            assert "SLURM_ARRAY_JOB_ID" in job_env, f"{rid} is not running as a Slurm array task"
+            jobs[rid] = f"{job_env['SLURM_ARRAY_JOB_ID']}_{job_env['SLURM_ARRAY_TASK_ID']}"
+        for rid, fault in faults.items():
             if fault == "scancel":  # the array task's own name: 22.05's scancel refuses its raw id, exiting 0
-                subprocess.run(["scancel", jobs[trial]], env=env, check=True, timeout=30)
+                subprocess.run(["scancel", jobs[rid]], env=env, check=True, timeout=30)
             else:
-                os.kill(pids[trial], signal.SIGKILL)
+                os.kill(pids[rid], signal.SIGKILL)
         deadline = time.monotonic() + 60
         while any(alive(p) for p in pids.values()):
-            assert time.monotonic() < deadline, "a trial's process outlived its job by 60 s"
+            assert time.monotonic() < deadline, "a run's process outlived its job by 60 s"
             time.sleep(0.05)
         died_at = time.time()
         output, _ = first.communicate(timeout=300)
@@ -60,24 +61,28 @@ def test_slurm_jobs_cancelled_or_killed_mid_trial_resume_on_rerun_and_the_grid_e
         if first.poll() is None:
             first.kill()
             first.wait()
-    # The first sweep saw both jobs end without a result and reported both trials failed.
+    # The first sweep saw both jobs end without a result (no sacct here) and reported both runs failed.
     assert first.returncode == 1, output
+    assert "0/2 runs done, 2 failed, 0 retried (none), engine slurm" in output, output
     states = {}
-    for trial, fault in faults.items():
+    for rid, fault in faults.items():
         expected = "CANCELLED" if fault == "scancel" else "FAILED"
-        assert slurm.jobs()[jobs[trial]] == expected
-        assert f"FAILED {trial}: slurm job {jobs[trial]} ended {expected} without a result" in output, output
-        state = RunDir.open(out / "runs" / trial).load_state()
-        assert state is not None and 0 < state["step"] < STEPS  # killed mid-trial
-        assert not any(r.get("event") == "final" for r in RunDir.open(out / "runs" / trial).metrics())
-        states[trial] = state["step"]
+        assert slurm.jobs()[jobs[rid]] == expected
+        assert f"FAILED {rid}: slurm job {jobs[rid]} ended {expected} without a result" in output, output
+        entry = resume_log(out, rid)["train"]  # the engine's account, not a stale 'running'
+        assert entry["status"] == "failed" and f"ended {expected}" in entry["error"] and entry["attempts"] == 1
+        run = RunDir.open(out / "runs" / rid)
+        state = run.load_state()
+        assert state is not None and 0 < state["step"] < STEPS  # killed mid-run
+        assert not any(r.get("event") == "final" for r in run.metrics())
+        states[rid] = state["step"]
 
     rerun_at = time.time()
-    second = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    second = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert second.returncode == 0, second.stdout + second.stderr
-    assert "2/2 trials done (0 already finished), 0 retried, 0 failed, engine slurm" in second.stdout
-    for trial in TRIALS:
-        assert_same_results(out, reference, trial)
-        assert_resumed_once(out, trial, states[trial], died_at, rerun_at)
+    assert "2/2 runs done, 0 failed, 0 retried (none), engine slurm" in second.stdout, second.stdout
+    for rid in RUNS:
+        assert_same_results(out, reference, rid)
+        assert_resumed_once(out, rid, states[rid], died_at, rerun_at)
     # No sacct here (accounting storage off): the engine followed the jobs through squeue.
-    assert subprocess.run(["sacct", "-j", jobs[TRIALS[0]]], env=env, capture_output=True).returncode != 0
+    assert subprocess.run(["sacct", "-j", jobs[RUNS[0]]], env=env, capture_output=True).returncode != 0
