@@ -10,6 +10,7 @@ whatever happens.
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 import time
@@ -18,6 +19,15 @@ from pathlib import Path
 
 import pytest
 from cluster_sweeps import cluster_env, sweep_command, write_grid
+
+REQUIRE = "POSSYM_REQUIRE_CLUSTERS"  # set (as .ci/run does) where the clusters must come up: no skipping
+
+
+def unavailable(reason: str) -> None:
+    """Skip, saying why; or fail, where the cluster tests are required (CI) and a skip would hide them."""
+    if os.environ.get(REQUIRE):
+        pytest.fail(f"{REQUIRE} is set, but the cluster cannot be brought up: {reason}")
+    pytest.skip(reason)
 
 
 @pytest.fixture(scope="session")
@@ -51,14 +61,14 @@ def reference(tmp_path_factory, tiny_session_overrides) -> Path:
 def slurm(tmp_path_factory, say):
     """A one-node Slurm cluster (munged, slurmctld, slurmd as root); skipped, saying why, where it cannot run."""
     if importlib.util.find_spec("submitit") is None:
-        pytest.skip("submitit is missing: pip install -e '.[slurm]'")
+        unavailable("submitit is missing: pip install -e '.[slurm]'")
     if not Path("/proc/self/environ").exists():
-        pytest.skip("the Slurm test finds its processes through /proc (Linux)")
+        unavailable("the Slurm test finds its processes through /proc (Linux)")
     from slurm_cluster import SlurmCluster, ensure_installed
 
     reason = ensure_installed(say)
     if reason:
-        pytest.skip(reason)
+        unavailable(reason)
     cluster = SlurmCluster(tmp_path_factory.mktemp("slurm"))
     t = time.perf_counter()
     try:
@@ -75,9 +85,9 @@ def slurm(tmp_path_factory, say):
 def ray_nodes(say):
     """A head node and one worker node, each `ray start` with 1 CPU, on loopback addresses; torn down after the test."""
     if importlib.util.find_spec("ray") is None:
-        pytest.skip("ray is missing: pip install -e '.[ray]'")
+        unavailable("ray is missing: pip install -e '.[ray]'")
     if not Path("/proc/self/environ").exists():
-        pytest.skip("the Ray test finds its processes through /proc (Linux)")
+        unavailable("the Ray test finds its processes through /proc (Linux)")
     from ray_cluster import RayCluster
 
     cluster = RayCluster(env=cluster_env())
