@@ -1,22 +1,25 @@
-"""Where trials run: a local process pool, Ray, or Slurm through submitit. Existing engines, thin adapters.
+"""Where runs run: a local process pool, Ray, or Slurm through submitit. Existing engines, thin adapters.
 
 Every engine has one method, ``map(fn, items)``, yielding ``(item, result, error)`` as each call
-finishes (``error`` is a short message, ``None`` on success), in completion order. The sweep
-(:mod:`possym.sweep.run`) owns retries, markers and progress, so the engines stay interchangeable.
+finishes (``error`` is a short message, ``None`` on success), in completion order. The executor
+(:mod:`possym.experiment.executor`) owns retries, the resume log and progress, so the engines stay
+interchangeable; an item is a unit of work (one run's stages), and a worker lost with its process,
+job or node comes back as an error, which the executor retries from the run's last state.
 
 - ``local`` (default, nothing to install): ``concurrent.futures.ProcessPoolExecutor`` with ``spawn``
-  workers, one fresh process per trial (torch state never leaks from one trial into the next).
+  workers, one fresh process per unit (torch state never leaks from one run into the next).
   A worker exits within a second of the sweep's death (even by SIGKILL), so a killed sweep leaves
-  no trial running behind it; the trial's markers let the next call resume it.
-- ``ray`` (``pip install 'possym[ray]'``): a task per trial on the running Ray instance, on
-  ``--address``, or on a new local one of ``workers`` CPUs; each task asks for the trial's CPUs and,
+  no run training behind it; the resume log lets the next call resume it.
+- ``ray`` (``pip install 'possym[ray]'``): a task per unit on the running Ray instance, on
+  ``--address``, or on a new local one of ``workers`` CPUs; each task asks for the run's CPUs and,
   where the cluster has GPUs, 1 GPU. Ray does not retry a task lost with its node: it fails here,
-  and the sweep's next round resubmits it, so the retry is the sweep's, counted and reported.
-- ``slurm`` (``pip install 'possym[slurm]'``): one submitit job array per round, a task per trial,
+  and the executor's next round resubmits it, so the retry is the executor's, counted and reported.
+- ``slurm`` (``pip install 'possym[slurm]'``): one submitit job array per round, a task per unit,
   with the partition, time limit, GPUs, array parallelism and any other sbatch setting given;
   ``cluster="local"`` runs the jobs as local processes (submitit's own test executor). Jobs are
   followed through ``squeue``, not only ``sacct``, so a job that dies is seen to end on a cluster
-  without accounting storage too.
+  without accounting storage too. Jobs are named after their folder, so a call first cancels the
+  jobs a killed earlier call left running, and no run trains in two jobs at once.
 
 Example:
     >>> engine = LocalEngine(workers=2)
@@ -26,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing
 import os
 import threading
@@ -90,7 +94,7 @@ class LocalEngine:
                         item = pending.pop(fut)
                         exc = fut.exception()
                         yield (item, None, _error(exc)) if exc else (item, fut.result(), None)
-            finally:  # interrupted: drop what has not started; running trials keep their markers
+            finally:  # interrupted: drop what has not started; running units keep their resume log entries
                 pool.shutdown(wait=False, cancel_futures=True)
 
 
@@ -98,7 +102,7 @@ class LocalEngine:
 class RayEngine:
     workers: int = 1
     address: str | None = None
-    cpus: int = 1  # per trial
+    cpus: int = 1  # per unit of work (a run)
 
     def map(self, fn: Callable[[Any], Any], items: list[Any]) -> Iterator[Outcome]:
         ray = _require_extra("ray", "ray")
@@ -111,7 +115,7 @@ class RayEngine:
         pending: dict[Any, Any] = {}
         try:
             gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
-            # max_retries=0: a trial lost with its node comes back as an error, for the sweep to retry.
+            # max_retries=0: a unit lost with its node comes back as an error, for the executor to retry.
             remote = ray.remote(num_cpus=self.cpus, num_gpus=gpus, max_retries=0)(fn)
             pending = {remote.remote(item): item for item in items}
             while pending:
@@ -120,7 +124,7 @@ class RayEngine:
                     item = pending.pop(ref)
                     try:
                         yield item, ray.get(ref), None
-                    except Exception as exc:  # RayTaskError wraps the trial's own exception
+                    except Exception as exc:  # RayTaskError wraps the stage's own exception
                         yield item, None, _error(exc)
         finally:
             for ref in pending:  # interrupted: stop what is still running
@@ -165,11 +169,11 @@ def _log_tail(path: Path, lines: int = 15) -> str:
 
 @dataclass
 class SlurmEngine:
-    """One job-array task per trial, through submitit; ``folder`` holds the jobs' pickles and logs.
+    """One job-array task per unit (a run), through submitit; ``folder`` holds the jobs' pickles and logs.
 
-    A job's end is read from its result file (written by submitit when the trial returns or raises)
+    A job's end is read from its result file (written by submitit when the unit returns or raises)
     and from ``squeue``, so a job cancelled, killed, out of time or on a failed node is reported as
-    that trial's error, with its log, on clusters with accounting storage and without.
+    that run's error, with its log, on clusters with accounting storage and without.
     """
 
     folder: Path
@@ -183,16 +187,23 @@ class SlurmEngine:
     extra: dict[str, Any] | None = None  # more submitit parameters for Slurm: account, qos, mem_gb, constraint ...
     result_wait_s: float = 30.0  # a COMPLETED job's result file may reach a network filesystem late
 
+    @property
+    def job_name(self) -> str:
+        """``possym-`` and a digest of the folder: the jobs of one sweep directory, found again by a later call."""
+        if self.extra and self.extra.get("name"):
+            return str(self.extra["name"])
+        return "possym-" + hashlib.sha1(str(Path(self.folder).resolve()).encode()).hexdigest()[:10]
+
     def _executor(self) -> Any:
         submitit = _require_extra("submitit", "slurm")
         executor = submitit.AutoExecutor(folder=str(self.folder), cluster=self.cluster)
-        params: dict[str, Any] = {"timeout_min": self.time_min, "cpus_per_task": self.cpus, "name": "possym",
+        params: dict[str, Any] = {"timeout_min": self.time_min, "cpus_per_task": self.cpus, "name": self.job_name,
                                   "slurm_array_parallelism": self.array_parallelism}
         if self.gpus:
             params["gpus_per_node"] = self.gpus
         if self.partition:
             params["slurm_partition"] = self.partition
-        generic = {"mem_gb", "nodes", "tasks_per_node", "stderr_to_stdout", "name"}
+        generic = {"mem_gb", "nodes", "tasks_per_node", "stderr_to_stdout", "name"}  # submitit's own names
         for key, value in (self.extra or {}).items():
             params[key if key in generic else f"slurm_{key}"] = value
         try:
@@ -220,17 +231,49 @@ class SlurmEngine:
         if state == "" or job.paths.result_pickle.exists():
             try:
                 return job.result(), None
-            except Exception as exc:  # submitit re-raises the trial's exception (a FailedJobError)
+            except Exception as exc:  # submitit re-raises the unit's exception (a FailedJobError)
                 return None, _error(exc)
         # The log first and the verdict last: a report shows an error's last line.
         return None, (f"{job.paths.stderr} ends:\n{_log_tail(job.paths.stderr)}\n"
                       f"slurm job {job.job_id} ended {state} without a result (cancelled, killed, out of time or "
                       "memory, or its node failed); its next run resumes it from its last saved state")
 
+    def end_leftovers(self, timeout_s: float = 180) -> list[str]:
+        """Cancel this folder's jobs that an earlier call left running, and wait until they have ended; return them.
+
+        A sweep killed hard (SIGKILL, a lost login session) cannot cancel its jobs, and they train on;
+        resubmitting their runs beside them would train each twice, into one directory. Cancelling
+        loses at most the steps since their last resumable state, which the new jobs redo.
+        """
+        import subprocess
+
+        user = ["--user", str(os.getuid())]
+        query = ["squeue", "--noheader", "--array", "--name", self.job_name, *user, "--format=%i"]
+
+        def alive() -> list[str]:
+            done = subprocess.run(query, capture_output=True, text=True, timeout=60)
+            if done.returncode != 0:
+                raise PossymError(f"{' '.join(query)} failed: {done.stderr.strip()[-300:]}")
+            return done.stdout.split()
+
+        left = alive()
+        if left:
+            subprocess.run(["scancel", *left], capture_output=True, text=True, timeout=60)
+            deadline = time.monotonic() + timeout_s
+            while alive():
+                if time.monotonic() > deadline:
+                    raise PossymError(f"slurm jobs {', '.join(left)} of an earlier call into {self.folder} did not end "
+                                      f"{timeout_s:.0f} s after scancel; they would train their runs beside new "
+                                      "jobs. Wait for them (squeue), then rerun")
+                time.sleep(self.poll_s)
+        return left
+
     def map(self, fn: Callable[[Any], Any], items: list[Any]) -> Iterator[Outcome]:
         if not items:
             return
         executor = self._executor()
+        if self.cluster == "slurm":
+            self.end_leftovers()
         jobs = executor.map_array(fn, items)  # one sbatch for the lot: schedulers limit submissions
         pending = dict(zip(jobs, items, strict=True))
         try:
@@ -263,7 +306,7 @@ def make_engine(
 ):
     """The engine called ``name`` (one of :data:`ENGINES`).
 
-    ``cpus`` is what each trial asks of Ray or Slurm (the sweep's torch threads per trial). For Slurm,
+    ``cpus`` is what each run asks of Ray or Slurm (the experiment's torch threads per run). For Slurm,
     ``log_dir`` (default ``out/submitit``) holds the jobs' pickles and logs and, like ``out``, must be
     on a filesystem the compute nodes share; ``cluster`` None or "slurm" submits with sbatch,
     "local"/"debug" runs submitit's local executors.

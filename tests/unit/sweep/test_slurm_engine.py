@@ -17,14 +17,19 @@ def fake_commands(tmp_path: Path, squeue_out: str, squeue_rc: int = 0, squeue_er
     """sbatch that accepts job 42 (running nothing), squeue that prints ``squeue_out``; no sacct."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
+    calls, left = tmp_path / "calls.txt", bin_dir / "leftovers.out"
     scripts = {
-        "sbatch": "echo 'Submitted batch job 42'",
+        "sbatch": f"echo sbatch >> {calls}; echo 'Submitted batch job 42'",
         "srun": "exit 0",
-        "scancel": f"echo \"$@\" >> {tmp_path / 'scancel.txt'}",
-        "squeue": f"cat {bin_dir / 'squeue.out'}; cat {bin_dir / 'squeue.err'} >&2; exit {squeue_rc}",
+        # scancel ends what it names: the leftovers are gone once cancelled
+        "scancel": f"echo scancel \"$@\" >> {calls}; : > {left}",
+        # squeue --name: the jobs an earlier call left running (none unless a test writes them)
+        "squeue": (f'case "$*" in *--name*) cat {left}; exit 0;; esac; '
+                   f"cat {bin_dir / 'squeue.out'}; cat {bin_dir / 'squeue.err'} >&2; exit {squeue_rc}"),
     }
     (bin_dir / "squeue.out").write_text(squeue_out)
     (bin_dir / "squeue.err").write_text(squeue_err)
+    left.write_text("")
     for name, body in scripts.items():
         path = bin_dir / name
         path.write_text(f"#!/bin/sh\n{body}\n")
@@ -58,7 +63,23 @@ def test_jobs_that_end_without_a_result_are_errors_naming_their_state_without_sa
     assert set(outcomes) == {-1, -2} and all(result is None for result, _ in outcomes.values())
     assert outcomes[-1][1].splitlines()[-1].startswith("slurm job 42_0 ended CANCELLED without a result")
     assert outcomes[-2][1].splitlines()[-1].startswith("slurm job 42_1 ended FAILED without a result")
-    assert not (tmp_path / "scancel.txt").exists()  # nothing left to cancel
+    assert (tmp_path / "calls.txt").read_text().split() == ["sbatch"]  # nothing left over, nothing to cancel
+
+
+def test_jobs_an_earlier_killed_call_left_running_are_cancelled_before_their_runs_are_resubmitted(
+        tmp_path, monkeypatch):
+    pytest.importorskip("submitit")
+    bin_dir = fake_commands(tmp_path, "42_0 CANCELLED\n")
+    on_path(monkeypatch, bin_dir)
+    (bin_dir / "leftovers.out").write_text("41_0\n41_1\n")
+    engine = SlurmEngine(tmp_path / "jobs", poll_s=0.05)
+    list(engine.map(abs, [-1]))
+    # Cancelled first, then submitted: never two jobs training one run.
+    assert (tmp_path / "calls.txt").read_text().splitlines() == ["scancel 41_0 41_1", "sbatch"]
+    # One folder, one name: the next call finds these jobs; another sweep's folder has another.
+    assert engine.job_name == SlurmEngine(tmp_path / "jobs").job_name != SlurmEngine(tmp_path / "other").job_name
+    (script,) = (tmp_path / "jobs").rglob("*submission.sh")
+    assert f"--job-name={engine.job_name}" in script.read_text()
 
 
 def test_the_slurm_engine_refuses_without_sbatch_and_names_bad_settings(tmp_path, monkeypatch):
