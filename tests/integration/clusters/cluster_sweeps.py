@@ -16,7 +16,7 @@ import yaml
 import possym
 
 SRC = Path(possym.__file__).resolve().parents[1]  # the possym under test, for the cluster's own processes
-STEPS = 2000  # long enough that a job Slurm takes ~5 s to kill is still training when it dies
+STEPS = 4000  # ~25 s a run: a job Slurm takes seconds to kill, and one orphaned, are still training
 EVERY = 100  # evaluation, checkpoint and resumable state
 SCORE = {"n_inputs": 4, "figures": False, "frequency": False}
 RUNS = ("number-s0", "number-s1")
@@ -82,7 +82,8 @@ def assert_ran_once(out: Path, rid: str) -> None:
     assert steps == list(range(0, STEPS + 1, EVERY)), steps
 
 
-def assert_resumed_once(out: Path, rid: str, resumed_from: int, died_at: float, rerun_at: float) -> None:
+def assert_resumed_once(out: Path, rid: str, resumed_from: int, died_at: float, rerun_at: float,
+                        trains: int = 2) -> None:
     """Trained up to ``resumed_from`` before it died and never again; trained after it only once, resumed.
 
     The evidence is the resume log (training started twice, scoring once) and the metrics log: an
@@ -93,7 +94,8 @@ def assert_resumed_once(out: Path, rid: str, resumed_from: int, died_at: float, 
     """
     from possym.runs import RunDir
 
-    assert {s: e["attempts"] for s, e in resume_log(out, rid).items()} == {"train": 2, "score": 1}
+    log = resume_log(out, rid)
+    assert {s: e["attempts"] for s, e in log.items()} == {"train": trains, "score": 1}, log
     evals = [r for r in RunDir.open(out / "runs" / rid).metrics() if r.get("event") == "eval"]
     steps = [r["step"] for r in evals]
     assert steps == list(range(0, STEPS + 1, EVERY)), steps  # each step logged once, none lost
@@ -107,10 +109,11 @@ def assert_resumed_once(out: Path, rid: str, resumed_from: int, died_at: float, 
 
 
 def wait_mid_training(out: Path, runs: tuple[str, ...], proc: subprocess.Popen,
-                      owner: Callable[[int], bool] | None = None, timeout_s: float = 240) -> tuple[str, int]:
-    """The first of ``runs`` seen training once it has saved its resumable state at step EVERY or later (in a
-    process for which ``owner(pid)`` holds, where given), with the pid of that process: the one holding the
-    run's log OUT/logs/ID.log open. Fails if the sweep ends, or a run finishes, first."""
+                      owner: Callable[[int], bool] | None = None, timeout_s: float = 240,
+                      after: int = 0) -> tuple[str, int]:
+    """The first of ``runs`` seen training once it has saved its resumable state at step EVERY or later, and
+    past ``after`` (in a process for which ``owner(pid)`` holds, where given), with the pid of that process:
+    the one holding the run's log OUT/logs/ID.log open. Fails if the sweep ends, or a run finishes, first."""
     from cluster_procs import holders
 
     from possym.runs import RunDir
@@ -129,7 +132,7 @@ def wait_mid_training(out: Path, runs: tuple[str, ...], proc: subprocess.Popen,
                 state = RunDir.open(run).load_state()
             except Exception:  # being replaced as we read it
                 continue
-            if state is None or state["step"] < EVERY:
+            if state is None or state["step"] < max(EVERY, after + 1):
                 continue
             pids = [p for p in holders(log) if owner is None or owner(p)]
             if pids:

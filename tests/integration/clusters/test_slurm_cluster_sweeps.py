@@ -1,7 +1,8 @@
 """`possym sweep --engine slurm` on a real one-node Slurm cluster (submitit, sbatch, accounting off):
 one job cancelled mid-run with scancel and another whose process is SIGKILLed mid-run; the rerun
-resumes both from their last state, nothing is lost or trained twice, and the grid equals the local
-engine's."""
+resumes both from their last state; its own driver is SIGKILLed, leaving its jobs running, and the
+next call cancels them before it resumes the runs. Nothing is lost or trained twice, and the grid
+equals the local engine's."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from possym.runs import RunDir
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(900)]
 
 
-def test_slurm_jobs_cancelled_or_killed_mid_run_resume_on_rerun_and_the_grid_equals_the_local_engines(
+def test_slurm_jobs_cancelled_or_killed_mid_run_or_orphaned_resume_on_rerun_and_equal_the_local_engines(
     slurm, reference, tmp_path, tiny_overrides
 ):
     spec = write_grid(tmp_path / "grid.yaml", tiny_overrides, retries=0)
@@ -77,12 +78,31 @@ def test_slurm_jobs_cancelled_or_killed_mid_run_resume_on_rerun_and_the_grid_equ
         assert not any(r.get("event") == "final" for r in run.metrics())
         states[rid] = state["step"]
 
+    # The rerun resumes both; its driver is then SIGKILLed mid-run, as a lost login session would end it,
+    # so it cannot cancel its jobs, which train on.
     rerun_at = time.time()
-    second = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    assert second.returncode == 0, second.stdout + second.stderr
-    assert "2/2 runs done, 0 failed, 0 retried (none), engine slurm" in second.stdout, second.stdout
+    second = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    leftovers = {}
+    try:
+        for rid in RUNS:
+            _, pid = wait_mid_training(out, (rid,), second, after=states[rid])
+            job_env = environ(pid)
+            leftovers[rid] = f"{job_env['SLURM_ARRAY_JOB_ID']}_{job_env['SLURM_ARRAY_TASK_ID']}"
+        second.kill()
+        second.communicate(timeout=30)
+    finally:
+        if second.poll() is None:
+            second.kill()
+            second.wait()
+    assert all(slurm.jobs()[j] == "RUNNING" for j in leftovers.values()), slurm.jobs()
+
+    # The third call cancels the jobs the killed one left, then resumes both runs: never two jobs on one run.
+    third = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert third.returncode == 0, third.stdout + third.stderr
+    assert "2/2 runs done, 0 failed, 0 retried (none), engine slurm" in third.stdout, third.stdout
+    assert all(slurm.jobs()[j] == "CANCELLED" for j in leftovers.values()), slurm.jobs()
     for rid in RUNS:
         assert_same_results(out, reference, rid)
-        assert_resumed_once(out, rid, states[rid], died_at, rerun_at)
+        assert_resumed_once(out, rid, states[rid], died_at, rerun_at, trains=3)
     # No sacct here (accounting storage off): the engine followed the jobs through squeue.
     assert subprocess.run(["sacct", "-j", jobs[RUNS[0]]], env=env, capture_output=True).returncode != 0
