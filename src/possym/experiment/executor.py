@@ -35,6 +35,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -291,6 +292,7 @@ def _run_on(engine: Any, units: list[Unit], outcome: ExperimentOutcome, retries:
             else:
                 for rid in ids:
                     outcome.failed[rid] = error
+                _record_lost(unit, error)
                 state = "failed" if attempt == retries else "retry"
                 if state == "retry":
                     again.append(unit)
@@ -298,6 +300,18 @@ def _run_on(engine: Any, units: list[Unit], outcome: ExperimentOutcome, retries:
             if on_unit:
                 on_unit(unit, state)
         todo = again
+
+
+def _record_lost(unit: Unit, error: str) -> None:
+    """A worker that died (its job cancelled or killed, its node lost) left its stage ``running`` in the log,
+    with no error: record the engine's account of it there. A stage that raised has recorded its own."""
+    log = ResumeLog(Path(unit.out))
+    for spec in unit.runs:
+        for stage, _ in unit.stages:
+            entry = log.entry(spec.id, stage.name)
+            if entry is not None and entry["status"] == "running":
+                started = datetime.fromisoformat(entry["started"]) if entry.get("started") else datetime.now(UTC)
+                log.fail(spec.id, stage.name, (datetime.now(UTC) - started).total_seconds(), error)
 
 
 def _experiment_stage(stage: Stage, cfg: Any, context: ExperimentDir, log: ResumeLog, outcome: ExperimentOutcome,
