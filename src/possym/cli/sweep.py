@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
 
         def on_unit(unit, state: str) -> None:
             if state == "done":
-                bar.update(1)
+                bar.update(len(unit.runs))
             else:
                 bar.write(f"{unit.id}: {state} (see {out / 'log'}/ID.json)")
 
