@@ -153,14 +153,17 @@ def run_experiment(exp: Experiment, out: str | Path, *, engine: Any = None, prog
 
 def run_unit(unit: Unit) -> dict[str, Any]:
     """Run a unit's stages that are not done (a worker's function: top level, plain data in and out); a
-    ``runs``-scope stage sees the unit's runs together, a ``run``-scope stage each in turn."""
+    ``runs``-scope stage sees the unit's runs together, a ``run``-scope stage each in turn. A run whose
+    stage fails is left out of its later stages while the unit's other runs go on; the unit then raises,
+    naming every run that failed and why."""
     log = ResumeLog(Path(unit.out))
     dirs = {spec.id: RunDir.open(Path(unit.out) / "runs" / spec.id) for spec in unit.runs}
     ran: list[tuple[str, str]] = []
+    errors: dict[str, str] = {}
     with torch_threads(unit.threads), _output_to(Path(unit.out) / "logs" / f"{unit.id}.log", stderr=True):
         for stage, cfg in unit.stages:
             key = stage.key_of(cfg)
-            todo = [rid for rid in dirs if not log.done(rid, stage.name, key, _defaults(stage))]
+            todo = [rid for rid in dirs if rid not in errors and not log.done(rid, stage.name, key, _defaults(stage))]
             batches = [todo] if stage.scope == "runs" else [[rid] for rid in todo]
             for batch in (b for b in batches if b):
                 for rid in batch:
@@ -173,11 +176,14 @@ def run_unit(unit: Unit) -> dict[str, Any]:
                         stage.run(dirs[batch[0]], cfg)
                 except Exception as exc:
                     for rid in batch:
-                        log.fail(rid, stage.name, time.perf_counter() - t0, _error(exc))
-                    raise
+                        errors[rid] = _error(exc)
+                        log.fail(rid, stage.name, time.perf_counter() - t0, errors[rid])
+                    continue
                 for rid in batch:
                     log.finish(rid, stage.name, (time.perf_counter() - t0) / len(batch))
                     ran.append((rid, stage.name))
+    if errors:
+        raise RuntimeError("; ".join(f"{rid}: {e.splitlines()[-1] if e else ''}" for rid, e in errors.items()))
     return {"unit": unit.id, "ran": ran}
 
 
@@ -193,6 +199,10 @@ def _segments(exp: Experiment) -> list[tuple[tuple[Stage, Any], ...]]:
         else:
             out[-1].append((stage, cfg))
     return [tuple(s) for s in out]
+
+
+def _all_done(spec: RunSpec, segment: tuple[tuple[Stage, Any], ...], log: ResumeLog) -> bool:
+    return all(log.done(spec.id, s.name, s.key_of(c), _defaults(s)) for s, c in segment)
 
 
 def _runs_done(spec: RunSpec, segment: tuple[tuple[Stage, Any], ...], log: ResumeLog,
@@ -277,13 +287,15 @@ def _attempt(units: list[Unit], stage: Stage, cfg: Any, log: ResumeLog, outcome:
 
 def _run_on(engine: Any, units: list[Unit], outcome: ExperimentOutcome, retries: int,
             on_unit: Callable[[Unit, str], None] | None) -> None:
+    log = ResumeLog(outcome.out)
     todo = list(units)
     for attempt in range(retries + 1):
         if not todo:
             break
         again = []
         for unit, result, error in engine.map(run_unit, todo):
-            ids = [r.id for r in unit.runs]
+            # A unit that failed may have finished some of its runs: only the others count as failed.
+            ids = [r.id for r in unit.runs if error is None or not _all_done(r, unit.stages, log)]
             if error is None:
                 outcome.ran += [tuple(x) for x in (result or {}).get("ran", [])]
                 for rid in ids:
@@ -295,7 +307,7 @@ def _run_on(engine: Any, units: list[Unit], outcome: ExperimentOutcome, retries:
                 _record_lost(unit, error)
                 state = "failed" if attempt == retries else "retry"
                 if state == "retry":
-                    again.append(unit)
+                    again.append(dataclasses.replace(unit, runs=tuple(r for r in unit.runs if r.id in ids)))
                     outcome.retried += [rid for rid in ids if rid not in outcome.retried]
             if on_unit:
                 on_unit(unit, state)

@@ -37,7 +37,8 @@ def write_grid(path: Path, tiny: list[str], retries: int = 0) -> Path:
     overrides = [*tiny, f"train.steps={STEPS}", f"train.eval_every={EVERY}", f"train.checkpoint_every={EVERY}",
                  f"train.state_every={EVERY}"]
     path.write_text(yaml.safe_dump({"tasks": ["number"], "seeds": [0, 1], "overrides": overrides,
-                                    "stages": {"score": SCORE}, "retries": retries, "threads": 1}))
+                                    "stages": {"train": {"group": False}, "score": SCORE},  # a job per run
+                                    "retries": retries, "threads": 1}))
     return path
 
 

@@ -143,3 +143,35 @@ def test_an_unknown_stage_or_setting_is_an_error_that_names_the_known_ones(tiny_
     with pytest.raises(PossymError, match="neither a run section"):
         apply_overrides(exp, ["lengthgen.n=5"])
     assert get_stage("score").settings_from({"n_inputs": 7}).n_inputs == 7
+
+
+class InProcessEngine:
+    """An engine that runs each unit here, reporting an exception as the unit's error (as the pool does)."""
+
+    def __init__(self):
+        self.units = []
+
+    def map(self, fn, items):
+        for item in items:
+            self.units.append(item.id)
+            try:
+                yield item, fn(item), None
+            except Exception as exc:
+                yield item, None, repr(exc)
+
+
+def test_runs_that_train_as_one_group_share_a_unit_and_a_failure_in_one_leaves_the_other_done(
+        tmp_path, tiny_overrides, count_stage):
+    stage = register_stage(Stage("fails_for_seed_1", CountConfig, failing, scope="run"), replace=True)
+    try:
+        exp = tiny_experiment(tiny_overrides, {"fails_for_seed_1": {}, "count_checkpoints": {}}, retries=1)
+        engine = InProcessEngine()
+        outcome = run_experiment(exp, tmp_path, engine=engine, progress=False)
+    finally:
+        unregister_stage(stage.name)
+    # seeds 0 and 1 share a batched step, so they go as one unit; the retry sends only the run that failed
+    assert engine.units == ["number-s0+1", "number-s1"]
+    assert list(outcome.failed) == ["number-s1"] and outcome.retried == ["number-s1"]
+    assert (tmp_path / "runs" / "number-s0" / "count.json").exists()  # its later stage ran despite its companion
+    train = json.loads((tmp_path / "log" / "number-s0.json").read_text())["stages"]["train"]
+    assert train["status"] == "done" and train["attempts"] == 1

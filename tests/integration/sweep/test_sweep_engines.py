@@ -24,12 +24,17 @@ from possym.runs import RunDir, read_csv
 SCORE = {"n_inputs": 4, "figures": False, "frequency": False}
 
 
+# One run per unit of work: these tests hold what the engines do with units (their seeds would otherwise
+# train as one group, in one unit; tests/integration/experiment covers grouped units).
+ALONE = {"train": {"group": False}}
+
+
 def write_spec(path: Path, tiny: list[str], seeds=(0, 1), stages=None, **extra) -> Path:
     data = {
         "tasks": ["number"],
         "seeds": list(seeds),
         "overrides": tiny,
-        "stages": stages if stages is not None else {"score": SCORE},
+        "stages": {**ALONE, **(stages if stages is not None else {"score": SCORE})},
         "retries": 0,
         **extra,
     }

@@ -81,7 +81,7 @@ def flaky_stage():
 def test_failed_runs_are_retried_a_bounded_number_of_times_then_reported(tmp_path, flaky_stage, tiny_overrides):
     exp = experiment_from_dict({"tasks": ["number"], "seeds": [0, 1], "retries": 2,
                                 "overrides": [*tiny_overrides, "train.steps=2"],
-                                "stages": {"fails_for_seed_1": {}}})
+                                "stages": {"train": {"group": False}, "fails_for_seed_1": {}}})
     engine = SequentialEngine()
     outcome = run_sweep(exp, tmp_path, engine, summary=False)
     assert engine.calls == ["number-s0", "number-s1", "number-s1", "number-s1"]
@@ -110,7 +110,7 @@ class DyingEngine:
 
 def test_a_run_whose_worker_died_mid_stage_has_the_engines_account_in_its_resume_log(tmp_path, tiny_overrides):
     exp = experiment_from_dict({"tasks": ["number"], "seeds": [0], "retries": 1, "overrides": tiny_overrides,
-                                "stages": {}})
+                                "stages": {"train": {"group": False}}})
     outcome = run_sweep(exp, tmp_path, DyingEngine(), summary=False)
     assert outcome.retried == ["number-s0"] and "CANCELLED" in outcome.failed["number-s0"]
     entry = json.loads((tmp_path / "log/number-s0.json").read_text())["stages"]["train"]
