@@ -358,7 +358,9 @@ def _compiled_group_block() -> Callable:
     return torch.compile(_group_block, dynamic=False, options={**_INDUCTOR_OPTIONS})
 
 
-def _graphs() -> contextlib.AbstractContextManager:
+def _graphs(compiled: bool) -> contextlib.AbstractContextManager:
+    if not compiled:
+        return contextlib.nullcontext()
     import torch._dynamo
 
     return torch._dynamo.config.patch(recompile_limit=_RECOMPILE_LIMIT)
@@ -425,7 +427,7 @@ class ModelGroup:
         scales = [1.0] * S if loss_scales is None else list(loss_scales)
         scale = torch.tensor(scales, dtype=self.dtype, device=self.device)  # a tensor: no recompile per scale
         fn = _compiled_group_grads() if compiled else _group_grads
-        with _graphs():
+        with _graphs(compiled):
             loss, grads = fn(self.params, self.cfg, tokens, answers, bits.to(self.device), rotors, precision, scale)
         if any(s != 1.0 for s in scales):
             grads = {k: g / scale.view(S, *([1] * (g.dim() - 1))) for k, g in grads.items()}
@@ -460,7 +462,7 @@ class ModelGroup:
         mm = MATMUL_DTYPES.get(precision, self.dtype)
         rotors = stacked_rotors([self.members[i].cfg for i in idx], T, self.dtype, real=compiled, device=tokens.device)
         block_fn = _compiled_group_block() if compiled else _group_block
-        with _graphs():
+        with _graphs(compiled):
             last = _forward(params, cfg, tokens, DropoutMasks.none(cfg.n_layers), mm, rotors, None, block_fn)
         hf = _final_ln(params, last, cfg.ln_eps)[0]
         return torch.baddbmm(params["unembed.bias"][:, None], hf, params["unembed.weight"].mT)
