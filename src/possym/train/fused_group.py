@@ -22,16 +22,24 @@ plain normalisation on ``dh * w``. Precision is one per group: a batched matmul 
 so bf16, fp16 and fp32 members cannot share a step.
 
 Why batched matmuls and not ``torch.func.stack_module_state`` + ``vmap``: the ``vmap`` recipe batches
-the module's autograd (the path this step replaces, 2.5x slower per model) and draws dropout from one
-global stream (``randomness="different"``), so no member could draw its single run's masks; ``vmap`` of
-this hand-written step is not possible either, as its in-place writes into ``out=`` are not batchable.
-Measured on the paper model (1 thread, S = 4, eager, fp32, a busy 2-core machine; docs/results.md):
-the batched step took 0.40 of the time of vmap over the module's autograd.
+the module's autograd (the path the hand-written step replaced, 2.5x slower per model) and draws
+dropout from one stream for all members (``randomness="different"``), so no member could draw its
+single run's masks, and it leaves the gradients outside ``.grad``, away from each member's AdamW.
+Measured on the paper model (S = 4, one thread, eager fp32, batch 64 x 17, a busy 2-core CPU,
+medians of 5 interleaved windows, both without dropout and without the optimiser step): vmap over
+the module's autograd took 1.30x the batched step's time (427 against 328 ms a member-step; four
+single steps one after another, 316); ``benchmarks/bench_seeds.py --eager --precision fp32 --sizes 4
+--vmap`` repeats it with dropout and AdamW in the batched step. On that
+CPU neither gains over single runs (the step is matmul-bound: see docs/results.md); the batched step
+is kept because it is the faster of the two, draws each member's own masks, and fills an
+accelerator that one model leaves idle.
 
 Each member's arithmetic touches no other member's numbers (a batched matmul multiplies each
 member's matrices on their own; every reduction runs within one member), so a member's step does not
-depend on what the other members hold; on this CPU, with one thread, it does not depend on S either
-(tested bitwise in eager mode).
+depend on what the other members hold. Eager, it does not depend on S either (tested bitwise);
+compiled, Inductor's kernels depend on the group's layout (S, and each slot's rates and planes), so
+equal layouts give equal bits (tested) and a member records its layout to resume in it
+(:mod:`possym.train.group`).
 
 Example (two members; their gradients land in each member's ``.grad``):
     >>> from possym.train.fused import draw_bits
