@@ -10,7 +10,7 @@ STAMP := $(VENV)/.possym-installed
 # only `make test` installs it, with apt as root or through sudo. `make demo` never touches the system.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup browser demo test test-slow lint bench clean
+.PHONY: setup browser demo test test-slow test-slurm test-ray lint bench clean
 
 setup: $(STAMP)
 
@@ -31,15 +31,26 @@ $(STAMP): pyproject.toml Makefile
 	touch $(STAMP)
 
 demo: setup
-	$(BIN)/possym reproduce --preset quick --out runs/demo
+	$(BIN)/possym reproduce --preset quick --out runs/demo --workers 2
 
+# The default suite includes the cluster tests (tests/integration/clusters): the Ray one everywhere, the
+# Slurm one as root (it installs slurm-wlm and munge with apt when absent); without root it is skipped,
+# and -rs prints why.
 test: setup browser
 	$(BIN)/python -m mypy
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -rs
 
 test-slow: setup
 	# exit code 5 is pytest's "no tests collected": no test is marked slow at present
 	$(BIN)/python -m pytest -q -m slow || [ $$? -eq 5 ]
+
+# A one-node Slurm cluster of the real daemons (as root: `sudo make test-slurm`), sweeps killed mid-run.
+test-slurm: setup
+	$(BIN)/python -m pytest -q -rs -m slurm tests/integration/clusters
+
+# A two-node Ray cluster of `ray start` processes on loopback addresses, a node killed mid-run.
+test-ray: setup
+	$(BIN)/python -m pytest -q -rs -m ray tests/integration/clusters
 
 lint: setup
 	$(BIN)/ruff check src tests benchmarks

@@ -26,18 +26,24 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 
 from possym.config import RunConfig, config_from_saved
 from possym.config import load_config as _load_config
 from possym.devices import resolve_device, torch_threads
 from possym.errors import PossymError, RunError
-from possym.records import GAMMA, LengthPoint, PurityRecord, ScoreRecord, Table1Record, frame
+from possym.records import GAMMA, LengthRecord, PurityRecord, ScoreRecord, Table1Record, frame
 from possym.runs import RunDir, StepSpec, ensure_run
 from possym.scores.metric import TAU
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+    from possym.model.gptj import GPTJ
 
 __all__ = ["Run", "head_scores", "load_config", "load_model", "open_run", "train_model", "train_models"]
 
@@ -58,7 +64,7 @@ def load_config(task: str, preset: str | None = None, overrides: list[str] | Non
     return _load_config(task, preset, [*(overrides or []), *extra])
 
 
-def load_model(checkpoint: str | Path, dtype: torch.dtype = torch.float32, device: str | None = None):  # -> GPTJ
+def load_model(checkpoint: str | Path, dtype: torch.dtype = torch.float32, device: str | None = None) -> GPTJ:
     """A checkpoint file on its own: the config written into its safetensors header builds the model,
     on ``device`` (default the CPU; ``"auto"``: the best here).
 
@@ -70,12 +76,15 @@ def load_model(checkpoint: str | Path, dtype: torch.dtype = torch.float32, devic
     path = Path(checkpoint)
     if not path.is_file():
         raise RunError(f"checkpoint {path} does not exist")
-    with safe_open(str(path), framework="pt") as f:
-        header = f.metadata() or {}
-        if "config" not in header:
-            raise RunError(f"{path} carries no config in its header; open its run directory instead")
-        cfg = config_from_saved(json.loads(header["config"]))
-        state = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open is not a mapping)
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            header = f.metadata() or {}
+            state = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open is not a mapping)
+    except (SafetensorError, OSError, RuntimeError) as exc:
+        raise RunError(f"checkpoint {path} is truncated or corrupt ({exc}); take another step's, or retrain") from exc
+    if "config" not in header:
+        raise RunError(f"{path} carries no config in its header; open its run directory instead")
+    cfg = config_from_saved(json.loads(header["config"]))
     model = GPTJ(dataclasses.replace(cfg.model, d_vocab=len(task_vocab(cfg.task))))
     model.load_state_dict(state)
     return model.to(device=None if device is None else resolve_device(device), dtype=dtype).eval()
@@ -175,11 +184,11 @@ class Run:
         accuracy) or ``"final"``."""
         return self.dir.resolve_step(step)
 
-    def model(self, step: StepSpec = "final", dtype: torch.dtype = torch.float32, device: str | None = None):  # -> GPTJ
+    def model(self, step: StepSpec = "final", dtype: torch.dtype = torch.float32, device: str | None = None) -> GPTJ:
         """The model at ``step``, in eval mode, on ``device`` (default the CPU; ``"auto"``: the best here)."""
         return self.dir.load_model(step, dtype, None if device is None else resolve_device(device))
 
-    def metrics(self):  # -> pandas.DataFrame
+    def metrics(self) -> pd.DataFrame:
         """Validation accuracy over training, long form: ``step, hop, accuracy, loss``; ``hop`` 0 is the
         accuracy over all hops (the one ``best`` maximises), ``hop`` h the h-hop inputs alone."""
         import pandas as pd
@@ -193,7 +202,7 @@ class Run:
                      for k, v in m.items() if k.startswith("acc_hop")]
         return pd.DataFrame(rows, columns=["step", "hop", "accuracy", "loss"])
 
-    def scores(self, **settings: Any):  # -> pandas.DataFrame
+    def scores(self, **settings: Any) -> pd.DataFrame:
         """s_POS, s_SYM, entropy of every head at every checkpoint (``scores.csv``): read back when it
         was made with these settings (:class:`possym.stages.score.ScoreConfig`), else computed and written."""
         from possym.stages.score import ScoreConfig, cached_scores, score_run
@@ -205,7 +214,7 @@ class Run:
             rows = score_run(self.dir, cfg).scores
         return frame([r for r in rows if r.step in wanted], ScoreRecord)
 
-    def purity(self, gamma: float = GAMMA, **settings: Any):  # -> pandas.DataFrame
+    def purity(self, gamma: float = GAMMA, **settings: Any) -> pd.DataFrame:
         """Per head, its first passage to purity at ``gamma`` (0.1 or 0.05: ``purity.csv``); scores first if needed."""
         self.scores(**settings)
         every = self.dir.read("purity", PurityRecord)
@@ -214,7 +223,7 @@ class Run:
             raise PossymError(f"purity.csv has no rows at gamma={gamma}; it holds {sorted({r.gamma for r in every})}")
         return frame(rows, PurityRecord)
 
-    def table1(self, **settings: Any):  # -> pandas.DataFrame
+    def table1(self, **settings: Any) -> pd.DataFrame:
         """Table 1: each head's weighted mean frequency ID at the table step (``table1.csv``); scores first
         if needed."""
         rows = self.dir.read("table1", Table1Record)
@@ -224,11 +233,32 @@ class Run:
             rows = score_run(self.dir, ScoreConfig(**{"figures": False, **settings})).table1
         return frame(rows, Table1Record)
 
-    def length_curve(self, grid: tuple[int, ...] | None = None, step: StepSpec = "final", **settings: Any):
+    def plot_scores(self, query: str = "last", **settings: Any) -> Figure:
+        """Fig. 6 of this run: s_POS, s_SYM and normalised entropy of every head over training (scores first
+        if needed, with ``settings`` as :meth:`scores`), the best step dashed."""
+        from possym.report.score_plots import fig6_layer_scores
+
+        scores = self.scores(**settings)
+        name = self.config.task.name
+        return fig6_layer_scores(scores, best_step=self.dir.best(), query=query,
+                                 title=f"{name} task: s_POS, s_SYM and entropy per layer")
+
+    def plot_length_curve(self, grid: tuple[int, ...] | None = None, step: StepSpec = "final",
+                          **settings: Any) -> Figure:
+        """Fig. 5B of this run: accuracy against extra tokens K, pooled and per hop count, with the paper's
+        curve dashed (measured first if needed, as :meth:`length_curve`)."""
+        from possym.paper import paper_numbers
+        from possym.report.length_plots import plot_length_curves
+
+        curve = self.length_curve(grid, step, **settings)
+        return plot_length_curves({self.config.task.name: curve}, paper_numbers()["fig5b_length_generalisation"])
+
+    def length_curve(self, grid: tuple[int, ...] | None = None, step: StepSpec = "final",
+                     **settings: Any) -> pd.DataFrame:
         """Accuracy with K extra tokens (Fig. 5B) at checkpoint ``step``, with Wilson and per-prefix
         intervals (``lengthgen.csv``): measured once per settings and step, then read back."""
         from possym.evaluate.lengthgen import LengthGenConfig
         from possym.stages.lengthgen import length_curve
 
         cfg = LengthGenConfig(**settings) if grid is None else LengthGenConfig(grid=grid, **settings)
-        return frame(length_curve(self.dir, cfg, step), LengthPoint)
+        return frame(length_curve(self.dir, cfg, step), LengthRecord)

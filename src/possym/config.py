@@ -58,7 +58,7 @@ class ModelConfig:
       ``"gelu_new"`` (the tanh approximation; ``paper_v1``).
     - ``mlp=False`` drops every block's MLP (attention-only blocks, the metric paper's toy heads).
 
-    Three options steer which RoPE planes a layer uses (the paper's future work, issue 8). Plane k
+    Three options steer which RoPE planes a layer uses (the paper's future work). Plane k
     (1-based frequency ID k) rotates by θ_k = base^(−2(k−1)/rot_dim) per position. Defaults keep
     plain RoPE bit for bit.
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import yaml
@@ -51,7 +51,7 @@ from possym.records import (
     DiscrepancyHeadRecord,
     DiscrepancySummaryRecord,
     FrequencyUseRecord,
-    LengthPoint,
+    LengthRecord,
     PlaneScoreRecord,
     PurityRecord,
     R,
@@ -62,6 +62,10 @@ from possym.records import (
     read_records,
     records_csv,
 )
+
+if TYPE_CHECKING:
+    from possym.config import ModelConfig
+    from possym.model.gptj import GPTJ
 
 __all__ = ["ARTIFACTS", "Artifact", "RunDir", "RunError", "StepSpec", "atomic_write_text", "best_step", "ensure_run",
            "config_differences"]
@@ -87,7 +91,7 @@ ARTIFACTS: dict[str, Artifact] = {
     "frequency_use": Artifact("frequency_use.csv", FrequencyUseRecord),
     "table1": Artifact("table1.csv", Table1Record),
     "plane_scores": Artifact("plane_scores.csv", PlaneScoreRecord),
-    "lengthgen": Artifact("lengthgen.csv", LengthPoint),
+    "lengthgen": Artifact("lengthgen.csv", LengthRecord),
     "lengthgen_settings": Artifact("lengthgen.json"),
     "discrepancy_heads": Artifact("theory/discrepancy_heads.csv", DiscrepancyHeadRecord),
     "discrepancy_accuracy": Artifact("theory/discrepancy_accuracy.csv", DiscrepancyAccuracyRecord),
@@ -304,7 +308,7 @@ class RunDir:
 
     def load_model(
         self, step: StepSpec = None, dtype: torch.dtype = torch.float32, device: torch.device | str | None = None
-    ):  # -> GPTJ
+    ) -> GPTJ:
         """The model at ``step`` (a number, ``"best"`` or ``"final"``; default: the last checkpoint), in eval
         mode, on ``device`` (default: the CPU; see :func:`possym.devices.resolve_device`)."""
         from possym.model.gptj import GPTJ
@@ -355,7 +359,8 @@ class RunDir:
         return step
 
     @property
-    def model_config(self):  # -> ModelConfig with d_vocab resolved from the task
+    def model_config(self) -> ModelConfig:
+        """The model's config with ``d_vocab`` resolved from the task."""
         import dataclasses
 
         from possym.tasks import task_vocab

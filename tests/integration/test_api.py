@@ -12,9 +12,8 @@ import torch
 import possym
 from possym.cli import main
 from possym.evaluate.lengthgen import LengthGenConfig
-from possym.records import LengthPoint, ScoreRecord, frame, read_records
+from possym.records import LengthRecord, ScoreRecord, frame, points_at, read_records
 from possym.runs import best_step
-from possym.records import points_at
 from possym.stages.lengthgen import length_curve
 
 
@@ -65,8 +64,41 @@ def test_length_curves_at_best_and_final_share_one_cached_file(run, capsys):
     cfg = LengthGenConfig(grid=(0, 5), n=4, n_prefixes=2)
     assert length_curve(run.dir, cfg, "best", force=True) == length_curve(run.dir, cfg, "best")  # cached = fresh
     assert run.length_curve(grid=(0, 5), n=4, n_prefixes=2, step="final").equals(
-        frame(points_at(run.dir.read("lengthgen", LengthPoint), run.step("final")), LengthPoint))
+        frame(points_at(run.dir.read("lengthgen", LengthRecord), run.step("final")), LengthRecord))
     capsys.readouterr()
     with pytest.raises(SystemExit):  # argparse refuses it, naming what is allowed
         main(["export", str(run.path), "--step", "nope", "--out", "x"])
     assert "best or final" in capsys.readouterr().err
+
+
+def test_a_corrupt_checkpoint_is_a_possym_error_that_names_the_file(tmp_path):
+    import possym
+    from possym.errors import RunError
+
+    bad = tmp_path / "step_000010.safetensors"
+    bad.write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{bad json")
+    with pytest.raises(RunError, match="step_000010.safetensors is truncated or corrupt"):
+        possym.load_model(bad)
+
+
+def test_run_scores_and_length_curve_leave_the_callers_thread_count_as_they_found_it(run):
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        run.scores(n_inputs=4, figures=False, frequency=False, threads=1, force=True)
+        assert torch.get_num_threads() == 2
+        run.length_curve(grid=(0, 10), step="final", n=4, n_prefixes=2)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_the_run_draws_its_own_figures_through_the_api(run):
+    from matplotlib.figure import Figure
+
+    fig = run.plot_scores(n_inputs=4, figures=False, frequency=False)
+    assert isinstance(fig, Figure) and len(fig.axes) >= run.config.model.n_layers
+    curve = run.plot_length_curve(grid=(0, 10), n=4, n_prefixes=2)
+    assert isinstance(curve, Figure) and curve.axes[0].lines

@@ -16,7 +16,7 @@ import torch
 from possym.config import ConfigError, ModelConfig, TrainConfig, load_config
 from possym.devices import batch_size_on, resolve_device
 from possym.evaluate import lengthgen
-from possym.evaluate.lengthgen import LengthGenConfig, length_curve
+from possym.evaluate.lengthgen import LengthGenConfig, measure_length_curve
 from possym.model.gptj import GPTJ
 from possym.scores.swaps import head_scores
 from possym.tasks import task_config
@@ -97,7 +97,7 @@ def test_the_length_curve_loop_runs_the_model_on_its_device(mode, monkeypatch):
     monkeypatch.setattr(lengthgen, "_to_host", to_host)
     task = task_config("letter", n_target=4, n_pretarget=4, max_hops=2, n_letters=40 // 2 - 9, n_ints=4)
     cfg = LengthGenConfig(grid=(0, 3, 10), n=4, n_prefixes=2, mode=mode)
-    records = length_curve(model, task, cfg)
+    records = measure_length_curve(model, task, cfg)
     assert seen and set(seen) == {META}
     assert len(records) == len(cfg.grid) * (1 + len(task.hops))
 

@@ -19,10 +19,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from possym.canonical.records import PositionRow, RunRow, WmaxRow
+if TYPE_CHECKING:  # the grid's config imports this module's records' package
+    from possym.canonical.grid import CanonicalGridConfig
+
+from possym.canonical.records import CellRecord, PositionRecord, WmaxRecord
 from possym.canonical.theorem7 import UNCENTRED
 from possym.canonical.ushape import u_test
 from possym.records import GAMMA, ClaimRecord
@@ -34,7 +38,7 @@ GEOMETRY = "Trained positional heads: the query angle encodes the target positio
 LENGTH = "Length, at equal θ·L: positional (Index) heads lose more accuracy at 4x than symbolic (Retrieval) heads"
 
 
-def _mean_acc(runs: Sequence[RunRow]) -> dict[tuple[str, str], float]:
+def _mean_acc(runs: Sequence[CellRecord]) -> dict[tuple[str, str], float]:
     by: dict[tuple[str, str], dict[int, float]] = defaultdict(dict)
     for r in runs:
         by[(r.task, r.condition)][r.seed] = r.acc
@@ -58,7 +62,7 @@ def _chance(task: str, n_symbols: int, n_attributes: int) -> float:
 
 
 def frequency_claims(acc: dict[tuple[str, str], float], conditions: Sequence[str],
-                     runs: Sequence[RunRow] = ()) -> list[ClaimRecord]:
+                     runs: Sequence[CellRecord] = ()) -> list[ClaimRecord]:
     """Claim 1: which frequencies solve which task."""
     bands = _bands(conditions)
     out = []
@@ -126,13 +130,13 @@ INDUCTION_THEORY = "Partial induction: θ₁ = 0 plus a moderate θ₂ solves it
 TWO_ANGLE_LIKE = ("two_angle", "fast_slow", "all")
 
 
-def _scores_pure(r: RunRow) -> bool:
+def _scores_pure(r: CellRecord) -> bool:
     """Pure positional or pure symbolic by its measured scores (γ, last-token query)."""
     return (r.s_pos >= 1 - GAMMA and r.s_sym <= GAMMA) or (r.s_sym >= 1 - GAMMA and r.s_pos <= GAMMA)
 
 
 def induction_claims(acc: dict[tuple[str, str], float], conditions: Sequence[str],
-                     runs: Sequence[RunRow]) -> list[ClaimRecord]:
+                     runs: Sequence[CellRecord]) -> list[ClaimRecord]:
     """Claim 1c, as two claims: what the metric paper proves (Thm 6: the two-angle head solves f_MIX; Cor. 1: no
     pure head does), and what "needs" says (only the two-angle head, or both bands, solves it).
 
@@ -177,7 +181,8 @@ def induction_claims(acc: dict[tuple[str, str], float], conditions: Sequence[str
     return out
 
 
-def _curve_counts(positions: Sequence[PositionRow], task: str, cond: str, length: int) -> tuple[np.ndarray, np.ndarray]:
+def _curve_counts(positions: Sequence[PositionRecord], task: str, cond: str, length: int
+                  ) -> tuple[np.ndarray, np.ndarray]:
     seeds = sorted({p.seed for p in positions if p.task == task and p.condition == cond and p.length == length})
     pos = sorted({p.position for p in positions if p.task == task and p.condition == cond and p.length == length})
     correct, total = np.zeros((len(seeds), len(pos))), np.zeros((len(seeds), len(pos)))
@@ -190,7 +195,7 @@ def _curve_counts(positions: Sequence[PositionRow], task: str, cond: str, length
 
 def shape_claims(
     acc: dict[tuple[str, str], float],
-    positions: Sequence[PositionRow],
+    positions: Sequence[PositionRecord],
     length: int,
     chance: dict[str, float],
     rng: np.random.Generator,
@@ -260,7 +265,7 @@ THEOREM7_POS = "Theorem 7: w_max(j) of H_POS is U-shaped"
 THEOREM7_SYM = "Theorem 7: w_max(j) of a simplified H_SYM is inverted-U"
 
 
-def theorem7_claims(wmax: Sequence[WmaxRow]) -> list[ClaimRecord]:
+def theorem7_claims(wmax: Sequence[WmaxRecord]) -> list[ClaimRecord]:
     """Claim 4, as two claims: Theorem 7's shapes, from the compiled constructions' exact curves. H_SYM is graded
     under both readings of "simplified" that the text we have admits: the query centred at c = (N + 1)/2, and
     unrotated (c = 0)."""
@@ -291,7 +296,7 @@ def theorem7_claims(wmax: Sequence[WmaxRow]) -> list[ClaimRecord]:
     return out
 
 
-def score_claims(runs: Sequence[RunRow], acc: dict[tuple[str, str], float]) -> list[ClaimRecord]:
+def score_claims(runs: Sequence[CellRecord], acc: dict[tuple[str, str], float]) -> list[ClaimRecord]:
     """Claim 5: trained heads on the positional-symbolic plane, whole head and dominant plane."""
     solved_runs = [r for r in runs if r.acc >= SOLVED and r.task in ("index", "retrieval")]
     idx = [r for r in solved_runs if r.task == "index"]
@@ -348,7 +353,7 @@ def score_claims(runs: Sequence[RunRow], acc: dict[tuple[str, str], float]) -> l
     return out
 
 
-def geometry_claim(runs: Sequence[RunRow]) -> ClaimRecord:
+def geometry_claim(runs: Sequence[CellRecord]) -> ClaimRecord:
     """Claim 6: keys collapse, the query angle encodes the target offset (Fig. 4B's picture, measured)."""
     idx = [r for r in runs if r.task == "index" and r.acc >= SOLVED and r.theta_centre > 0]
     if not idx:
@@ -368,7 +373,7 @@ def geometry_claim(runs: Sequence[RunRow]) -> ClaimRecord:
     )
 
 
-def length_claim(runs: Sequence[RunRow], length: int) -> ClaimRecord:
+def length_claim(runs: Sequence[CellRecord], length: int) -> ClaimRecord:
     """Length, at equal θ·L: positional (Index) heads lose more accuracy from 1x to 4x than symbolic (Retrieval)
     heads with the same planes (paper A's discrepancy: positional constructions lose sharpness as n grows).
 
@@ -376,7 +381,7 @@ def length_claim(runs: Sequence[RunRow], length: int) -> ClaimRecord:
     content length); an Index and a Retrieval head of one condition have the same planes and are evaluated at the
     same lengths, so they are compared at equal θ·L at 1x, 2x and 4x. Conditions solved by both at 1x are compared.
     """
-    by: dict[tuple[str, str], list[RunRow]] = defaultdict(list)
+    by: dict[tuple[str, str], list[CellRecord]] = defaultdict(list)
     for r in runs:
         by[(r.task, r.condition)].append(r)
     mean = {k: tuple(float(np.mean([getattr(r, f) for r in rs])) for f in ("acc", "acc_2x", "acc_4x"))
@@ -410,9 +415,10 @@ def length_claim(runs: Sequence[RunRow], length: int) -> ClaimRecord:
 
 
 def canonical_claims(
-    grid, runs: Sequence[RunRow], positions: Sequence[PositionRow], wmax: Sequence[WmaxRow], rng: np.random.Generator
-) -> list[ClaimRecord]:  # grid: GridConfig
-    """Every claim's record, in the issue's order (1-6, then length)."""
+    grid: CanonicalGridConfig, runs: Sequence[CellRecord], positions: Sequence[PositionRecord],
+    wmax: Sequence[WmaxRecord], rng: np.random.Generator,
+) -> list[ClaimRecord]:
+    """Every claim's record, in the metric paper's order (1-6, then length)."""
     acc = _mean_acc(runs)
     chance = {t: _chance(t, grid.n_symbols, grid.n_attributes) for t in ("index", "retrieval", "induction")}
     return [

@@ -4,12 +4,10 @@ A grid cell is a run config plus its analysis. :class:`CanonicalGridConfig` says
 conditions and seeds, the toy model and its training; :func:`run_overrides` turns a (task,
 condition) into the ordinary run-config overrides; :func:`analyse_cell` measures one trained cell
 (accuracy at 1x, 2x and 4x the training length by answer position, scores with the exact engine,
-frequency use and plane geometry), and :func:`grid_report` turns every cell's measurements into
-Theorem 7's curves, the verdicts (:mod:`possym.canonical.claims`), ``results.csv``
-(:class:`RunRow`), ``positions.csv`` (:class:`PositionRow`), ``theorem7.csv`` (:class:`WmaxRow`),
-``claims.csv`` and the figures. The two are the stages ``canonical_cell`` and ``canonical_report``
-(:mod:`possym.stages.canonical`); :func:`possym.experiment.canonical.run_canonical_grid` runs the
-grid as an experiment, resumably.
+frequency use and plane geometry), and :func:`cell_rows` turns a cell's measurements into the
+grid's records; the stages ``canonical_cell`` and ``canonical_report`` (:mod:`possym.stages.canonical`)
+run them, the report adding Theorem 7's curves and the verdicts (:mod:`possym.canonical.claims`);
+:func:`possym.experiment.run_canonical_grid` runs the grid as an experiment, resumably.
 
 The toy model (every choice in docs/canonical.md): possym's GPTJ with one layer, one head,
 ``model.mlp=false`` (attention only), d_model 32 (16 RoPE planes), no dropout; AdamW at lr 3e-3 with
@@ -29,20 +27,22 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 
 from possym.canonical.analysis import accuracy_by_position, analyse_heads
 from possym.canonical.conditions import Condition, band_centre_theta, condition, frequency_conditions
-from possym.canonical.records import PositionRow, RunRow, WmaxRow
+from possym.canonical.records import CellRecord, PositionRecord, WmaxRecord
 from possym.canonical.theorem7 import theorem7_curves
 from possym.config import ConfigError, RunConfig, load_config
 from possym.runs import RunDir, atomic_write_text
 from possym.tasks import get_task
 from possym.tasks.canonical import CANONICAL_TASKS, CanonicalTaskConfig
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 QUICK_CONDITIONS = ("band1", "band4", "band8", "nope", "two_angle")
 
@@ -249,12 +249,12 @@ def _train_seconds(run: RunDir) -> float:
 
 
 def cell_rows(grid: CanonicalGridConfig, data: dict[str, Any], task: str, cond: Condition, seed: int
-              ) -> tuple[list[RunRow], list[PositionRow]]:
-    """A cell's measurements as the grid's records (one RunRow per head, one PositionRow per position)."""
+              ) -> tuple[list[CellRecord], list[PositionRecord]]:
+    """A cell's measurements as the grid's records (one CellRecord per head, one PositionRecord per position)."""
     acc, heads = data["accuracy"], data["heads"]
     planes = ",".join(str(p) for p in cond.planes)
     runs = [
-        RunRow(task=task, condition=cond.name, seed=seed, head=h, planes=planes,
+        CellRecord(task=task, condition=cond.name, seed=seed, head=h, planes=planes,
                theta_centre=band_centre_theta(cond), acc=acc["1"], acc_2x=acc.get("2", float("nan")),
                acc_4x=acc.get("4", float("nan")), s_pos=heads["s_pos"][h], s_sym=heads["s_sym"][h],
                entropy=heads["entropy"][h], dominant_id=heads["dominant_id"][h],
@@ -263,7 +263,7 @@ def cell_rows(grid: CanonicalGridConfig, data: dict[str, Any], task: str, cond: 
                query_alignment_shuffled=heads["query_alignment_shuffled"][h], train_s=round(data["train_s"], 3))
         for h in range(len(heads["s_pos"]))
     ]
-    positions = [PositionRow(task, cond.name, seed, p["length"], p["position"], p["correct"], p["total"])
+    positions = [PositionRecord(task, cond.name, seed, p["length"], p["position"], p["correct"], p["total"])
                  for p in data["positions"]]
     return runs, positions
 
@@ -272,12 +272,12 @@ def cell_rows(grid: CanonicalGridConfig, data: dict[str, Any], task: str, cond: 
 class GridResults:
     """Everything the grid produced, as records (``frame`` turns any of them into a DataFrame)."""
 
-    runs: list[RunRow]
-    positions: list[PositionRow]
-    wmax: list[WmaxRow]
+    runs: list[CellRecord]
+    positions: list[PositionRecord]
+    wmax: list[WmaxRecord]
     claims: list[Any]  # ClaimRecord
 
-    def table(self, name: str):  # -> pandas.DataFrame
+    def table(self, name: str) -> pd.DataFrame:
         """One of ``runs``, ``positions``, ``wmax``, ``claims`` as a DataFrame with its record's columns.
 
         >>> GridResults([], [], [], []).table("runs").columns[:3].tolist()
@@ -285,44 +285,19 @@ class GridResults:
         """
         from possym.records import ClaimRecord, frame
 
-        kinds = {"runs": RunRow, "positions": PositionRow, "wmax": WmaxRow, "claims": ClaimRecord}
+        kinds = {"runs": CellRecord, "positions": PositionRecord, "wmax": WmaxRecord, "claims": ClaimRecord}
         if name not in kinds:
             raise ValueError(f"table {name!r}; allowed: {list(kinds)}")
         return frame(getattr(self, name), kinds[name])
 
 
-def wmax_rows(n_content: int = 16, beta: float = 8.0) -> list[WmaxRow]:
+def wmax_rows(n_content: int = 16, beta: float = 8.0) -> list[WmaxRecord]:
     """Theorem 7's curves (:func:`~possym.canonical.theorem7.theorem7_curves`) as rows."""
     return [
-        WmaxRow(shape=c.shape, **{k: v for k, v in r.items()})  # type: ignore[arg-type]
+        WmaxRecord(shape=c.shape, **{k: v for k, v in r.items()})  # type: ignore[arg-type]
         for c in theorem7_curves(n_content=n_content, beta=beta)
         for r in c.records()
     ]
-
-
-def grid_report(grid: CanonicalGridConfig, cells: list[tuple[str, str, int, dict[str, Any]]], out: Path) -> GridResults:
-    """Theorem 7's curves, the verdicts, the tables and the figures from every cell's measurements
-    ``(task, condition, seed, analyse_cell's data)``, into ``out``."""
-    from possym.canonical.claims import canonical_claims
-    from possym.canonical.plots import save_figures
-    from possym.records import records_csv
-
-    runs: list[RunRow] = []
-    positions: list[PositionRow] = []
-    for task, cond_name, seed, data in cells:
-        r, p = cell_rows(grid, data, task, grid.condition(cond_name), seed)
-        runs += r
-        positions += p
-    wmax = wmax_rows()
-    claims = canonical_claims(grid, runs, positions, wmax, rng=np.random.default_rng(grid.claims_seed))
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "grid.json", json.dumps(grid_to_dict(grid)["grid"], indent=1) + "\n")
-    atomic_write_text(out / "results.csv", records_csv(runs))
-    atomic_write_text(out / "positions.csv", records_csv(positions))
-    atomic_write_text(out / "theorem7.csv", records_csv(wmax))
-    atomic_write_text(out / "claims.csv", records_csv(claims))
-    save_figures(grid, runs, positions, wmax, out)
-    return GridResults(runs, positions, wmax, claims)
 
 
 def grid_to_dict(grid: CanonicalGridConfig) -> dict[str, Any]:

@@ -38,18 +38,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seeds", type=int_list, help="seeds, e.g. 0,1,2 (default: the preset's; quick 0, paper 0,1,2)")
     p.add_argument("--skip", type=_skip_list, default=(),
                    help=f"comma-separated stages to leave out, of {', '.join(SKIPPABLE)} (the report shows the rest)")
+    p.add_argument("--workers", type=int, default=1,
+                   help="runs (or groups of runs) trained and analysed at once, each in its own process with "
+                        "experiment.threads threads (default 1: everything in this process)")
     p.add_argument("--sweep", type=Path, help="a `possym sweep` directory to include in the report")
     p.add_argument("overrides", nargs="*", help="section.key=value, e.g. train.precision=bf16 lengthgen.n=200")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from possym.errors import PossymError
     from possym.experiment.reproduce import reproduce
     from possym.records import ClaimRecord, read_records
 
+    if args.workers < 1:
+        raise PossymError(f"--workers={args.workers} must be >= 1")
     overrides = list(args.overrides) + ([f"report.sweep={args.sweep}"] if args.sweep else [])
+    engine = None
+    if args.workers > 1:
+        from possym.sweep.engines import LocalEngine
+
+        engine = LocalEngine(args.workers)
+        if not any(o.startswith("experiment.threads=") for o in overrides):
+            overrides.append("experiment.threads=1")  # one thread per worker: the workers share the cores
     t0 = time.perf_counter()
-    outcome = reproduce(args.preset, args.out, args.seeds, overrides, args.skip)
+    outcome = reproduce(args.preset, args.out, args.seeds, overrides, args.skip, engine=engine)
     out: Path = args.out
     if outcome.changed:
         print(f"settings changed since the last call: {', '.join(outcome.changed)} (the stages they feed reran)")

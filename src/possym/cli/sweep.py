@@ -34,9 +34,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpus", type=int, default=0, help="slurm: GPUs per trial")
     p.add_argument("--cluster", choices=["slurm", "local", "debug"], default="slurm",
                    help="slurm: submitit's executor ('local' runs the jobs as local processes)")
+    p.add_argument("--array-parallelism", type=int, default=256,
+                   help="slurm: array tasks running at once (sbatch --array=0-N%%P; default 256)")
+    p.add_argument("--log-dir", help="slurm: the jobs' pickles and logs, on a filesystem the nodes share "
+                                     "(default: OUT/submitit)")
+    p.add_argument("--slurm-param", action="append", default=[], metavar="KEY=VALUE",
+                   help="slurm: another submitit/sbatch setting, repeatable: account=ABC, qos=high, mem_gb=16, "
+                        "constraint=a100, exclude=node07")
     p.add_argument("--aggregate-only", action="store_true", help="only redo the summary and figures")
     p.add_argument("overrides", nargs="*", help="section.key=value, e.g. score.n_inputs=50 train.steps=500")
     p.set_defaults(func=run)
+
+
+def _key_values(pairs: list[str]) -> dict[str, object]:
+    import yaml
+
+    out: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise PossymError(f"--slurm-param {pair!r}: give KEY=VALUE, e.g. account=abc or mem_gb=16")
+        out[key.strip()] = yaml.safe_load(value)  # 16 -> int, a100 -> str
+    return out
 
 
 def run(args: argparse.Namespace) -> int:
@@ -55,15 +74,18 @@ def run(args: argparse.Namespace) -> int:
     if not args.aggregate_only:
         engine = make_engine(args.engine, workers=args.workers, out=out, address=args.address,
                              partition=args.partition, time_min=args.time_min, gpus=args.gpus,
-                             cluster=None if args.cluster == "slurm" else args.cluster)
+                             cluster=args.cluster, cpus=exp.threads or 1,
+                             array_parallelism=args.array_parallelism,
+                             log_dir=Path(args.log_dir) if args.log_dir else None,
+                             slurm_params=_key_values(args.slurm_param))
         specs = exp.runs()
         bar = tqdm(total=len(specs), desc="runs", unit="run", dynamic_ncols=True)
 
         def on_unit(unit, state: str) -> None:
             if state == "done":
-                bar.update(1)
+                bar.update(len(unit.runs))
             else:
-                bar.write(f"{unit.run.id}: {state} (see {out / 'log' / unit.run.id}.json)")
+                bar.write(f"{unit.id}: {state} (see {out / 'log'}/ID.json)")
 
         t0 = time.perf_counter()
         outcome = run_sweep(exp, out, engine, on_unit=on_unit, summary=False)

@@ -21,7 +21,7 @@ fields (``experiment.seeds=[0,1,2]``). A packaged experiment is ``possym/configs
 Example:
     >>> exp = load_experiment("quick", seeds=(0, 1), overrides=["score.n_inputs=50", "train.steps=500"])
     >>> [r.id for r in exp.runs()][:3], exp.stage("score").n_inputs, exp.runs()[0].config().train.steps
-    (['number-s0', 'number-s1', 'letter-s0'], 50, 500)
+    (['number-s0', 'letter-s0', 'number-s1'], 50, 500)
     >>> experiment_from_dict(experiment_to_dict(exp)) == exp
     True
 """

@@ -35,8 +35,9 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import yaml
@@ -51,7 +52,11 @@ from possym.runs import RunDir, atomic_write_text, ensure_run
 from possym.stages.log import EXPERIMENT, ResumeLog, ResumeRecord
 from possym.stages.registry import ExperimentDir, Stage, get_stage
 
+if TYPE_CHECKING:
+    from possym.canonical.grid import GridResults
+
 EXPERIMENT_FILE = "experiment.yaml"
+PART_ENGINE_RUNS = 40  # parts with fewer runs run in this process even when the experiment has an engine
 
 
 @dataclass
@@ -78,12 +83,25 @@ class ExperimentOutcome:
 
 @dataclass(frozen=True)
 class Unit:
-    """One run's stretch of run-scope stages: plain, picklable data, so that every engine ships it as is."""
+    """A stretch of run-scope stages for one run, or for a group of runs that a stage's plan keeps together
+    (training runs that share one batched step): plain, picklable data, so that every engine ships it as is."""
 
     out: str
-    run: RunSpec
+    runs: tuple[RunSpec, ...]
     stages: tuple[tuple[Stage, Any], ...]
     threads: int | None
+
+    @property
+    def id(self) -> str:
+        """The unit's name: its run's id, or its first run's id and how many more (``a-number-s0+2``)."""
+        return self.runs[0].id + (f"+{len(self.runs) - 1}" if len(self.runs) > 1 else "")
+
+    @property
+    def run(self) -> RunSpec:
+        """The run of a one-run unit."""
+        if len(self.runs) != 1:
+            raise PossymError(f"unit {self.id} holds {len(self.runs)} runs; read unit.runs")
+        return self.runs[0]
 
 
 def run_experiment(exp: Experiment, out: str | Path, *, engine: Any = None, progress: bool = True,
@@ -107,7 +125,9 @@ def run_experiment(exp: Experiment, out: str | Path, *, engine: Any = None, prog
     outcome.changed = _record_experiment(out, exp)
     for name, part in exp.parts:
         sub = _part_experiment(part)
-        outcome.parts[name] = run_experiment(sub, out / name, engine=engine, progress=progress)
+        # A small part's units cost more to ship to workers (a fresh process each) than to run here.
+        big = len(sub.runs()) >= PART_ENGINE_RUNS
+        outcome.parts[name] = run_experiment(sub, out / name, engine=engine if big else None, progress=progress)
     log = ResumeLog(out)
     failed: set[str] = set()
     context = ExperimentDir(out, runs, {s.id: s.task for s in specs}, {s.id: s.seed for s in specs},
@@ -118,39 +138,47 @@ def run_experiment(exp: Experiment, out: str | Path, *, engine: Any = None, prog
             _experiment_stage(stage, cfg, context, log, outcome, exp.threads)
             continue
         alive = [s for s in specs if s.id not in failed]
-        units = [Unit(str(out), s, segment, exp.threads) for s in alive]
-        todo = [u for u in units if not _unit_done(u, log, outcome)]
+        todo = [s for s in alive if not _runs_done(s, segment, log, outcome)]
         if not todo:
             continue
         if engine is None:
-            _run_here(todo, log, outcome, exp.retries, progress, on_unit)
+            _run_here([Unit(str(out), (s,), segment, exp.threads) for s in todo], log, outcome, exp.retries, progress,
+                      on_unit)
         else:
-            _run_on(engine, todo, outcome, exp.retries, on_unit)
+            _run_on(engine, _units(out, todo, segment, exp.threads, runs), outcome, exp.retries, on_unit)
         failed |= set(outcome.failed)
     outcome.seconds = time.perf_counter() - t0
     return outcome
 
 
 def run_unit(unit: Unit) -> dict[str, Any]:
-    """Run one unit's stages that are not done (a worker's function: top level, plain data in and out)."""
+    """Run a unit's stages that are not done (a worker's function: top level, plain data in and out); a
+    ``runs``-scope stage sees the unit's runs together, a ``run``-scope stage each in turn."""
     log = ResumeLog(Path(unit.out))
-    run = RunDir.open(Path(unit.out) / "runs" / unit.run.id)
-    ran = []
-    with torch_threads(unit.threads), _output_to(Path(unit.out) / "logs" / f"{unit.run.id}.log", stderr=True):
+    dirs = {spec.id: RunDir.open(Path(unit.out) / "runs" / spec.id) for spec in unit.runs}
+    ran: list[tuple[str, str]] = []
+    with torch_threads(unit.threads), _output_to(Path(unit.out) / "logs" / f"{unit.id}.log", stderr=True):
         for stage, cfg in unit.stages:
             key = stage.key_of(cfg)
-            if log.done(unit.run.id, stage.name, key, _defaults(stage)):
-                continue
-            log.start(unit.run.id, stage.name, key)
-            t0 = time.perf_counter()
-            try:
-                stage.run([run], cfg) if stage.scope == "runs" else stage.run(run, cfg)
-            except Exception as exc:
-                log.fail(unit.run.id, stage.name, time.perf_counter() - t0, _error(exc))
-                raise
-            log.finish(unit.run.id, stage.name, time.perf_counter() - t0)
-            ran.append(stage.name)
-    return {"run": unit.run.id, "ran": ran}
+            todo = [rid for rid in dirs if not log.done(rid, stage.name, key, _defaults(stage))]
+            batches = [todo] if stage.scope == "runs" else [[rid] for rid in todo]
+            for batch in (b for b in batches if b):
+                for rid in batch:
+                    log.start(rid, stage.name, key)
+                t0 = time.perf_counter()
+                try:
+                    if stage.scope == "runs":
+                        stage.run([dirs[rid] for rid in batch], cfg)
+                    else:
+                        stage.run(dirs[batch[0]], cfg)
+                except Exception as exc:
+                    for rid in batch:
+                        log.fail(rid, stage.name, time.perf_counter() - t0, _error(exc))
+                    raise
+                for rid in batch:
+                    log.finish(rid, stage.name, (time.perf_counter() - t0) / len(batch))
+                    ran.append((rid, stage.name))
+    return {"unit": unit.id, "ran": ran}
 
 
 # ---- the parts of one call -------------------------------------------------------------------------
@@ -167,10 +195,23 @@ def _segments(exp: Experiment) -> list[tuple[tuple[Stage, Any], ...]]:
     return [tuple(s) for s in out]
 
 
-def _unit_done(unit: Unit, log: ResumeLog, outcome: ExperimentOutcome) -> bool:
-    done = [log.done(unit.run.id, s.name, s.key_of(c), _defaults(s)) for s, c in unit.stages]
-    outcome.skipped += [(unit.run.id, s.name) for (s, _), d in zip(unit.stages, done, strict=True) if d]
+def _runs_done(spec: RunSpec, segment: tuple[tuple[Stage, Any], ...], log: ResumeLog,
+               outcome: ExperimentOutcome) -> bool:
+    done = [log.done(spec.id, s.name, s.key_of(c), _defaults(s)) for s, c in segment]
+    outcome.skipped += [(spec.id, s.name) for (s, _), d in zip(segment, done, strict=True) if d]
     return all(done)
+
+
+def _units(out: Path, todo: list[RunSpec], segment: tuple[tuple[Stage, Any], ...], threads: int | None,
+           runs: dict[str, RunDir]) -> list[Unit]:
+    """The segment's work for an engine: the groups the segment's ``runs``-scope stage plans (runs that
+    train in one batched step stay together), else one unit per run."""
+    planner = next(((stage, cfg) for stage, cfg in segment if stage.scope == "runs" and stage.plan is not None), None)
+    if planner is None:
+        return [Unit(str(out), (spec,), segment, threads) for spec in todo]
+    stage, cfg = planner
+    groups = stage.plan([runs[spec.id] for spec in todo], cfg)  # type: ignore[misc]
+    return [Unit(str(out), tuple(todo[i] for i in group), segment, threads) for group in groups]
 
 
 def _run_here(units: list[Unit], log: ResumeLog, outcome: ExperimentOutcome, retries: int, progress: bool,
@@ -242,20 +283,35 @@ def _run_on(engine: Any, units: list[Unit], outcome: ExperimentOutcome, retries:
             break
         again = []
         for unit, result, error in engine.map(run_unit, todo):
+            ids = [r.id for r in unit.runs]
             if error is None:
-                outcome.ran += [(unit.run.id, s) for s in (result or {}).get("ran", [])]
-                outcome.failed.pop(unit.run.id, None)
+                outcome.ran += [tuple(x) for x in (result or {}).get("ran", [])]
+                for rid in ids:
+                    outcome.failed.pop(rid, None)
                 state = "done"
             else:
-                outcome.failed[unit.run.id] = error
+                for rid in ids:
+                    outcome.failed[rid] = error
+                _record_lost(unit, error)
                 state = "failed" if attempt == retries else "retry"
                 if state == "retry":
                     again.append(unit)
-                    if unit.run.id not in outcome.retried:
-                        outcome.retried.append(unit.run.id)
+                    outcome.retried += [rid for rid in ids if rid not in outcome.retried]
             if on_unit:
                 on_unit(unit, state)
         todo = again
+
+
+def _record_lost(unit: Unit, error: str) -> None:
+    """A worker that died (its job cancelled or killed, its node lost) left its stage ``running`` in the log,
+    with no error: record the engine's account of it there. A stage that raised has recorded its own."""
+    log = ResumeLog(Path(unit.out))
+    for spec in unit.runs:
+        for stage, _ in unit.stages:
+            entry = log.entry(spec.id, stage.name)
+            if entry is not None and entry["status"] == "running":
+                started = datetime.fromisoformat(entry["started"]) if entry.get("started") else datetime.now(UTC)
+                log.fail(spec.id, stage.name, (datetime.now(UTC) - started).total_seconds(), error)
 
 
 def _experiment_stage(stage: Stage, cfg: Any, context: ExperimentDir, log: ResumeLog, outcome: ExperimentOutcome,
@@ -321,7 +377,7 @@ def _output_to(path: Path, stderr: bool = False) -> Iterator[None]:
             yield
 
 
-def run_canonical_grid(grid: CanonicalGridConfig, out: str | Path, *, progress: bool = False):  # -> GridResults
+def run_canonical_grid(grid: CanonicalGridConfig, out: str | Path, *, progress: bool = False) -> GridResults:
     """Train, analyse and report the canonical grid into ``out``, resumably (a finished cell is neither
     retrained nor re-analysed); returns the grid's records (:class:`~possym.canonical.grid.GridResults`)."""
     from possym.experiment.canonical import canonical_experiment

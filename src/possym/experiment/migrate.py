@@ -11,7 +11,8 @@ have since changed runs again, as it would have then.
 - a sweep (``OUT/trials/ID/STAGE.done`` with ``trial.json``): the runs stay in ``OUT/runs/ID``; each
   marked stage is recorded with the settings ``trial.json`` holds; ``trials/`` becomes ``trials.v1/``;
 - a canonical grid (``OUT/runs/TASK/CONDITION/seedS`` with ``canonical.json``): each cell moves to
-  ``OUT/runs/CONDITION-TASK-sS`` and its analysis is rewritten as the ``canonical_cell`` stage's.
+  ``OUT/runs/CONDITION-TASK-sS`` and its analysis is rewritten as the ``canonical_cell`` stage's;
+- a run's table whose column has been renamed since (:data:`RENAMED_COLUMNS`) gets today's header.
 
 :func:`migrate` is called by :func:`~possym.experiment.executor.run_experiment` on every call and does
 nothing on a directory already in today's layout.
@@ -29,6 +30,9 @@ from possym.runs import RunDir, atomic_write_text
 from possym.stages.log import EXPERIMENT, ResumeLog
 from possym.stages.registry import get_stage
 
+# Columns of a run's tables renamed since they were written: (artifact, old name, new name).
+RENAMED_COLUMNS = (("purity", "max_accuracy_step", "best_step"),)
+
 
 def migrate(out: Path, exp: Experiment) -> list[str]:
     """Bring ``out`` into today's layout for ``exp``; returns what it did, one line per change."""
@@ -40,7 +44,23 @@ def migrate(out: Path, exp: Experiment) -> list[str]:
         done += _sweep(out, exp)
     if any(p.is_file() for p in (out / "runs").glob("*/*/seed*/canonical.json")):
         done += _canonical(out, exp)
-    return done
+    return done + _columns(out)  # after the moves: the runs are all in OUT/runs now
+
+
+def _columns(out: Path) -> list[str]:
+    """Rename the columns of the runs' tables that were written under an older name (the header only)."""
+    from possym.runs import ARTIFACTS
+
+    notes = []
+    for artifact, old, new in RENAMED_COLUMNS:
+        for table in sorted((out / "runs").glob(f"*/{ARTIFACTS[artifact].name}")):
+            lines = table.read_text().split("\n", 1)
+            header = lines[0].split(",")
+            if old in header:
+                header[header.index(old)] = new
+                atomic_write_text(table, ",".join(header) + "\n" + (lines[1] if len(lines) > 1 else ""))
+                notes.append(f"{table}: column {old} is now {new}")
+    return notes
 
 
 def _mark(log: ResumeLog, owner: str, name: str, old: Any, exp: Experiment) -> bool:

@@ -9,7 +9,7 @@ directories (``OUT/runs/TASK-sSEED``); the claims grade the seed distribution.
 Example:
     >>> exp = reproduction("quick", seeds=(0, 1), skip=("canonical", "theory"))
     >>> [r.id for r in exp.runs()], "theory" in exp.stage_names, dict(exp.parts)
-    (['number-s0', 'number-s1', 'letter-s0', 'letter-s1'], False, {})
+    (['number-s0', 'letter-s0', 'number-s1', 'letter-s1'], False, {})
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from possym.errors import ConfigError
 from possym.experiment.config import EXPERIMENT_DIR, Experiment, load_experiment
@@ -45,6 +46,8 @@ def reproduction(preset: str, seeds: Sequence[int] | None = None, overrides: Seq
 
 
 def reproduce(preset: str, out: str | Path, seeds: Sequence[int] | None = None, overrides: Sequence[str] = (),
-              skip: Sequence[str] = (), progress: bool = True) -> ExperimentOutcome:
-    """Run (or resume) the reproduction of ``preset`` into ``out``; see :func:`reproduction`."""
-    return run_experiment(reproduction(preset, seeds, overrides, skip), out, progress=progress)
+              skip: Sequence[str] = (), progress: bool = True, engine: Any = None) -> ExperimentOutcome:
+    """Run (or resume) the reproduction of ``preset`` into ``out``; see :func:`reproduction`. ``engine``:
+    where the runs' work goes (None: this process; e.g. ``possym.sweep.engines.LocalEngine(2)`` trains and
+    analyses two runs, or two groups of runs, at once, one thread each)."""
+    return run_experiment(reproduction(preset, seeds, overrides, skip), out, progress=progress, engine=engine)

@@ -37,7 +37,7 @@ MAX_ERROR_CHARS = 2000
 
 
 @dataclass(frozen=True)
-class GridConfig:
+class LLMGridConfig:
     """Which prompts to send: tasks x lengths x runs 1..runs x n prompts per cell."""
 
     tasks: tuple[str, ...] = PROMPT_TASKS
@@ -143,10 +143,10 @@ def _chunks(items: Sequence[OneHopInstance], size: int) -> Iterator[list[OneHopI
         yield batch
 
 
-def run_grid(
+def run_llm_grid(
     provider: Provider,
     store: AnswerStore,
-    grid: GridConfig,
+    grid: LLMGridConfig,
     templates: Templates,
     config: RunnerConfig | None = None,
     *,

@@ -44,7 +44,7 @@ from possym.records import (
     BoundCheckRecord,
     ClaimRecord,
     Fig5aRecord,
-    LengthPoint,
+    LengthRecord,
     PurityRecord,
     ScoreRecord,
     Table1Record,
@@ -78,8 +78,8 @@ class TaskEvidence:
     purity: Sequence[PurityRecord] = ()
     scores: Sequence[ScoreRecord] = ()
     table1: Sequence[Table1Record] = ()
-    lengthgen: Sequence[LengthPoint] = ()  # the curve at ``lengthgen_step``
-    lengthgen_final: Sequence[LengthPoint] = ()  # the curve at the final checkpoint, shown beside it
+    lengthgen: Sequence[LengthRecord] = ()  # the curve at ``lengthgen_step``
+    lengthgen_final: Sequence[LengthRecord] = ()  # the curve at the final checkpoint, shown beside it
     best_step: int | None = None
     eval_every: int = 0
     # The checkpoint each kind of number comes from, as a claim names it ("best 4800", "final 6750").
@@ -164,7 +164,7 @@ def kinds_at(scores: Sequence[ScoreRecord], step: int) -> dict[int, str]:
 
 def straddling_at(scores: Sequence[ScoreRecord], step: int) -> set[int]:
     """Layers whose interval box at ``step`` admits more than one purity verdict."""
-    return {r.layer for r in _head0(scores) if r.step == step and len(record_kinds(r.to_dict(), GAMMA)) > 1}
+    return {r.layer for r in _head0(scores) if r.step == step and len(record_kinds(r, GAMMA)) > 1}
 
 
 def final_kinds(scores: Sequence[ScoreRecord]) -> dict[int, str]:
@@ -184,7 +184,7 @@ def ever_set(te: TaskEvidence, kind: str) -> tuple[frozenset[int], set[int]]:
     step): from the scores when the run has them, else from the purity table (no straddlers known)."""
     if te.scores:
         point = frozenset(r.layer for r in _head0(te.scores) if purity(r.s_pos, r.s_sym, GAMMA) == kind)
-        sure, possible = layer_sets([r.to_dict() for r in te.scores], kind, GAMMA, ever=True)
+        sure, possible = layer_sets(te.scores, kind, GAMMA, ever=True)
         return point, possible - sure
     return frozenset(ever_pure(te.purity, kind)), set()
 
@@ -194,7 +194,7 @@ def _straddle_text(per_seed: Sequence[tuple[TaskEvidence, set[int]]]) -> str:
     return f"; straddling γ (not counted): {', '.join(parts)}" if parts else ""
 
 
-def _at(lengthgen: Sequence[LengthPoint], extra: int) -> LengthPoint | None:
+def _at(lengthgen: Sequence[LengthRecord], extra: int) -> LengthRecord | None:
     return next((p for p in lengthgen if p.extra == extra and p.n_hops == 0), None)
 
 
@@ -266,10 +266,10 @@ def learning_claims(ev: Evidence) -> list[ClaimRecord]:
                 l_steps.append(float(l_step))
         test = (f"; two-group test: {compare_groups(n_steps, l_steps).text('.0f')}"
                 if len(l_steps) >= 2 else "")
-        letter_max = numbers["fig2a_letter_task_test_accuracy_global"]["max_accuracy_step"]
+        letter_max = numbers["fig2a_letter_task_test_accuracy_global"]["best_step"]
         out.append(_claim(
             "the letter task is learned before the number task", section,
-            f"max accuracy at step {letter_max} (letter) vs {fig2a['max_accuracy_step']} (number)",
+            f"max accuracy at step {letter_max} (letter) vs {fig2a['best_step']} (number)",
             _holds_text(holds) + test, rules.grade_holds(holds),
             f"{HOLDS_RULE}; it holds at a seed if the letter model reaches {SOLVED} global accuracy at an earlier "
             "step than the number model of the same seed",
@@ -278,7 +278,7 @@ def learning_claims(ev: Evidence) -> list[ClaimRecord]:
     for task, key in (("number", "fig2a_number_task_test_accuracy_by_hop"),
                       ("letter", "fig2a_letter_task_test_accuracy_global")):
         runs = [r for r in ev.seeds(task) if r.best_step is not None]
-        paper_step = numbers[key]["max_accuracy_step"]
+        paper_step = numbers[key]["best_step"]
         name = f"{task} task: step of maximum accuracy"
         rule = ("a step: match if the paper's step lies in our seeds' range widened by each seed's evaluation "
                 f"spacing, partial if within {rules.STEP_PARTIAL:.0%} of the paper's step beyond it; ours is the "

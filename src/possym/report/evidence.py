@@ -22,7 +22,7 @@ from possym.config import RunConfig
 from possym.records import (
     BoundCheckRecord,
     Fig5aRecord,
-    LengthPoint,
+    LengthRecord,
     PurityRecord,
     ScoreRecord,
     Table1Record,
@@ -65,7 +65,7 @@ def task_evidence(run: RunDir) -> TaskEvidence:
     """A run's tables; the length curve at the best checkpoint (as the authors evaluated), the final one beside."""
     steps = run.checkpoint_steps()
     final = steps[-1] if steps else None
-    points = run.read("lengthgen", LengthPoint)
+    points = run.read("lengthgen", LengthRecord)
     best = run.best() if steps else None
     at_best = points_at(points, best) if best is not None and any(p.step == best for p in points) else []
     at_final = points_at(points, final) if final is not None else []

@@ -1,6 +1,6 @@
 """Fig. 5B, length generalisation: our curves beside the paper's digitised ones, every seed shown.
 
-Per task, a DataFrame of :class:`~possym.records.LengthPoint` columns (``possym.records.frame(points)``,
+Per task, a DataFrame of :class:`~possym.records.LengthRecord` columns (``possym.records.frame(points)``,
 or ``run.length_curve(...)``), with a ``seed`` column when it holds several seeds. A DataFrame in, a
 matplotlib Figure out; nothing here evaluates or writes files.
 

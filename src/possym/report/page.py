@@ -22,7 +22,7 @@ import yaml
 
 from possym.errors import PossymError
 from possym.paper import paper_numbers
-from possym.records import ClaimRecord, LengthPoint, ScoreRecord, Table1Record, frame, read_records, records_csv
+from possym.records import ClaimRecord, LengthRecord, ScoreRecord, Table1Record, frame, read_records, records_csv
 from possym.report import compare_plots, html
 from possym.report.claims import Evidence, TaskEvidence, check_claims, final_kinds, first_steps
 from possym.report.evidence import load_evidence, run_seed, table
@@ -194,7 +194,7 @@ def build_report(
         fig = compare_plots.fig5a_compare(evidence.fig5a, paper["fig5a_discrepancy_bounds"])
         compared.append((_save(fig, figures / "compare_fig5a_bounds"),
                          "Theorem 3.2's bounds, ours beside the paper's digitised Fig. 5A"))
-    curves = {t: _seed_frame(s, lambda te: te.lengthgen, LengthPoint) for t, s in tasks.items()
+    curves = {t: _seed_frame(s, lambda te: te.lengthgen, LengthRecord) for t, s in tasks.items()
               if any(te.lengthgen for te in s)}
     if curves:
         fig = plot_length_curves(curves, paper["fig5b_length_generalisation"])

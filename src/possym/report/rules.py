@@ -339,3 +339,52 @@ def compare_groups(a: Sequence[float], b: Sequence[float], *, paired: bool = Fal
     p_min = float(np.mean(stat >= stat.max() - tol))
     return GroupComparison(len(x), len(y), float(x.mean()), float(y.mean()), float(y.mean() - x.mean()), p, p_min,
                            welch, separated, paired)
+
+
+@dataclass(frozen=True)
+class Correlation:
+    """Spearman's rank correlation of two per-seed quantities, with its exact permutation p-value (every
+    pairing of the seeds' values, two-sided) and the smallest p the number of seeds allows."""
+
+    n: int
+    rho: float
+    p_permutation: float
+    p_min: float
+
+
+def rank_correlation(x: Sequence[float], y: Sequence[float]) -> Correlation:
+    """Whether ``y`` tracks ``x`` across seeds: Spearman's ρ and its exact permutation test.
+
+    With n seeds there are n! pairings; up to 9 seeds all are enumerated. The smallest attainable p
+    (2/n! for untied values) is reported beside p, so that a small sample says how little it can show.
+
+    >>> c = rank_correlation([1, 2, 3, 4, 5], [2, 4, 6, 8, 10])
+    >>> round(c.rho, 3), round(c.p_permutation, 4), round(c.p_min, 4)
+    (1.0, 0.0167, 0.0167)
+    """
+    from itertools import permutations
+
+    a, b = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if len(a) != len(b) or len(a) < 3:
+        raise ValueError(f"need two equal-length samples of at least 3 seeds, got {len(a)} and {len(b)}")
+    if len(a) > 9:
+        raise ValueError(f"{len(a)} seeds: the exact test enumerates n! pairings; allowed: up to 9")
+
+    def ranks(v: np.ndarray) -> np.ndarray:
+        order = v.argsort(kind="stable")
+        r = np.empty(len(v))
+        r[order] = np.arange(len(v), dtype=float)
+        for value in np.unique(v):  # ties share their mean rank
+            r[v == value] = r[v == value].mean()
+        return r
+
+    ra, rb = ranks(a), ranks(b)
+    ra, rb = ra - ra.mean(), rb - rb.mean()
+    denom = math.sqrt(float((ra ** 2).sum() * (rb ** 2).sum()))
+    if denom == 0:
+        return Correlation(len(a), math.nan, math.nan, math.nan)
+    stats = np.array([abs(float((ra * rb[list(p)]).sum())) / denom for p in permutations(range(len(a)))])
+    observed = abs(float((ra * rb).sum())) / denom
+    tol = 1e-12
+    return Correlation(len(a), float((ra * rb).sum()) / denom, float(np.mean(stats >= observed - tol)),
+                       float(np.mean(stats >= stats.max() - tol)))

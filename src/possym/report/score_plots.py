@@ -1,7 +1,8 @@
 """Figures of the scores (paper A Figs. 2, 3, 4B, 6, 7, 8): records in, a matplotlib Figure out.
 
-Every function takes plain records (the rows of ``RUN/scores.csv``, ``RUN/metrics.jsonl`` and the
-other score tables; values may be CSV strings) and returns a :class:`matplotlib.figure.Figure`.
+Every function takes records (:class:`~possym.records.ScoreRecord`, :class:`~possym.records.TallyRecord`,
+:class:`~possym.records.PurityRecord`, ...) or the DataFrame of them, and the metrics log's JSON
+records, and returns a :class:`matplotlib.figure.Figure`.
 Nothing here trains, scores or writes files. Colours follow the paper: positional red, symbolic
 green, normalised entropy purple, global accuracy magenta, max-accuracy step a dashed grey line.
 """
@@ -10,27 +11,49 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypeAlias
 
+import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
+
+from possym.records import Record
 
 POS, SYM, ENT, ACC = "tab:red", "tab:green", "tab:purple", "magenta"
 HOP_COLOURS = ("tab:blue", "tab:orange", "tab:cyan", "tab:brown", "tab:olive", "tab:pink")
 
 
-def _series(records: Iterable[dict[str, Any]], layer: int, key: str, head: int = 0, query: str = "last"):
-    pts = sorted(
-        (int(r["step"]), float(r[key]))
-        for r in records
-        if int(r["layer"]) == layer and int(r["head"]) == head and str(r.get("query", "last")) == query
-    )
-    return [p[0] for p in pts], [p[1] for p in pts]
+Rows: TypeAlias = pd.DataFrame | Sequence[Record] | Sequence[dict[str, Any]]
 
 
-def _layers(records: Iterable[dict[str, Any]]) -> list[int]:
-    return sorted({int(r["layer"]) for r in records})
+def table(rows: Rows) -> pd.DataFrame:
+    """Records, plain dicts or a DataFrame, as a DataFrame (its column types as the records give them).
+
+    >>> from possym.records import TallyRecord
+    >>> table([TallyRecord(gamma=0.1, step=5, positional=1, symbolic=2)]).loc[0, "symbolic"]
+    2
+    """
+    if isinstance(rows, pd.DataFrame):
+        return rows
+    return pd.DataFrame([r.to_dict() if isinstance(r, Record) else dict(r) for r in rows])
+
+
+def _head(scores: pd.DataFrame, layer: int, head: int, query: str) -> pd.DataFrame:
+    if scores.empty:
+        return scores
+    query_of = scores["query"] if "query" in scores else pd.Series("last", index=scores.index)
+    return scores[(scores["layer"] == layer) & (scores["head"] == head) & (query_of == query)].sort_values("step")
+
+
+def _series(scores: pd.DataFrame, layer: int, key: str, head: int = 0, query: str = "last"):
+    rows = _head(scores, layer, head, query)
+    rows = rows[rows[key].notna()] if key in rows else rows.iloc[0:0]
+    return rows["step"].tolist(), rows[key].tolist() if key in rows else []
+
+
+def _layers(scores: pd.DataFrame) -> list[int]:
+    return sorted(scores["layer"].unique().tolist()) if not scores.empty else []
 
 
 def _vline(ax, step: int | None) -> None:
@@ -38,18 +61,16 @@ def _vline(ax, step: int | None) -> None:
         ax.axvline(step, color="grey", ls="--", lw=1)
 
 
-def _band(records: Iterable[dict[str, Any]], layer: int, key: str, head: int, query: str):
+def _band(scores: pd.DataFrame, layer: int, key: str, head: int, query: str):
     """(steps, low, high) of ``key``'s bootstrap interval, at the steps whose record has one."""
-    pts = sorted(
-        (int(r["step"]), float(r[f"{key}_low"]), float(r[f"{key}_high"]))
-        for r in records
-        if int(r["layer"]) == layer and int(r["head"]) == head and str(r.get("query", "last")) == query
-        and r.get(f"{key}_low") not in (None, "") and r.get(f"{key}_high") not in (None, "")
-    )
-    return [p[0] for p in pts], [p[1] for p in pts], [p[2] for p in pts]
+    rows = _head(scores, layer, head, query)
+    if f"{key}_low" not in rows or f"{key}_high" not in rows:
+        return [], [], []
+    rows = rows[rows[f"{key}_low"].notna() & rows[f"{key}_high"].notna()]
+    return rows["step"].tolist(), rows[f"{key}_low"].tolist(), rows[f"{key}_high"].tolist()
 
 
-def _score_panel(ax, scores, layer, head, query, max_acc_step) -> None:
+def _score_panel(ax, scores, layer, head, query, best_step) -> None:
     lines = (("s_pos", POS, "positional"), ("s_sym", SYM, "symbolic"), ("entropy_norm", ENT, "entropy"))
     for key, colour, label in lines:
         x, y = _series(scores, layer, key, head, query)
@@ -58,12 +79,12 @@ def _score_panel(ax, scores, layer, head, query, max_acc_step) -> None:
         bx, lo, hi = _band(scores, layer, key, head, query) if key != "entropy_norm" else ([], [], [])
         if bx:  # the bootstrap 95% interval of the mean over the scored inputs
             ax.fill_between(bx, lo, hi, color=colour, alpha=0.2, lw=0)
-    _vline(ax, max_acc_step)
+    _vline(ax, best_step)
     ax.set_ylim(-0.05, 1.05)
     ax.set_title(f"L{layer}" + (f" H{head}" if head else ""), fontsize=9)
 
 
-def accuracy_panel(ax, metrics: Sequence[dict[str, Any]], max_acc_step: int | None = None) -> None:
+def accuracy_panel(ax, metrics: Sequence[dict[str, Any]], best_step: int | None = None) -> None:
     """Per-hop and global evaluation accuracy against step (Fig. 2A) on ``ax``."""
     evals = sorted((m for m in metrics if m.get("event") == "eval"), key=lambda m: int(m["step"]))
     hops = sorted({k for m in evals for k in m if k.startswith("acc_hop")}, key=lambda k: int(k[7:]))
@@ -72,24 +93,25 @@ def accuracy_panel(ax, metrics: Sequence[dict[str, Any]], max_acc_step: int | No
         ax.plot(steps, [m.get(key, math.nan) for m in evals], color=HOP_COLOURS[i % 6], lw=1, label=f"{key[7:]}-hop")
     if evals:
         ax.plot(steps, [m["accuracy"] for m in evals], color=ACC, lw=2, label="global")
-    _vline(ax, max_acc_step)
+    _vline(ax, best_step)
     ax.set_ylim(-0.02, 1.02)
     ax.set_ylabel("accuracy")
     ax.legend(fontsize=7, loc="lower right")
 
 
-def tally_panel(ax, tally: Sequence[dict[str, Any]], first: Sequence[dict[str, Any]] = (), title: str = "") -> None:
+def tally_panel(ax, tally: Rows, first: Rows = (), title: str = "") -> None:
     """Cumulative count of pure heads per kind (Fig. 2C, 7), labelled with the layer of each new head."""
-    steps = [int(t["step"]) for t in tally]
+    tally_t, first_t = table(tally), table(first)
+    steps = tally_t["step"].tolist() if not tally_t.empty else []
     for kind, colour in (("positional", POS), ("symbolic", SYM)):
-        counts = [int(t[kind]) for t in tally]
+        counts = tally_t[kind].tolist() if not tally_t.empty else []
         ax.step(steps, counts, where="post", color=colour, label=kind)
         by_step: dict[int, list[str]] = defaultdict(list)
-        for f in first:
-            if f.get("kind") == kind and f.get("step") not in (None, ""):
-                by_step[int(f["step"])].append(f"L{int(f['layer'])}")
+        if not first_t.empty:
+            for f in first_t[(first_t["kind"] == kind) & first_t["step"].notna()].itertuples():
+                by_step[int(f.step)].append(f"L{f.layer}")
         for s, labels in sorted(by_step.items()):
-            y = max((int(t[kind]) for t in tally if int(t["step"]) <= s), default=0)
+            y = int(tally_t.loc[tally_t["step"] <= s, kind].max()) if (tally_t["step"] <= s).any() else 0
             ax.annotate(",".join(labels), (s, y), fontsize=6, color=colour, xytext=(2, 2), textcoords="offset points")
     ax.set_ylabel("pure heads")
     ax.set_xlabel("training step")
@@ -99,23 +121,24 @@ def tally_panel(ax, tally: Sequence[dict[str, Any]], first: Sequence[dict[str, A
 
 
 def fig2_dynamics(
-    scores: Sequence[dict[str, Any]],
+    scores: Rows,
     metrics: Sequence[dict[str, Any]],
-    tally: Sequence[dict[str, Any]],
-    first: Sequence[dict[str, Any]],
+    tally: Rows,
+    first: Rows,
     *,
     layers: Sequence[int] = (1, 5, 11),
-    max_acc_step: int | None = None,
+    best_step: int | None = None,
     title: str = "",
 ) -> Figure:
     """Fig. 2 for one run: (A) accuracy per hop, (B) s_POS, s_SYM and entropy of ``layers``, (C) the purity tally."""
-    layers = [layer for layer in layers if layer in _layers(scores)] or _layers(scores)[:3]
+    scores_t = table(scores)
+    layers = [layer for layer in layers if layer in _layers(scores_t)] or _layers(scores_t)[:3]
     fig = Figure(figsize=(5, 2.0 * (len(layers) + 2)))
     axes = fig.subplots(len(layers) + 2, 1, sharex=True)
-    accuracy_panel(axes[0], metrics, max_acc_step)
+    accuracy_panel(axes[0], metrics, best_step)
     axes[0].set_title(title or "accuracy", fontsize=10)
     for ax, layer in zip(axes[1:-1], layers, strict=True):
-        _score_panel(ax, scores, layer, 0, "last", max_acc_step)
+        _score_panel(ax, scores_t, layer, 0, "last", best_step)
     axes[1].legend(fontsize=7, loc="center right")
     tally_panel(axes[-1], tally, first)
     fig.tight_layout()
@@ -123,16 +146,18 @@ def fig2_dynamics(
 
 
 def fig6_layer_scores(
-    scores: Sequence[dict[str, Any]], *, max_acc_step: int | None = None, query: str = "last", title: str = ""
+    scores: Rows, *, best_step: int | None = None, query: str = "last", title: str = ""
 ) -> Figure:
     """Fig. 6: one panel per (layer, head) with s_POS, s_SYM and normalised entropy against step."""
-    keys = sorted({(int(r["layer"]), int(r["head"])) for r in scores if str(r.get("query", "last")) == query})
+    scores_t = table(scores)
+    mine = scores_t[scores_t["query"] == query] if not scores_t.empty else scores_t
+    keys = sorted(set(zip(mine["layer"], mine["head"], strict=True))) if not mine.empty else []
     cols = 4
     rows = max(1, math.ceil(len(keys) / cols))
     fig = Figure(figsize=(3 * cols, 2.2 * rows))
     axes = fig.subplots(rows, cols, sharex=True, sharey=True, squeeze=False)
     for ax, (layer, head) in zip(axes.flat, keys, strict=False):
-        _score_panel(ax, scores, layer, head, query, max_acc_step)
+        _score_panel(ax, scores_t, layer, head, query, best_step)
     for ax in list(axes.flat)[len(keys) :]:
         ax.axis("off")
     axes.flat[0].legend(fontsize=7)
@@ -142,9 +167,7 @@ def fig6_layer_scores(
     return fig
 
 
-def fig7_purity(
-    tallies: dict[float, Sequence[dict[str, Any]]], firsts: dict[float, Sequence[dict[str, Any]]], *, title: str = ""
-) -> Figure:
+def fig7_purity(tallies: dict[float, Rows], firsts: dict[float, Rows], *, title: str = "") -> Figure:
     """Fig. 7: the purity tally for each γ (rows)."""
     gammas = sorted(tallies, reverse=True)
     fig = Figure(figsize=(5, 2.6 * len(gammas)))
@@ -214,22 +237,21 @@ def fig4b_geometry(geometry: Any, *, title: str = "") -> Figure:
     return fig
 
 
-def fig8_frequency_use(
-    use: Sequence[dict[str, Any]], table: Sequence[dict[str, Any]] = (), *, title: str = ""
-) -> Figure:
+def fig8_frequency_use(use: Rows, table1: Rows = (), *, title: str = "") -> Figure:
     """Fig. 8: frequency use against frequency ID, one panel per (layer, head), the weighted mean ID marked.
 
-    use: rows ``{layer, head, frequency_id, use}``; table: rows ``{layer, head, weighted_id}`` (Table 1).
+    use: :class:`~possym.records.FrequencyUseRecord` rows; table1: :class:`~possym.records.Table1Record` rows.
     """
-    keys = sorted({(int(r["layer"]), int(r["head"])) for r in use})
-    mean = {(int(t["layer"]), int(t["head"])): float(t["weighted_id"]) for t in table}
+    use_t, ids = table(use), table(table1)
+    keys = sorted(set(zip(use_t["layer"], use_t["head"], strict=True))) if not use_t.empty else []
+    mean = {} if ids.empty else {(r.layer, r.head): r.weighted_id for r in ids.itertuples()}
     cols = 4
     rows = max(1, math.ceil(len(keys) / cols))
     fig = Figure(figsize=(3 * cols, 2.0 * rows))
     axes = fig.subplots(rows, cols, sharex=True, squeeze=False)
     for ax, key in zip(axes.flat, keys, strict=False):
-        pts = sorted((int(r["frequency_id"]), float(r["use"])) for r in use if (int(r["layer"]), int(r["head"])) == key)
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], color="black", lw=1)
+        pts = use_t[(use_t["layer"] == key[0]) & (use_t["head"] == key[1])].sort_values("frequency_id")
+        ax.plot(pts["frequency_id"], pts["use"], color="black", lw=1)
         if key in mean:
             ax.axvline(mean[key], color=POS, ls=":", lw=1.2)
             ax.set_title(f"L{key[0]}" + (f" H{key[1]}" if key[1] else "") + f"  mean ID {mean[key]:.1f}", fontsize=8)

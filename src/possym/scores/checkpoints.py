@@ -14,7 +14,7 @@ is the h-th position of each input's hop path after the query, for the inputs wi
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -22,7 +22,7 @@ import torch
 
 from possym.config import TaskConfig
 from possym.model.gptj import GPTJ
-from possym.records import GAMMAS
+from possym.records import GAMMAS, PurityRecord, ScoreRecord, TallyRecord
 from possym.runs import RunDir
 from possym.scores.dynamics import first_pure_steps, purity_tally
 from possym.scores.metric import TAU, Cosine
@@ -96,15 +96,15 @@ def score_checkpoints(
     return out
 
 
-def purity_tables(
-    scores: list[dict[str, Any]], best: int | None, gammas: Iterable[float] = GAMMAS
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def purity_tables(scores: Sequence[ScoreRecord], best: int | None, gammas: Iterable[float] = GAMMAS
+                  ) -> tuple[list[PurityRecord], list[TallyRecord]]:
     """(first-pure records for every γ, with the run's best step ``best`` (:meth:`possym.runs.RunDir.best`,
     the paper's dashed line); the tally per γ and step)."""
-    steps = sorted({int(r["step"]) for r in scores})
-    first, tally = [], []
+    steps = sorted({r.step for r in scores})
+    first: list[PurityRecord] = []
+    tally: list[TallyRecord] = []
     for gamma in gammas:
-        f = first_pure_steps(scores, gamma)
-        first += [{**r, "max_accuracy_step": best} for r in f]
-        tally += [{"gamma": gamma, **t} for t in purity_tally(f, steps)]
+        f = first_pure_steps(scores, gamma, best_step=best)
+        first += f
+        tally += purity_tally(f, steps, gamma)
     return first, tally

@@ -1,8 +1,8 @@
 """Learning dynamics of the scores: normalised entropy, head purity and its first-passage tally (paper A §3.1, App. E).
 
-All functions take and return plain records (dicts), as read from ``RUN/scores.csv``: at least
-``step, layer, head, query, s_pos, s_sym, entropy``. Values may be strings (from a CSV); they are
-converted where used.
+The functions over a run take and return records: :class:`~possym.records.ScoreRecord` rows
+(``RUN/scores.csv``) in, :class:`~possym.records.PurityRecord` and :class:`~possym.records.TallyRecord`
+out.
 
 - Normalised entropy (App. E): the entropy of the query's attention row, min–max normalised per
   layer across checkpoints, so every layer's curve spans [0, 1] (a constant curve maps to 0).
@@ -26,9 +26,11 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Iterable
-from typing import Any
+
+from possym.records import PurityRecord, ScoreRecord, TallyRecord
 
 KINDS = ("positional", "symbolic")
 
@@ -74,26 +76,25 @@ def purity_kinds(
     return frozenset(kinds)
 
 
-def _missing(v: Any) -> bool:
-    return v is None or v == "" or v != v  # None, an empty CSV cell, NaN
+def _missing(v: float | None) -> bool:
+    return v is None or v != v  # absent, or NaN
 
 
-def _intervals(r: dict[str, Any]) -> tuple[tuple[float, float] | None, tuple[float, float] | None]:
-    """A score record's (s_POS, s_SYM) intervals, or None where it has none (scored before they were recorded)."""
-    out = []
-    for name in ("s_pos", "s_sym"):
-        lo, hi = r.get(f"{name}_low"), r.get(f"{name}_high")
-        out.append(None if _missing(lo) or _missing(hi) else (float(lo), float(hi)))
-    return out[0], out[1]
+def _intervals(r: ScoreRecord) -> tuple[tuple[float, float] | None, tuple[float, float] | None]:
+    """A score record's (s_POS, s_SYM) intervals, or None where it has none."""
+    def box(lo: float | None, hi: float | None) -> tuple[float, float] | None:
+        return None if lo is None or hi is None or _missing(lo) or _missing(hi) else (lo, hi)
+
+    return box(r.s_pos_low, r.s_pos_high), box(r.s_sym_low, r.s_sym_high)
 
 
-def record_kinds(r: dict[str, Any], gamma: float) -> frozenset[str]:
+def record_kinds(r: ScoreRecord, gamma: float) -> frozenset[str]:
     """:func:`purity_kinds` of one score record, with its intervals when it has them."""
-    return purity_kinds(float(r["s_pos"]), float(r["s_sym"]), gamma, *_intervals(r))
+    return purity_kinds(r.s_pos, r.s_sym, gamma, *_intervals(r))
 
 
 def layer_sets(
-    records: Iterable[dict[str, Any]], kind: str, gamma: float, *, ever: bool, query: str = "last", head: int = 0
+    records: Iterable[ScoreRecord], kind: str, gamma: float, *, ever: bool, query: str = "last", head: int = 0
 ) -> tuple[set[int], set[int]]:
     """(sure, possible): the layers pure ``kind`` beyond sampling noise, and those pure within it.
 
@@ -102,79 +103,75 @@ def layer_sets(
     ``kind``; *possible* when the box meets the ``kind`` region. Records without intervals count by
     their point estimate, so then sure = possible. Any set between the two is consistent with the data.
 
-    >>> rows = [dict(step=9, layer=0, head=0, s_pos=0.95, s_sym=0.03, s_pos_low=0.92, s_pos_high=0.97,
-    ...              s_sym_low=0.01, s_sym_high=0.05),
-    ...         dict(step=9, layer=1, head=0, s_pos=0.92, s_sym=0.05, s_pos_low=0.85, s_pos_high=0.96,
-    ...              s_sym_low=0.02, s_sym_high=0.08)]
-    >>> layer_sets(rows, "positional", 0.1, ever=False)
+    >>> from possym.records import ScoreRecord
+    >>> def row(layer, p, y, h):
+    ...     return ScoreRecord(step=9, query="last", layer=layer, head=0, s_pos=p, s_sym=y, entropy=1.0, n_inputs=9,
+    ...                        s_pos_low=p - h, s_pos_high=p + h, s_sym_low=y - h, s_sym_high=y + h)
+    >>> layer_sets([row(0, 0.95, 0.03, 0.02), row(1, 0.92, 0.05, 0.03)], "positional", 0.1, ever=False)
     ({0}, {0, 1})
     """
-    rows = [r for r in records if str(r.get("query", "last")) == query and int(r["head"]) == head]
+    rows = [r for r in records if r.query == query and r.head == head]
     if not ever:
-        last = max((int(r["step"]) for r in rows), default=None)
-        rows = [r for r in rows if int(r["step"]) == last]
+        last = max((r.step for r in rows), default=None)
+        rows = [r for r in rows if r.step == last]
     sure, possible = set(), set()
     for r in rows:
         kinds = record_kinds(r, gamma)
         if kind in kinds:
-            possible.add(int(r["layer"]))
+            possible.add(r.layer)
             if kinds == {kind}:
-                sure.add(int(r["layer"]))
+                sure.add(r.layer)
     return sure, possible
 
 
-def _key(r: dict[str, Any]) -> tuple[int, int, str]:
-    return int(r["layer"]), int(r["head"]), str(r.get("query", "last"))
-
-
-def normalise_entropy(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Add ``entropy_norm``: min–max normalised entropy per (layer, head, query) across steps (App. E)."""
-    records = [dict(r) for r in records]
+def normalise_entropy(records: Iterable[ScoreRecord]) -> list[ScoreRecord]:
+    """The records with ``entropy_norm``: min–max normalised entropy per (layer, head, query) across steps
+    (App. E); a constant curve maps to 0."""
+    records = list(records)
     groups: dict[tuple[int, int, str], list[float]] = defaultdict(list)
     for r in records:
-        groups[_key(r)].append(float(r["entropy"]))
+        groups[r.layer, r.head, r.query].append(r.entropy)
     bounds = {k: (min(v), max(v)) for k, v in groups.items()}
+    out = []
     for r in records:
-        lo, hi = bounds[_key(r)]
-        r["entropy_norm"] = (float(r["entropy"]) - lo) / (hi - lo) if hi > lo else 0.0
-    return records
+        lo, hi = bounds[r.layer, r.head, r.query]
+        out.append(dataclasses.replace(r, entropy_norm=(r.entropy - lo) / (hi - lo) if hi > lo else 0.0))
+    return out
 
 
-def first_pure_steps(
-    records: Iterable[dict[str, Any]], gamma: float, query: str = "last"
-) -> list[dict[str, Any]]:
+def first_pure_steps(records: Iterable[ScoreRecord], gamma: float, query: str = "last",
+                     best_step: int | None = None) -> list[PurityRecord]:
     """Per (layer, head): the first step at which the head is pure and its kind then (step None: never).
 
-    Returns records ``{layer, head, query, gamma, kind, step, final_kind, final_kind_step}``:
     ``final_kind`` is the purity at the last scored step and ``final_kind_step`` the first step at
     which the head was pure of that kind (None if it ends impure), so that a head that drifted away,
     or passed through the other kind first, can be told apart. ``final_straddles``: whether the last
     step's interval box admits another verdict than ``final_kind`` (None when the records carry no
-    intervals).
+    intervals). ``best_step``: the run's best step, carried along (the paper's dashed line).
     """
-    series: dict[tuple[int, int, str], list[tuple[int, float, float, dict[str, Any]]]] = defaultdict(list)
+    series: dict[tuple[int, int], list[ScoreRecord]] = defaultdict(list)
     for r in records:
-        if str(r.get("query", "last")) == query:
-            series[_key(r)].append((int(r["step"]), float(r["s_pos"]), float(r["s_sym"]), r))
+        if r.query == query:
+            series[r.layer, r.head].append(r)
     out = []
-    for (layer, head, q), points in sorted(series.items(), key=lambda kv: kv[0]):
-        points.sort(key=lambda p: p[0])
-        first = next(((s, purity(p, y, gamma)) for s, p, y, _ in points if purity(p, y, gamma)), (None, ""))
-        final = purity(points[-1][1], points[-1][2], gamma)
-        as_final = next((s for s, p, y, _ in points if final and purity(p, y, gamma) == final), None)
-        has_interval = None not in _intervals(points[-1][3])
-        straddles = len(record_kinds(points[-1][3], gamma)) > 1 if has_interval else None
-        out.append(
-            {"layer": layer, "head": head, "query": q, "gamma": gamma, "kind": first[1], "step": first[0],
-             "final_kind": final, "final_kind_step": as_final, "final_straddles": straddles}
-        )
+    for (layer, head), points in sorted(series.items()):
+        points.sort(key=lambda p: p.step)
+        first = next(((p.step, purity(p.s_pos, p.s_sym, gamma)) for p in points if purity(p.s_pos, p.s_sym, gamma)),
+                     (None, ""))
+        last = points[-1]
+        final = purity(last.s_pos, last.s_sym, gamma)
+        as_final = next((p.step for p in points if final and purity(p.s_pos, p.s_sym, gamma) == final), None)
+        has_interval = None not in _intervals(last)
+        out.append(PurityRecord(layer=layer, head=head, query=query, gamma=gamma, kind=first[1], step=first[0],
+                                final_kind=final, final_kind_step=as_final, best_step=best_step,
+                                final_straddles=len(record_kinds(last, gamma)) > 1 if has_interval else None))
     return out
 
 
-def purity_tally(first: Iterable[dict[str, Any]], steps: Iterable[int]) -> list[dict[str, Any]]:
-    """The cumulative count of heads that have become pure, per kind, at each of ``steps`` (Fig. 2C, 7)."""
-    first = [f for f in first if f["step"] is not None]
-    return [
-        {"step": s, **{k: sum(1 for f in first if f["kind"] == k and f["step"] <= s) for k in KINDS}}
-        for s in sorted(set(steps))
-    ]
+def purity_tally(first: Iterable[PurityRecord], steps: Iterable[int], gamma: float) -> list[TallyRecord]:
+    """The cumulative count of heads that have become pure at ``gamma``, per kind, at each of ``steps``
+    (Fig. 2C, 7)."""
+    became = [(f.kind, f.step) for f in first if f.step is not None]
+    return [TallyRecord(gamma=gamma, step=s, **{k: sum(1 for kind, at in became if kind == k and at <= s)
+                                               for k in KINDS})
+            for s in sorted(set(steps))]

@@ -21,7 +21,7 @@ the amount by which each can raise its best key, so it is a convex combination o
 1..n_planes; a head none of whose planes raises any key has no weighted ID (NaN). (Weighing by the
 signed use, as before, let a negative plane pull the ID below 1 or above n_planes: IDs such as −5.)
 On our paper-preset runs this reading reproduces Table 1's pattern (positional layers dominated by ID
-1; symbolic layers at IDs 35-38) but not its exact entries (docs/results.md, "Scores (issue 3)").
+1; symbolic layers at IDs 35-38) but not its exact entries (docs/results.md, "Scores").
 
 Per-frequency scores (paper B's "projection heads"): the metric computed from the logits of one
 plane alone, T_k[c, p] = (R_q q)_k · (R_p k_c)_k / sqrt(d_head), i.e. as if the head had only that

@@ -1,6 +1,6 @@
 """Length curves of a run, cached in the run directory (paper Fig. 5B).
 
-``lengthgen.csv`` holds :class:`~possym.records.LengthPoint` rows for one or more checkpoints (its
+``lengthgen.csv`` holds :class:`~possym.records.LengthRecord` rows for one or more checkpoints (its
 ``step`` column); ``lengthgen.json`` holds the :class:`~possym.evaluate.lengthgen.LengthGenConfig`
 they were measured with and, per step, the seconds and inputs it took. Asking again for a step with
 the same settings reads the rows back; other settings start the file afresh. A file written before
@@ -24,9 +24,8 @@ import torch
 
 from possym.config import ConfigError
 from possym.devices import resolve_device, torch_threads
-from possym.evaluate.lengthgen import LengthGenConfig
-from possym.evaluate.lengthgen import length_curve as measure_curve
-from possym.records import LengthPoint, points_at
+from possym.evaluate.lengthgen import LengthGenConfig, measure_length_curve
+from possym.records import LengthRecord, points_at
 from possym.runs import RunDir, StepSpec, atomic_write_text
 from possym.stages import build_config
 from possym.stages.registry import Stage
@@ -57,7 +56,7 @@ class LengthStageConfig:
         return cls(curve=build_config(LengthGenConfig, {k: v for k, v in data.items() if k not in own},
                                       "lengthgen", also=("steps", "threads", "device")), **own)
 
-    def run(self, run: RunDir) -> list[LengthPoint]:
+    def run(self, run: RunDir) -> list[LengthRecord]:
         """The curve at each of ``steps``."""
         with torch_threads(self.threads):  # restored after: the caller's process is left as it was
             return [p for step in self.steps for p in length_curve(run, self.curve, step, device=self.device)]
@@ -84,22 +83,22 @@ def _same(stored: dict[str, Any] | None, now: dict[str, Any]) -> bool:
 
 def length_curve(run: RunDir, cfg: LengthGenConfig | None = None, step: StepSpec = "final",
                  force: bool = False, progress: Callable[[int], None] | None = None,
-                 device: str = "auto") -> list[LengthPoint]:
+                 device: str = "auto") -> list[LengthRecord]:
     """The run's length curve at checkpoint ``step`` (a number, ``"best"`` or ``"final"``), measured once on
     ``device`` and then read from RUN/lengthgen.csv; ``progress(n)`` after each batch of ``n`` inputs."""
     cfg = cfg or LengthGenConfig()
     at = run.resolve_step(step)
     cache = _cache(run)
     same = _same(cache.get("settings"), _settings(cfg))
-    stored: list[LengthPoint] = run.read("lengthgen", LengthPoint) if same else []
+    stored: list[LengthRecord] = run.read("lengthgen", LengthRecord) if same else []
     if same and not force and str(at) in cache["steps"]:
         return points_at(stored, at)
     model = run.load_model(at, device=resolve_device(device))
     start = time.perf_counter()
-    rows = measure_curve(model, run.config.task, cfg, on_batch=progress)
+    rows = measure_length_curve(model, run.config.task, cfg, on_batch=progress)
     info = {"seconds": time.perf_counter() - start, "inputs": cfg.n * len(run.config.task.hops) * len(cfg.grid),
             "threads": torch.get_num_threads(), "device": str(model.embed.weight.device)}
-    fresh = [LengthPoint.from_dict({**r, "step": at}) for r in rows]
+    fresh = [LengthRecord.from_dict({**r, "step": at}) for r in rows]
     kept = [p for p in stored if p.step != at]
     steps = {k: v for k, v in cache.get("steps", {}).items() if same and k != str(at)} | {str(at): info}
     points = sorted(kept + fresh, key=lambda p: (p.step or 0, p.extra, p.n_hops))
@@ -110,7 +109,7 @@ def length_curve(run: RunDir, cfg: LengthGenConfig | None = None, step: StepSpec
     return fresh
 
 
-def _lengthgen_stage(run: RunDir, cfg: LengthStageConfig) -> list[LengthPoint]:
+def _lengthgen_stage(run: RunDir, cfg: LengthStageConfig) -> list[LengthRecord]:
     return cfg.run(run)
 
 

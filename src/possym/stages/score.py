@@ -141,15 +141,12 @@ def _score_run(run: RunDir, cfg: ScoreConfig = ScoreConfig(),
     fresh = score_checkpoints(run, todo, samples, tau=cfg.tau, block_size=cfg.block_size, hops=cfg.hops,
                               progress=progress, cosine=cfg.cosine, device=resolve_device(cfg.device))  # type: ignore[arg-type]
     # Entropy is normalised across every step of the run, so it is recomputed over kept + fresh rows.
-    raw = [{k: v for k, v in r.to_dict().items() if k != "entropy_norm"} for r in kept] + fresh
-    raw.sort(key=lambda r: (r["step"], r["query"], r["layer"], r["head"]))
-    scores = [ScoreRecord.from_dict(r) for r in normalise_entropy(raw)]
+    rows = kept + [ScoreRecord.from_dict(r) for r in fresh]
+    scores = normalise_entropy(sorted(rows, key=lambda r: (r.step, r.query, r.layer, r.head)))
     run.write("scores", scores)
     atomic_write_text(run.artifact("scores_settings"), json.dumps(cfg.settings(), indent=2) + "\n")
 
-    first, tally = purity_tables([r.to_dict() for r in scores], run.best(), GAMMAS)
-    purity = [PurityRecord.from_dict(r) for r in first]
-    tallies = [TallyRecord.from_dict(t) for t in tally]
+    purity, tallies = purity_tables(scores, run.best(), GAMMAS)
     run.write("purity", purity)
     run.write("purity_tally", tallies)
 
@@ -211,23 +208,21 @@ def score_figures(run: RunDir, result: ScoreResult, samples, cfg: ScoreConfig) -
     out = run.artifact("figures")
     out.mkdir(exist_ok=True)
     name = run.config.task.name
-    rows = [r.to_dict() for r in result.scores]
-    first = [r.to_dict() for r in result.purity]
-    tally = [r.to_dict() for r in result.tally]
+    rows, first, tally = result.scores, result.purity, result.tally
     best = result.best_step
     n_layers = run.config.model.n_layers
     shown = [layer for layer in (1, 5, 11) if layer < n_layers] or list(range(min(3, n_layers)))
     figs = {
-        "fig2_dynamics": fig2_dynamics(rows, run.metrics(), [t for t in tally if t["gamma"] == GAMMAS[0]],
-                                       [f for f in first if f["gamma"] == GAMMAS[0]], layers=shown,
-                                       max_acc_step=best, title=f"{name} task"),
-        "fig6_scores": fig6_layer_scores(rows, max_acc_step=best, title=f"{name} task: scores per layer"),
-        "fig7_purity": fig7_purity({g: [t for t in tally if t["gamma"] == g] for g in GAMMAS},
-                                   {g: [f for f in first if f["gamma"] == g] for g in GAMMAS}, title=name),
+        "fig2_dynamics": fig2_dynamics(rows, run.metrics(), [t for t in tally if t.gamma == GAMMAS[0]],
+                                       [f for f in first if f.gamma == GAMMAS[0]], layers=shown,
+                                       best_step=best, title=f"{name} task"),
+        "fig6_scores": fig6_layer_scores(rows, best_step=best, title=f"{name} task: scores per layer"),
+        "fig7_purity": fig7_purity({g: [t for t in tally if t.gamma == g] for g in GAMMAS},
+                                   {g: [f for f in first if f.gamma == g] for g in GAMMAS}, title=name),
     }
     if cfg.hops:
-        for q in sorted({r["query"] for r in rows} - {"last"}):
-            figs[f"fig6_scores_{q}"] = fig6_layer_scores(rows, max_acc_step=best, query=q,
+        for q in sorted({r.query for r in rows} - {"last"}):
+            figs[f"fig6_scores_{q}"] = fig6_layer_scores(rows, best_step=best, query=q,
                                                          title=f"{name} task: scores per layer, query {q}")
     # Fig. 3 and 4B: one input with the most hops, at the table step.
     model = run.load_model(result.table_step)
@@ -241,8 +236,7 @@ def score_figures(run: RunDir, result: ScoreResult, samples, cfg: ScoreConfig) -
         geo = plane_geometry(model, tokens, layer=layer)
         figs["fig4b_geometry"] = fig4b_geometry(geo, title=f"{name} task, L{layer}, frequency ID {geo.frequency_id}")
     if result.table1:
-        use = [r.to_dict() for r in run.read("frequency_use", FrequencyUseRecord)]
-        figs["fig8_frequency_use"] = fig8_frequency_use(use, [r.to_dict() for r in result.table1],
+        figs["fig8_frequency_use"] = fig8_frequency_use(run.read("frequency_use", FrequencyUseRecord), result.table1,
                                                         title=f"{name} task: frequency use")
     for stem, fig in figs.items():
         save_figure(fig, out / stem)

@@ -322,6 +322,16 @@ def _settings(cfg: TrainStageConfig) -> dict[str, Any]:
     return {"monitor": cfg.monitor, "group": cfg.group, "memory_budget_mb": cfg.memory_budget_mb}
 
 
-STAGE = Stage("train", TrainStageConfig, train_all, scope="runs", to_dict=_settings,
+def _units(runs: list[RunDir], cfg: TrainStageConfig) -> list[list[int]]:
+    """The runs an engine must keep together in one unit of work: each group of the plan, and every other
+    run alone (a finished one too: its unit goes on to its later stages)."""
+    plan = plan_training(runs, group=cfg.group, memory_budget_mb=cfg.memory_budget_mb)
+    index = {str(r.path): i for i, r in enumerate(runs)}
+    grouped = [[index[str(r.path)] for r in members] for members in plan.groups]
+    taken = {i for g in grouped for i in g}
+    return grouped + [[i] for i in range(len(runs)) if i not in taken]
+
+
+STAGE = Stage("train", TrainStageConfig, train_all, scope="runs", to_dict=_settings, plan=_units,
               summary="train every run to its last step (resuming a killed one), grouping those that share a "
                       "step, with the live score monitor")

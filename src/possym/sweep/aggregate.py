@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from possym.experiment.config import Experiment, RunSpec
-from possym.records import GAMMA, LengthPoint, PurityRecord, ScoreRecord, Table1Record
+from possym.records import GAMMA, LengthRecord, PurityRecord, ScoreRecord, Table1Record
 from possym.runs import RunDir, atomic_write_text, csv_text, save_figure
 from possym.scores.dynamics import layer_sets
 from possym.sweep.claims import claims_by_seed, claims_markdown
@@ -110,12 +110,14 @@ def trial_facts(trial: RunSpec, run: Path) -> dict[str, Any] | None:
                 facts[f"s_sym_L{r.layer}"] = r.s_sym
     table1 = run_dir.read("table1", Table1Record)
     if table1:
-        facts["table1_ids"] = " ".join(str(round(r.weighted_id)) for r in table1)
+        facts["table1_ids"] = " ".join("nan" if math.isnan(r.weighted_id) else str(round(r.weighted_id))
+                                       for r in table1)
         facts |= {f"weighted_id_L{r.layer}": r.weighted_id for r in table1}
+    facts |= plane_mix(run_dir, [r.layer for r in purity if r.final_kind == "positional"] if purity else [])
     steps = run_dir.checkpoint_steps()
     best = run_dir.best() if steps else None
     facts["best_step"] = math.nan if best is None else best
-    for point in run_dir.read("lengthgen", LengthPoint):
+    for point in run_dir.read("lengthgen", LengthRecord):
         if point.n_hops != 0:
             continue
         step = steps[-1] if point.step is None else point.step  # older files: the final checkpoint
@@ -124,9 +126,8 @@ def trial_facts(trial: RunSpec, run: Path) -> dict[str, Any] | None:
         if step == best:
             facts[f"len_best_{point.extra}"] = point.accuracy
     if scores:
-        rows = [r.to_dict() for r in scores]
         for kind in ("positional", "symbolic"):
-            sure, possible = layer_sets(rows, kind, GAMMA, ever=True)
+            sure, possible = layer_sets(scores, kind, GAMMA, ever=True)
             facts[f"ever_{kind}"] = _layer_text(sure, possible)
         l0 = sorted((r for r in last_token if r.layer == 0 and r.head == 0), key=lambda r: r.step)
         if l0:
@@ -136,6 +137,23 @@ def trial_facts(trial: RunSpec, run: Path) -> dict[str, Any] | None:
             if at_best is not None:
                 facts["L0_s_pos_best"], facts["L0_s_sym_best"] = at_best.s_pos, at_best.s_sym
     return facts
+
+
+def plane_mix(run: RunDir, layers: list[int], planes: tuple[int, ...] = (1, 2)) -> dict[str, float]:
+    """How the ``layers`` (the pure positional ones) share their frequency use among ``planes``, at the
+    table step: per plane k, the positive part of its use over the positive use of every plane, pooled
+    over the layers (``plane{k}_share``); NaN when there is no such layer or no frequency table.
+
+    Plane 1 turns by θ = 1 rad a position and plane 2 by about 0.87, so a head on plane 1 sees a key
+    44 positions away (7 turns, 0.018 rad off) almost as it sees the right one; the share says how much
+    a run's positional heads lean on it.
+    """
+    from possym.records import FrequencyUseRecord
+
+    use = [r for r in run.read("frequency_use", FrequencyUseRecord) if r.layer in layers]
+    total = sum(max(r.use, 0.0) for r in use)
+    return {f"plane{k}_share": (sum(max(r.use, 0.0) for r in use if r.frequency_id == k) / total
+                                if total > 0 else math.nan) for k in planes}
 
 
 def _layer_text(sure: set[int], possible: set[int]) -> str:
@@ -244,7 +262,7 @@ ARM_LENGTHS = (40, 100, 800, 5000)  # the paper's quoted points of Fig. 5B
 
 
 def arms_markdown(summary: list[dict[str, Any]], lengths: tuple[int, ...] = ARM_LENGTHS) -> str:
-    """Arm by claim, mean ± sd over seeds (issue 16's ablation table): the step each hop first reaches 0.9,
+    """Arm by claim, mean ± sd over seeds (the recipe ablation's table): the step each hop first reaches 0.9,
     the best step, the layers ever pure (sure, then + the possible ones), L0 at the best step and at its
     most positional step, and the length accuracies at the best and the final checkpoint."""
     hops = sorted({int(k[15:]) for rec in summary for k in rec if k.startswith("steps_to_90_hop")})

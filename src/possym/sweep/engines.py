@@ -1,19 +1,25 @@
-"""Where trials run: a local process pool, Ray, or Slurm through submitit. Existing engines, thin adapters.
+"""Where runs run: a local process pool, Ray, or Slurm through submitit. Existing engines, thin adapters.
 
 Every engine has one method, ``map(fn, items)``, yielding ``(item, result, error)`` as each call
-finishes (``error`` is a short message, ``None`` on success), in completion order. The sweep
-(:mod:`possym.sweep.run`) owns retries, markers and progress, so the engines stay interchangeable.
+finishes (``error`` is a short message, ``None`` on success), in completion order. The executor
+(:mod:`possym.experiment.executor`) owns retries, the resume log and progress, so the engines stay
+interchangeable; an item is a unit of work (one run's stages), and a worker lost with its process,
+job or node comes back as an error, which the executor retries from the run's last state.
 
 - ``local`` (default, nothing to install): ``concurrent.futures.ProcessPoolExecutor`` with ``spawn``
-  workers, one fresh process per trial (torch state never leaks from one trial into the next).
+  workers, one fresh process per unit (torch state never leaks from one run into the next).
   A worker exits within a second of the sweep's death (even by SIGKILL), so a killed sweep leaves
-  no trial running behind it; the trial's markers let the next call resume it.
-- ``ray`` (``pip install 'possym[ray]'``): a task per trial on the running Ray instance, on
-  ``--address``, or on a new local one of ``workers`` CPUs; each task asks for 1 CPU and, where the
-  cluster has GPUs, 1 GPU.
-- ``slurm`` (``pip install 'possym[slurm]'``): a submitit job per trial with the partition, time
-  limit and GPUs given; ``cluster="local"`` runs the jobs as local processes (submitit's own test
-  executor).
+  no run training behind it; the resume log lets the next call resume it.
+- ``ray`` (``pip install 'possym[ray]'``): a task per unit on the running Ray instance, on
+  ``--address``, or on a new local one of ``workers`` CPUs; each task asks for the run's CPUs and,
+  where the cluster has GPUs, 1 GPU. Ray does not retry a task lost with its node: it fails here,
+  and the executor's next round resubmits it, so the retry is the executor's, counted and reported.
+- ``slurm`` (``pip install 'possym[slurm]'``): one submitit job array per round, a task per unit,
+  with the partition, time limit, GPUs, array parallelism and any other sbatch setting given;
+  ``cluster="local"`` runs the jobs as local processes (submitit's own test executor). Jobs are
+  followed through ``squeue``, not only ``sacct``, so a job that dies is seen to end on a cluster
+  without accounting storage too. Jobs are named after their folder, so a call first cancels the
+  jobs a killed earlier call left running, and no run trains in two jobs at once.
 
 Example:
     >>> engine = LocalEngine(workers=2)
@@ -23,6 +29,7 @@ Example:
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing
 import os
 import threading
@@ -87,7 +94,7 @@ class LocalEngine:
                         item = pending.pop(fut)
                         exc = fut.exception()
                         yield (item, None, _error(exc)) if exc else (item, fut.result(), None)
-            finally:  # interrupted: drop what has not started; running trials keep their markers
+            finally:  # interrupted: drop what has not started; running units keep their resume log entries
                 pool.shutdown(wait=False, cancel_futures=True)
 
 
@@ -95,6 +102,7 @@ class LocalEngine:
 class RayEngine:
     workers: int = 1
     address: str | None = None
+    cpus: int = 1  # per unit of work (a run)
 
     def map(self, fn: Callable[[Any], Any], items: list[Any]) -> Iterator[Outcome]:
         ray = _require_extra("ray", "ray")
@@ -107,7 +115,8 @@ class RayEngine:
         pending: dict[Any, Any] = {}
         try:
             gpus = 1 if ray.cluster_resources().get("GPU", 0) >= 1 else 0
-            remote = ray.remote(num_cpus=1, num_gpus=gpus, max_retries=0)(fn)
+            # max_retries=0: a unit lost with its node comes back as an error, for the executor to retry.
+            remote = ray.remote(num_cpus=self.cpus, num_gpus=gpus, max_retries=0)(fn)
             pending = {remote.remote(item): item for item in items}
             while pending:
                 done, _ = ray.wait(list(pending), num_returns=1)
@@ -115,7 +124,7 @@ class RayEngine:
                     item = pending.pop(ref)
                     try:
                         yield item, ray.get(ref), None
-                    except Exception as exc:  # RayTaskError wraps the trial's own exception
+                    except Exception as exc:  # RayTaskError wraps the stage's own exception
                         yield item, None, _error(exc)
         finally:
             for ref in pending:  # interrupted: stop what is still running
@@ -124,37 +133,158 @@ class RayEngine:
                 ray.shutdown()
 
 
+# Slurm job states after which a job never runs again (squeue's names; PREEMPTED may be requeued).
+SLURM_ENDED = frozenset({"BOOT_FAIL", "CANCELLED", "COMPLETED", "DEADLINE", "FAILED", "NODE_FAIL", "OUT_OF_MEMORY",
+                         "TIMEOUT", "SPECIAL_EXIT", "REVOKED"})
+
+
+def squeue_states(job_ids: list[str], env: dict[str, str] | None = None) -> dict[str, str] | None:
+    """Each job's state as squeue reports it (``GONE`` for a job it no longer knows), or None if squeue failed.
+
+    submitit follows jobs through ``sacct``, which answers only where accounting storage is on; many
+    small clusters run without it, and then submitit never sees a killed job end. squeue answers on
+    every cluster, for running jobs and for finished ones during the cluster's ``MinJobAge`` (300 s by
+    default); a job it has forgotten has ended long ago.
+    """
+    import subprocess
+
+    cmd = ["squeue", "--noheader", "--array", "--states=all", "--format=%i %T", f"--jobs={','.join(job_ids)}"]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if done.returncode != 0:
+        # One unknown id alone is an error ("Invalid job id specified"); among others it is left out.
+        return dict.fromkeys(job_ids, "GONE") if "Invalid job id" in done.stderr else None
+    seen = dict(line.split(None, 1) for line in done.stdout.splitlines() if line.strip())
+    return {j: seen.get(j, "GONE").strip() for j in job_ids}
+
+
+def _log_tail(path: Path, lines: int = 15) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
 @dataclass
 class SlurmEngine:
+    """One job-array task per unit (a run), through submitit; ``folder`` holds the jobs' pickles and logs.
+
+    A job's end is read from its result file (written by submitit when the unit returns or raises)
+    and from ``squeue``, so a job cancelled, killed, out of time or on a failed node is reported as
+    that run's error, with its log, on clusters with accounting storage and without.
+    """
+
     folder: Path
     partition: str | None = None
     time_min: int = 240
     gpus: int = 0
     cpus: int = 1
-    cluster: str | None = None  # None: Slurm; "local" or "debug": submitit's own local executors
+    cluster: str = "slurm"  # "local" or "debug": submitit's own local executors
     poll_s: float = 2.0
+    array_parallelism: int = 256  # array tasks running at once (sbatch --array=0-N%P)
+    extra: dict[str, Any] | None = None  # more submitit parameters for Slurm: account, qos, mem_gb, constraint ...
+    result_wait_s: float = 30.0  # a COMPLETED job's result file may reach a network filesystem late
 
-    def map(self, fn: Callable[[Any], Any], items: list[Any]) -> Iterator[Outcome]:
+    @property
+    def job_name(self) -> str:
+        """``possym-`` and a digest of the folder: the jobs of one sweep directory, found again by a later call."""
+        if self.extra and self.extra.get("name"):
+            return str(self.extra["name"])
+        return "possym-" + hashlib.sha1(str(Path(self.folder).resolve()).encode()).hexdigest()[:10]
+
+    def _executor(self) -> Any:
         submitit = _require_extra("submitit", "slurm")
         executor = submitit.AutoExecutor(folder=str(self.folder), cluster=self.cluster)
-        params: dict[str, Any] = {"timeout_min": self.time_min, "cpus_per_task": self.cpus, "name": "possym"}
+        params: dict[str, Any] = {"timeout_min": self.time_min, "cpus_per_task": self.cpus, "name": self.job_name,
+                                  "slurm_array_parallelism": self.array_parallelism}
         if self.gpus:
             params["gpus_per_node"] = self.gpus
         if self.partition:
             params["slurm_partition"] = self.partition
-        executor.update_parameters(**params)
-        pending = {executor.submit(fn, item): item for item in items}
+        generic = {"mem_gb", "nodes", "tasks_per_node", "stderr_to_stdout", "name"}  # submitit's own names
+        for key, value in (self.extra or {}).items():
+            params[key if key in generic else f"slurm_{key}"] = value
+        try:
+            executor.update_parameters(**params)
+        except (NameError, ValueError) as exc:  # submitit lists the parameters it knows
+            raise PossymError(f"--slurm-param: {exc}") from None
+        return executor
+
+    def _ended(self, jobs: list[Any]) -> dict[Any, str]:
+        """The jobs that will not run again, each with its last state ("" when its result file is there)."""
+        ended = {j: "" for j in jobs if j.paths.result_pickle.exists()}
+        rest = [j for j in jobs if j not in ended]
+        if not rest:
+            return ended
+        if self.cluster != "slurm":  # submitit's local executors know their processes
+            return {**ended, **{j: "" for j in rest if j.done()}}
+        states = squeue_states([j.job_id for j in rest]) or {}
+        return {**ended, **{j: states[j.job_id] for j in rest if states.get(j.job_id) in SLURM_ENDED | {"GONE"}}}
+
+    def _outcome(self, job: Any, state: str) -> tuple[Any, str | None]:
+        if state == "COMPLETED":  # the job's script ended well: its result file is on its way
+            deadline = time.monotonic() + self.result_wait_s
+            while not job.paths.result_pickle.exists() and time.monotonic() < deadline:
+                time.sleep(0.5)
+        if state == "" or job.paths.result_pickle.exists():
+            try:
+                return job.result(), None
+            except Exception as exc:  # submitit re-raises the unit's exception (a FailedJobError)
+                return None, _error(exc)
+        # The log first and the verdict last: a report shows an error's last line.
+        return None, (f"{job.paths.stderr} ends:\n{_log_tail(job.paths.stderr)}\n"
+                      f"slurm job {job.job_id} ended {state} without a result (cancelled, killed, out of time or "
+                      "memory, or its node failed); its next run resumes it from its last saved state")
+
+    def end_leftovers(self, timeout_s: float = 180) -> list[str]:
+        """Cancel this folder's jobs that an earlier call left running, and wait until they have ended; return them.
+
+        A sweep killed hard (SIGKILL, a lost login session) cannot cancel its jobs, and they train on;
+        resubmitting their runs beside them would train each twice, into one directory. Cancelling
+        loses at most the steps since their last resumable state, which the new jobs redo.
+        """
+        import subprocess
+
+        user = ["--user", str(os.getuid())]
+        query = ["squeue", "--noheader", "--array", "--name", self.job_name, *user, "--format=%i"]
+
+        def alive() -> list[str]:
+            done = subprocess.run(query, capture_output=True, text=True, timeout=60)
+            if done.returncode != 0:
+                raise PossymError(f"{' '.join(query)} failed: {done.stderr.strip()[-300:]}")
+            return done.stdout.split()
+
+        left = alive()
+        if left:
+            subprocess.run(["scancel", *left], capture_output=True, text=True, timeout=60)
+            deadline = time.monotonic() + timeout_s
+            while alive():
+                if time.monotonic() > deadline:
+                    raise PossymError(f"slurm jobs {', '.join(left)} of an earlier call into {self.folder} did not end "
+                                      f"{timeout_s:.0f} s after scancel; they would train their runs beside new "
+                                      "jobs. Wait for them (squeue), then rerun")
+                time.sleep(self.poll_s)
+        return left
+
+    def map(self, fn: Callable[[Any], Any], items: list[Any]) -> Iterator[Outcome]:
+        if not items:
+            return
+        executor = self._executor()
+        if self.cluster == "slurm":
+            self.end_leftovers()
+        jobs = executor.map_array(fn, items)  # one sbatch for the lot: schedulers limit submissions
+        pending = dict(zip(jobs, items, strict=True))
         try:
             while pending:
-                for job in [j for j in pending if j.done()]:
+                for job, state in self._ended(list(pending)).items():
                     item = pending.pop(job)
-                    try:
-                        yield item, job.result(), None
-                    except Exception as exc:  # submitit re-raises the job's exception (or a FailedJobError)
-                        yield item, None, _error(exc)
+                    result, error = self._outcome(job, state)
+                    yield item, result, error
                 if pending:
                     time.sleep(self.poll_s)
-        finally:
+        finally:  # interrupted: cancel what has not ended
             for job in pending:
                 job.cancel(check=False)
 
@@ -169,14 +299,34 @@ def make_engine(
     time_min: int = 240,
     gpus: int = 0,
     cluster: str | None = None,
+    cpus: int = 1,
+    array_parallelism: int = 256,
+    log_dir: Path | None = None,
+    slurm_params: dict[str, Any] | None = None,
 ):
-    """The engine called ``name`` (one of :data:`ENGINES`)."""
+    """The engine called ``name`` (one of :data:`ENGINES`).
+
+    ``cpus`` is what each run asks of Ray or Slurm (the experiment's torch threads per run). For Slurm,
+    ``log_dir`` (default ``out/submitit``) holds the jobs' pickles and logs and, like ``out``, must be
+    on a filesystem the compute nodes share; ``cluster`` None or "slurm" submits with sbatch,
+    "local"/"debug" runs submitit's local executors.
+    """
     if name == "local":
         return LocalEngine(workers)
     if name == "ray":
         _require_extra("ray", "ray")
-        return RayEngine(workers, address)
+        return RayEngine(workers, address, cpus=cpus)
     if name == "slurm":
+        import shutil
+
         _require_extra("submitit", "slurm")
-        return SlurmEngine(out / "submitit", partition, time_min, gpus, cluster=cluster)
+        cluster = cluster or "slurm"
+        missing = [c for c in ("sbatch", "srun", "squeue") if shutil.which(c) is None]
+        if cluster == "slurm" and missing:
+            raise PossymError(f"--engine slurm submits with sbatch, but {', '.join(missing)} is not on PATH (run "
+                              "it on a Slurm login node); --cluster local runs the jobs as local processes")
+        if array_parallelism < 1:
+            raise PossymError(f"--array-parallelism={array_parallelism} must be >= 1")
+        return SlurmEngine(Path(log_dir) if log_dir else out / "submitit", partition, time_min, gpus, cpus,
+                           cluster=cluster, array_parallelism=array_parallelism, extra=slurm_params)
     raise PossymError(f"--engine {name!r} is not an engine; allowed: {ENGINES}")

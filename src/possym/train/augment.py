@@ -1,4 +1,4 @@
-"""Random extra tokens during training: a data-side scheme against position-bound solutions (issue 8).
+"""Random extra tokens during training: a data-side scheme against position-bound solutions.
 
 The paper's number model learns positional heads that look a fixed distance back and fails once
 extra tokens come before the target window (paper A §3.6). ``train.random_extra=K`` trains on what

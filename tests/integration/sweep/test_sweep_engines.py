@@ -1,5 +1,6 @@
-"""`possym sweep` for real, with tiny trials: the local pool (2 workers), Ray (num_cpus=2), submitit's local executor;
-resuming after a failure and after a kill, and the summary."""
+"""`possym sweep` for real, with tiny runs: the local pool (2 workers), Ray (num_cpus=2), submitit's local executor;
+resuming after a failure and after a kill, and the summary. The evidence is the executor's layout: OUT/runs/ID,
+the resume log OUT/log/ID.json (each stage's status and attempts) and each run's metrics log."""
 
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from pathlib import Path
 
 import pytest
 import yaml
-from possym.sweep.spec import expand, load_spec
 
 from possym.cli import main
+from possym.experiment.config import load_experiment
 from possym.report.claims import frequency_claims, head_claims, learning_claims, length_claims
 from possym.report.evidence import legacy_runs, load_evidence
 from possym.runs import RunDir, read_csv
@@ -32,23 +33,27 @@ def write_spec(path: Path, tiny: list[str], seeds=(0, 1), stages=None, **extra) 
         "retries": 0,
         **extra,
     }
-    path.write_text(yaml.safe_dump(data))
+    path.write_text(yaml.safe_dump(data, sort_keys=False))  # the stages run in the order written
     return path
 
 
-def stage_runs(trial_dir: Path, stage: str) -> int:
-    """How many times the trial's log shows STAGE starting."""
-    return (trial_dir / "log.txt").read_text().count(f"== {stage} (")
+def log(out: Path, rid: str) -> dict:
+    """The run's resume log: stage -> {status, attempts, error, ...}."""
+    return json.loads((out / "log" / f"{rid}.json").read_text())["stages"]
+
+
+def attempts(out: Path, rid: str) -> dict[str, int]:
+    return {stage: e["attempts"] for stage, e in log(out, rid).items()}
 
 
 def assert_finished(out: Path, spec: Path) -> None:
-    for trial in expand(load_spec(spec), out):
-        record = json.loads((Path(trial.state_dir) / "DONE").read_text())
-        assert record["status"] == "done"
-        assert (Path(trial.run_dir) / "scores.csv").exists()
+    for run in load_experiment(str(spec)).runs():
+        assert all(e["status"] == "done" for e in log(out, run.id).values()), log(out, run.id)
+        assert (out / "runs" / run.id / "scores.csv").exists()
+        assert any(r.get("event") == "final" for r in RunDir.open(out / "runs" / run.id).metrics())
 
 
-def test_local_engine_runs_every_stage_then_resumes_without_redoing_work(tmp_path, tiny_overrides):
+def test_local_engine_runs_every_stage_then_resumes_without_redoing_work(tmp_path, tiny_overrides, capsys):
     stages = {
         "score": SCORE,
         "lengthgen": {"grid": [0, 10], "n": 4, "n_prefixes": 2, "steps": ["best", "final"]},
@@ -62,6 +67,7 @@ def test_local_engine_runs_every_stage_then_resumes_without_redoing_work(tmp_pat
     )
     out = tmp_path / "sweep"
     assert main(["sweep", str(spec), "--out", str(out), "--workers", "2"]) == 0
+    assert "4/4 runs done, 0 failed, 0 retried (none), engine local" in capsys.readouterr().out
     assert_finished(out, spec)
     assert (out / "runs/nope1-number-s1/theory/discrepancy_summary.csv").exists()
     rows = (out / "summary.csv").read_text().splitlines()
@@ -78,12 +84,15 @@ def test_local_engine_runs_every_stage_then_resumes_without_redoing_work(tmp_pat
     alone = learning_claims(ev) + head_claims(ev) + frequency_claims(ev) + length_claims(ev)
     mine = [r for r in claims if r["variant"] == "base" and r["seed"] == "1"]
     fields = ("claim", "ours", "verdict")
-    assert [tuple(r[f] for f in fields) for r in mine] == [tuple(c[f] for f in fields) for c in alone]
+    assert [tuple(r[f] for f in fields) for r in mine] == [tuple(getattr(c, f) for f in fields) for c in alone]
     assert "| number-task hops are learned in order |" in (out / "claims_by_seed.md").read_text()
-    # Rerunning skips everything; a stage added to the spec runs alone on the finished trials.
+    # Rerunning skips everything: no stage of any run starts again.
+    final = RunDir.open(out / "runs/base-number-s0").checkpoint_path(30).stat().st_mtime_ns
     assert main(["sweep", str(spec), "--out", str(out), "--workers", "2"]) == 0
-    trial = out / "trials/base-number-s0"
-    assert stage_runs(trial, "train") == 1 and stage_runs(trial, "score") == 1
+    assert "4/4 runs done, 0 failed, 0 retried (none)" in capsys.readouterr().out
+    for rid in ("base-number-s0", "nope1-number-s1"):
+        assert attempts(out, rid) == {"train": 1, "score": 1, "lengthgen": 1, "discrepancy": 1}
+    assert RunDir.open(out / "runs/base-number-s0").checkpoint_path(30).stat().st_mtime_ns == final
 
 
 def test_a_failing_stage_keeps_the_finished_ones_and_a_rerun_completes_it(tmp_path, tiny_overrides, capsys):
@@ -92,11 +101,11 @@ def test_a_failing_stage_keeps_the_finished_ones_and_a_rerun_completes_it(tmp_pa
     )
     out = tmp_path / "sweep"
     assert main(["sweep", str(bad), "--out", str(out), "--workers", "1"]) == 1
-    assert "FAILED baseline-number-s0" in capsys.readouterr().out
-    trial = out / "trials/baseline-number-s0"
-    report = json.loads((trial / "failed.json").read_text())
-    assert "stage discrepancy failed (RunError: no checkpoint for step 999" in report["error"] and report["final"]
-    assert (trial / "train.done").exists() and (trial / "score.done").exists()
+    printed = capsys.readouterr().out
+    assert "0/1 runs done, 1 failed" in printed and "FAILED number-s0" in printed
+    entry = log(out, "number-s0")
+    assert entry["discrepancy"]["status"] == "failed" and "no checkpoint for step 999" in entry["discrepancy"]["error"]
+    assert entry["train"]["status"] == entry["score"]["status"] == "done"
     good = write_spec(
         tmp_path / "good.yaml",
         tiny_overrides,
@@ -104,69 +113,65 @@ def test_a_failing_stage_keeps_the_finished_ones_and_a_rerun_completes_it(tmp_pa
         stages={"score": SCORE, "discrepancy": {"samples": 4, "extras": [0, 10]}},
     )
     assert main(["sweep", str(good), "--out", str(out), "--workers", "1"]) == 0
-    assert stage_runs(trial, "train") == 1 and stage_runs(trial, "discrepancy") == 2
-    assert not (trial / "failed.json").exists()
+    assert attempts(out, "number-s0") == {"train": 1, "score": 1, "discrepancy": 2}
+    assert all(e["status"] == "done" and e["error"] is None for e in log(out, "number-s0").values())
 
 
-def test_a_changed_trial_config_is_refused_not_mixed(tmp_path, tiny_overrides, capsys):
+def test_a_changed_run_config_is_refused_not_mixed(tmp_path, tiny_overrides, capsys):
     out = tmp_path / "sweep"
     spec = write_spec(tmp_path / "a.yaml", tiny_overrides, seeds=[0], stages={})
     assert main(["sweep", str(spec), "--out", str(out), "--workers", "1"]) == 0
+    before = (out / "runs/number-s0/config.yaml").read_text()
     changed = write_spec(tmp_path / "b.yaml", [*tiny_overrides, "train.lr=2e-3"], seeds=[0], stages={})
     assert main(["sweep", str(changed), "--out", str(out), "--workers", "1"]) == 2
-    assert "already exist with other settings" in capsys.readouterr().err
+    assert "train.lr differ" in capsys.readouterr().err
+    assert (out / "runs/number-s0/config.yaml").read_text() == before and attempts(out, "number-s0") == {"train": 1}
 
 
-def test_a_trial_is_its_resolved_config_so_an_equivalent_spelling_continues_it(tmp_path, tiny_overrides):
+def test_a_run_is_its_resolved_config_so_an_equivalent_spelling_continues_it(tmp_path, tiny_overrides):
     out = tmp_path / "sweep"
     spec = write_spec(tmp_path / "a.yaml", tiny_overrides, seeds=[0], stages={})
     assert main(["sweep", str(spec), "--out", str(out), "--workers", "1"]) == 0
     # The same config spelled otherwise: overrides reversed, and a default restated.
     same = write_spec(tmp_path / "b.yaml", [*reversed(tiny_overrides), "train.grad_clip=1.0"], seeds=[0],
                       stages={"score": SCORE})
-    (trial,) = expand(load_spec(same), out)
-    assert trial.config() == RunDir.open(trial.run_dir).config
+    (run,) = load_experiment(str(same)).runs()
+    assert run.config() == RunDir.open(out / "runs" / run.id).config
     assert main(["sweep", str(same), "--out", str(out), "--workers", "1"]) == 0
-    state = out / "trials/baseline-number-s0"
-    assert stage_runs(state, "train") == 1 and stage_runs(state, "score") == 1  # only the added stage ran
+    assert attempts(out, "number-s0") == {"train": 1, "score": 1}  # only the added stage ran
 
 
-def test_killing_the_sweep_loses_no_finished_trial(tmp_path, tiny_overrides):
-    spec = write_spec(
-        tmp_path / "spec.yaml",
-        [*tiny_overrides, "train.steps=150", "train.checkpoint_every=25"],
-        seeds=[0, 1],
-        stages={},
-    )
+def test_killing_the_sweep_loses_no_finished_run_and_the_interrupted_one_resumes(tmp_path, tiny_overrides):
+    steps = [*tiny_overrides, "train.steps=150", "train.checkpoint_every=25", "train.state_every=25"]
+    spec = write_spec(tmp_path / "spec.yaml", steps, seeds=[0, 1], stages={})
     out = tmp_path / "sweep"
-    cmd = [
-        sys.executable,
-        "-c",
-        "import sys; from possym.cli import main; sys.exit(main())",
-        "sweep",
-        str(spec),
-        "--out",
-        str(out),
-        "--workers",
-        "1",
-    ]
+    cmd = [sys.executable, "-m", "possym", "sweep", str(spec), "--out", str(out), "--workers", "1"]
     proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    first, second = out / "trials/baseline-number-s0", out / "runs/baseline-number-s1"
+    second = out / "runs/number-s1"
     deadline = time.monotonic() + 240
-    while not (
-        (first / "DONE").exists() and (second / "checkpoints").is_dir() and any((second / "checkpoints").iterdir())
-    ):
+
+    def first_done() -> bool:
+        return (out / "log/number-s0.json").is_file() and log(out, "number-s0")["train"]["status"] == "done"
+
+    while not (first_done() and (second / "state.pt").is_file() and RunDir.open(second).load_state()["step"] >= 25):
         assert proc.poll() is None and time.monotonic() < deadline, "the sweep stopped or hung"
         time.sleep(0.2)
-    os.killpg(proc.pid, signal.SIGKILL)  # the driver and its worker, mid-training of the second trial
+    os.killpg(proc.pid, signal.SIGKILL)  # the driver and its worker, mid-training of the second run
     proc.wait()
+    killed_at = time.time()
+    resumed_from = RunDir.open(second).load_state()["step"]
+    assert 25 <= resumed_from < 150 and log(out, "number-s1")["train"]["status"] == "running"
     assert main(["sweep", str(spec), "--out", str(out), "--workers", "1"]) == 0
-    assert stage_runs(first, "train") == 1  # finished: not rerun
-    log = (out / "trials/baseline-number-s1/log.txt").read_text()
-    assert "== train (baseline-number-s1): resuming" in log  # interrupted: resumed from its checkpoint, not restarted
+    assert attempts(out, "number-s0") == {"train": 1}  # finished: not rerun
+    assert attempts(out, "number-s1") == {"train": 2}
+    # Resumed from its state, not restarted: the evaluations up to the state are the first run's, once each.
+    evals = [r for r in RunDir.open(second).metrics() if r.get("event") == "eval"]
+    assert [r["step"] for r in evals] == list(range(0, 151, 10))
+    assert all(r["time"] <= killed_at for r in evals if r["step"] <= resumed_from)
+    assert all(r["time"] > killed_at for r in evals if r["step"] > resumed_from)
 
 
-def test_ray_engine_with_two_cpus(tmp_path, tiny_overrides):
+def test_ray_engine_with_two_cpus(tmp_path, tiny_overrides, capsys):
     ray = pytest.importorskip("ray")
     spec = write_spec(tmp_path / "spec.yaml", tiny_overrides)
     out = tmp_path / "sweep"
@@ -175,10 +180,11 @@ def test_ray_engine_with_two_cpus(tmp_path, tiny_overrides):
         assert main(["sweep", str(spec), "--out", str(out), "--engine", "ray"]) == 0
     finally:
         ray.shutdown()
+    assert "2/2 runs done, 0 failed, 0 retried (none), engine ray" in capsys.readouterr().out
     assert_finished(out, spec)
 
 
-def test_slurm_engine_through_submitit_local_executor(tmp_path, tiny_overrides):
+def test_slurm_engine_through_submitit_local_executor(tmp_path, tiny_overrides, capsys):
     pytest.importorskip("submitit")
     spec = write_spec(tmp_path / "spec.yaml", tiny_overrides)
     out = tmp_path / "sweep"
@@ -186,15 +192,24 @@ def test_slurm_engine_through_submitit_local_executor(tmp_path, tiny_overrides):
         main(["sweep", str(spec), "--out", str(out), "--engine", "slurm", "--cluster", "local", "--time-min", "10"])
         == 0
     )
+    assert "2/2 runs done, 0 failed, 0 retried (none), engine slurm" in capsys.readouterr().out
     assert_finished(out, spec)
     assert any((out / "submitit").iterdir())  # submitit's own job folders
 
 
-def test_missing_engine_extra_is_named(monkeypatch, tmp_path, tiny_overrides, capsys):
+def test_missing_engine_extra_is_named(monkeypatch, tmp_path, tiny_overrides):
     monkeypatch.setitem(sys.modules, "ray", None)  # as if not installed
     spec = write_spec(tmp_path / "spec.yaml", tiny_overrides)
     with pytest.raises(ImportError, match=r"pip install 'possym\[ray\]'"):
         main(["sweep", str(spec), "--out", str(tmp_path / "o"), "--engine", "ray"])
+
+
+def test_the_slurm_engine_without_sbatch_says_where_to_run_it(monkeypatch, tmp_path, tiny_overrides, capsys):
+    pytest.importorskip("submitit")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no Slurm commands here
+    spec = write_spec(tmp_path / "spec.yaml", tiny_overrides)
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "o"), "--engine", "slurm"]) == 2
+    assert "sbatch" in capsys.readouterr().err and not (tmp_path / "o/runs").exists()
 
 
 def _alive(pid: int) -> bool:

@@ -8,7 +8,7 @@ import numpy as np
 
 from possym.canonical.claims import canonical_claims, length_claim
 from possym.canonical.grid import CanonicalGridConfig, wmax_rows
-from possym.canonical.records import PositionRow, RunRow
+from possym.canonical.records import CellRecord, PositionRecord
 
 GRID = CanonicalGridConfig(conditions=("band1", "band2", "band3", "nope", "two_angle"), seeds=(0, 1, 2))
 U = np.array([1.0, 0.5, 0.3, 0.25, 0.25, 0.3, 0.5, 1.0])
@@ -20,7 +20,7 @@ def _grid(acc: dict[tuple[str, str], float], curve: dict[tuple[str, str], np.nda
         for seed in GRID.seeds:
             positional = task == "index"
             runs.append(
-                RunRow(
+                CellRecord(
                     task=task,
                     condition=cond,
                     seed=seed,
@@ -43,7 +43,7 @@ def _grid(acc: dict[tuple[str, str], float], curve: dict[tuple[str, str], np.nda
                 )
             )
             c = (curve or {}).get((task, cond), np.full(8, a))
-            positions += [PositionRow(task, cond, seed, 8, p, int(round(c[p] * 500)), 500) for p in range(8)]
+            positions += [PositionRecord(task, cond, seed, 8, p, int(round(c[p] * 500)), 500) for p in range(8)]
     return runs, positions
 
 
@@ -138,7 +138,7 @@ def test_theorem7_for_h_sym_is_graded_under_both_pre_rotations():
     assert _verdict(_claims(PAPER, wmax=neither), "Theorem 7: w_max(j) of a simplified H_SYM") == "differs"
 
 
-def _length_runs(drops: dict[tuple[str, str], float]) -> list[RunRow]:
+def _length_runs(drops: dict[tuple[str, str], float]) -> list[CellRecord]:
     runs, _ = _grid({k: 1.0 for k in drops})
     return [dataclasses.replace(r, acc_2x=1.0 - drops[r.task, r.condition] / 2, acc_4x=1.0 - drops[r.task, r.condition])
             for r in runs]

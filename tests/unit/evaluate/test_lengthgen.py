@@ -14,7 +14,7 @@ from possym.evaluate.lengthgen import (
     cluster_interval,
     last_logits_after,
     last_logits_plain,
-    length_curve,
+    measure_length_curve,
     point_samples,
     prefix_cache,
     slice_cache,
@@ -48,8 +48,8 @@ def test_cached_prefix_logits_equal_the_plain_forward_pass(name):
 def test_both_modes_give_the_same_curve():
     task = task_config("letter")
     model = random_model(task)
-    cached = length_curve(model, task, LengthGenConfig(grid=(0, 25, 90), n=10, n_prefixes=3))
-    plain = length_curve(model, task, LengthGenConfig(grid=(0, 25, 90), n=10, n_prefixes=3, mode="plain"))
+    cached = measure_length_curve(model, task, LengthGenConfig(grid=(0, 25, 90), n=10, n_prefixes=3))
+    plain = measure_length_curve(model, task, LengthGenConfig(grid=(0, 25, 90), n=10, n_prefixes=3, mode="plain"))
     strip = [{k: v for k, v in r.items() if k != "mode"} for r in cached]
     assert strip == [{k: v for k, v in r.items() if k != "mode"} for r in plain]
 
@@ -78,12 +78,12 @@ class WindowOracle(nn.Module):
 def test_an_oracle_scores_one_and_a_constant_scores_its_share(mode):
     task = task_config("number")
     cfg = LengthGenConfig(grid=(0, 7, 60), n=40, n_prefixes=4, mode=mode)
-    rows = length_curve(WindowOracle(task), task, cfg)
+    rows = measure_length_curve(WindowOracle(task), task, cfg)
     assert [(r["extra"], r["n_hops"]) for r in rows] == [(k, h) for k in (0, 7, 60) for h in (0, 1, 2, 3, 4)]
     assert all(r["accuracy"] == 1.0 and r["ci_high"] == 1.0 and r["ci_low"] > 0.9 for r in rows)
     assert all(r["n"] == (160 if r["n_hops"] == 0 else 40) and r["n_prefixes"] == 4 for r in rows)
     # A model that always says "a" is right exactly on the windows whose answer is "a".
-    const = length_curve(WindowOracle(task, fixed="a"), task, cfg)
+    const = measure_length_curve(WindowOracle(task, fixed="a"), task, cfg)
     samples = [
         point_samples(task, cfg, h, j, 60, draw_prefix(task, 60, h, np.random.default_rng(0)))
         for h in task.hops
@@ -95,7 +95,7 @@ def test_an_oracle_scores_one_and_a_constant_scores_its_share(mode):
 
 def test_pooled_rows_add_up_and_intervals_contain_the_accuracy():
     task = task_config("letter")
-    rows = length_curve(random_model(task), task, LengthGenConfig(grid=(0, 50), n=9, n_prefixes=3))
+    rows = measure_length_curve(random_model(task), task, LengthGenConfig(grid=(0, 50), n=9, n_prefixes=3))
     for extra in (0, 50):
         at = [r for r in rows if r["extra"] == extra]
         assert at[0]["correct"] == sum(r["correct"] for r in at[1:]) and at[0]["n"] == 36

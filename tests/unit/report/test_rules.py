@@ -158,3 +158,16 @@ def test_a_paired_comparison_flips_signs_of_the_differences():
     assert math.isclose(six.p_permutation, 2 / 64)
     with pytest.raises(ValueError, match="equal sizes"):
         compare_groups([1, 2], [1, 2, 3], paired=True)
+
+
+def test_rank_correlation_finds_a_monotone_tie_in_and_gives_no_evidence_for_a_shuffle():
+    from possym.report.rules import rank_correlation
+
+    up = rank_correlation([0.1, 0.3, 0.2, 0.5, 0.4, 0.6], [1, 3, 2, 5, 4, 6])
+    assert up.rho == pytest.approx(1.0) and up.p_permutation == pytest.approx(2 / 720)
+    down = rank_correlation([1, 2, 3, 4, 5, 6], [6, 5, 4, 3, 2, 1])
+    assert down.rho == pytest.approx(-1.0) and down.p_permutation == pytest.approx(2 / 720)
+    flat = rank_correlation([1, 2, 3, 4, 5, 6], [3, 1, 6, 2, 5, 4])
+    assert abs(flat.rho) < 0.5 and flat.p_permutation > 0.3  # just past any threshold: no evidence
+    with pytest.raises(ValueError, match="at least 3"):
+        rank_correlation([1, 2], [2, 1])

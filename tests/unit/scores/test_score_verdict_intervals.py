@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import numpy as np
 import pytest
 
+from possym.records import ScoreRecord
 from possym.scores.dynamics import first_pure_steps, layer_sets, purity, purity_kinds
 
 
@@ -30,10 +32,14 @@ def test_a_box_clear_of_gamma_keeps_one_verdict_and_a_missing_interval_means_the
 
 
 def _row(step, layer, s_pos, s_sym, half=None):
-    r = dict(step=step, layer=layer, head=0, query="last", s_pos=s_pos, s_sym=s_sym)
-    if half is not None:
-        r |= dict(s_pos_low=s_pos - half, s_pos_high=s_pos + half, s_sym_low=s_sym - half, s_sym_high=s_sym + half)
-    return r
+    box = {} if half is None else dict(s_pos_low=s_pos - half, s_pos_high=s_pos + half, s_sym_low=s_sym - half,
+                                       s_sym_high=s_sym + half)
+    return ScoreRecord(step=step, query="last", layer=layer, head=0, s_pos=s_pos, s_sym=s_sym, entropy=1.0,
+                       n_inputs=4, **box)
+
+
+def _plain(rows):
+    return [dataclasses.replace(r, s_pos_low=None, s_pos_high=None, s_sym_low=None, s_sym_high=None) for r in rows]
 
 
 def test_layer_sets_separate_sure_from_possible_and_ever_from_final():
@@ -47,18 +53,16 @@ def test_layer_sets_separate_sure_from_possible_and_ever_from_final():
     assert layer_sets(rows, "positional", 0.1, ever=True) == ({0}, {0, 1})
     assert layer_sets(rows, "positional", 0.1, ever=False) == (set(), {1})
     assert layer_sets(rows, "symbolic", 0.1, ever=False) == ({2}, {2})
-    plain = [{k: v for k, v in r.items() if "_low" not in k and "_high" not in k} for r in rows]
-    assert layer_sets(plain, "positional", 0.1, ever=False) == ({1}, {1})
+    assert layer_sets(_plain(rows), "positional", 0.1, ever=False) == ({1}, {1})
 
 
 def test_first_passage_says_whether_the_final_verdict_straddles_gamma():
     rows = [_row(1, 0, 0.5, 0.5, 0.02), _row(2, 0, 0.91, 0.05, 0.03), _row(1, 1, 0.5, 0.5, 0.02),
             _row(2, 1, 0.99, 0.01, 0.005)]
-    first = {r["layer"]: r for r in first_pure_steps(rows, 0.1)}
-    assert first[0]["final_kind"] == "positional" and first[0]["final_straddles"] is True
-    assert first[1]["final_kind"] == "positional" and first[1]["final_straddles"] is False
-    plain = [{k: v for k, v in r.items() if "_low" not in k and "_high" not in k} for r in rows]
-    assert all(r["final_straddles"] is None for r in first_pure_steps(plain, 0.1))
+    first = {r.layer: r for r in first_pure_steps(rows, 0.1)}
+    assert first[0].final_kind == "positional" and first[0].final_straddles is True
+    assert first[1].final_kind == "positional" and first[1].final_straddles is False
+    assert all(r.final_straddles is None for r in first_pure_steps(_plain(rows), 0.1))
 
 
 @pytest.mark.parametrize("gamma", [0.0, 0.5])

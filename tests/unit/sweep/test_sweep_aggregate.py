@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import statistics
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from possym.experiment.config import RunSpec, experiment_from_dict
 from possym.sweep.aggregate import hop_order, summarise, summary_markdown
 from possym.sweep.run import run_sweep
-from possym.sweep.spec import spec_from_dict
 
 
 def evals(rows):
@@ -46,49 +47,87 @@ def test_summary_is_mean_and_sample_sd_across_seeds_and_tallies_the_rest():
 class SequentialEngine:
     """An in-process engine for the retry logic: calls fn on each item, reports exceptions as errors."""
 
+    def __init__(self):
+        self.calls = []
+
     def map(self, fn, items):
         for item in items:
+            self.calls.append(item.run.id)
             try:
                 yield item, fn(item), None
             except Exception as exc:
                 yield item, None, repr(exc)
 
 
-def test_failed_trials_are_retried_a_bounded_number_of_times_then_reported(tmp_path):
-    spec = spec_from_dict({"tasks": ["number"], "seeds": [0, 1], "retries": 2, "stages": {}})
-    calls = []
+@dataclass(frozen=True)
+class NoSettings:
+    pass
 
-    def flaky(trial):
-        calls.append(trial.id)
-        if trial.seed == 1:
-            raise RuntimeError("always fails")
-        done = Path(trial.state_dir)
-        done.mkdir(parents=True)
-        for name in ("train.done", "DONE"):
-            (done / name).write_text(json.dumps({"id": trial.id}))
-        return {"id": trial.id}
 
-    outcome = run_sweep(spec, tmp_path, SequentialEngine(), fn=flaky)
-    assert calls == ["baseline-number-s0", "baseline-number-s1", "baseline-number-s1", "baseline-number-s1"]
-    assert list(outcome.done) == ["baseline-number-s0"] and "always fails" in outcome.failed["baseline-number-s1"]
-    report = json.loads((tmp_path / "trials/baseline-number-s1/failed.json").read_text())
-    assert report["attempts"] == 3 and report["final"]
-    # A second sweep skips the finished trial and tries the failed one again.
-    calls.clear()
-    outcome = run_sweep(spec, tmp_path, SequentialEngine(), fn=flaky)
-    assert outcome.skipped == ["baseline-number-s0"] and calls == ["baseline-number-s1"] * 3
+def fails_for_seed_1(run, cfg: NoSettings) -> None:
+    if run.config.seeds.init == 1:
+        raise RuntimeError("always fails")
+
+
+@pytest.fixture
+def flaky_stage():
+    from possym.stages.registry import Stage, register_stage, unregister_stage
+
+    stage = register_stage(Stage("fails_for_seed_1", NoSettings, fails_for_seed_1, scope="run"), replace=True)
+    yield stage
+    unregister_stage(stage.name)
+
+
+def test_failed_runs_are_retried_a_bounded_number_of_times_then_reported(tmp_path, flaky_stage, tiny_overrides):
+    exp = experiment_from_dict({"tasks": ["number"], "seeds": [0, 1], "retries": 2,
+                                "overrides": [*tiny_overrides, "train.steps=2"],
+                                "stages": {"fails_for_seed_1": {}}})
+    engine = SequentialEngine()
+    outcome = run_sweep(exp, tmp_path, engine, summary=False)
+    assert engine.calls == ["number-s0", "number-s1", "number-s1", "number-s1"]
+    assert list(outcome.failed) == ["number-s1"] and "always fails" in outcome.failed["number-s1"]
+    assert outcome.retried == ["number-s1"]  # sent round again; number-s0 succeeded at once
+    entry = json.loads((tmp_path / "log/number-s1.json").read_text())["stages"]
+    assert entry["fails_for_seed_1"]["attempts"] == 3 and entry["fails_for_seed_1"]["status"] == "failed"
+    assert entry["train"]["attempts"] == 1  # the retries redo only the stage that failed
+    # A second sweep skips the finished run and tries the failed one again.
+    engine = SequentialEngine()
+    outcome = run_sweep(exp, tmp_path, engine, summary=False)
+    assert ("number-s0", "fails_for_seed_1") in outcome.skipped and engine.calls == ["number-s1"] * 3
+
+
+class DyingEngine:
+    """An engine whose worker starts the unit's first stage and dies there, as a killed job or a lost node."""
+
+    def map(self, fn, items):
+        from possym.stages.log import ResumeLog
+
+        for item in items:
+            stage, cfg = item.stages[0]
+            ResumeLog(Path(item.out)).start(item.run.id, stage.name, stage.key_of(cfg))
+            yield item, None, "slurm job 7_0 ended CANCELLED without a result"
+
+
+def test_a_run_whose_worker_died_mid_stage_has_the_engines_account_in_its_resume_log(tmp_path, tiny_overrides):
+    exp = experiment_from_dict({"tasks": ["number"], "seeds": [0], "retries": 1, "overrides": tiny_overrides,
+                                "stages": {}})
+    outcome = run_sweep(exp, tmp_path, DyingEngine(), summary=False)
+    assert outcome.retried == ["number-s0"] and "CANCELLED" in outcome.failed["number-s0"]
+    entry = json.loads((tmp_path / "log/number-s0.json").read_text())["stages"]["train"]
+    # Not left 'running' with no error: failed, with what the engine saw, after two attempts.
+    assert entry["status"] == "failed" and entry["attempts"] == 2 and "CANCELLED" in entry["error"]
 
 
 def test_trial_facts_read_the_best_and_the_final_curve_and_the_layers_ever_pure(tmp_path, tiny_overrides):
     """A hand-made run: best = the earliest step at the maximum validation accuracy (50, not 100); the
     length curve of each checkpoint lands under its own key; L0 possibly positional, L1 surely."""
 
+
     from possym.config import load_config
     from possym.model.gptj import GPTJ
-    from possym.records import LengthPoint, ScoreRecord
+    from possym.records import LengthRecord, ScoreRecord
     from possym.runs import RunDir
     from possym.sweep.aggregate import arms_markdown, trial_facts
-    from possym.sweep.spec import Trial
 
     run = RunDir.create(tmp_path / "run", load_config("number", None, tiny_overrides), argv=["test"])
     model = GPTJ(run.model_config)
@@ -98,7 +137,7 @@ def test_trial_facts_read_the_best_and_the_final_curve_and_the_layers_ever_pure(
     run.log({"event": "final", "step": 100, "accuracy": 0.9, "acc_hop1": 0.9})
     point = dict(n_hops=0, seq_len=20, n=10, ci_low=0.0, ci_high=1.0, n_prefixes=1, prefix_sd=0.0,
                  cluster_low=0.0, cluster_high=1.0, mode="shared")
-    run.write("lengthgen", [LengthPoint(extra=100, accuracy=a, correct=int(10 * a), step=s, **point)
+    run.write("lengthgen", [LengthRecord(extra=100, accuracy=a, correct=int(10 * a), step=s, **point)
                             for s, a in ((50, 0.7), (100, 0.4))])
     rows = []
     for step in (50, 100):
@@ -107,8 +146,8 @@ def test_trial_facts_read_the_best_and_the_final_curve_and_the_layers_ever_pure(
                                     n_inputs=10, s_pos_low=p - half, s_pos_high=p + half, s_sym_low=y - half,
                                     s_sym_high=y + half))
     run.write("scores", rows)
-    trial = Trial("B-number-s0", "B", "number", 0, str(run.path), str(tmp_path / "state"), None, (), {})
-    facts = trial_facts(trial)
+    trial = RunSpec("B-number-s0", "B", "number", 0, None, tuple(tiny_overrides))
+    facts = trial_facts(trial, run.path)
     assert facts["best_step"] == 50
     assert facts["len_best_100"] == 0.7 and facts["len_acc_100"] == 0.4
     assert facts["ever_positional"] == "L1 (+L0)" and facts["ever_symbolic"] == "none"

@@ -1,4 +1,4 @@
-"""Random extra tokens during training (issue 8's data-side scheme): answers kept, counts varied, resume exact."""
+"""Random extra tokens during training (a data-side scheme): answers kept, counts varied, resume exact."""
 
 from __future__ import annotations
 

@@ -1,0 +1,59 @@
+"""`possym sweep --engine ray --address ...` on a two-node Ray cluster (two `ray start` processes on
+loopback addresses): the worker node dies mid-run, the sweep finishes on the head, retrying the lost run
+from its last state, says which run it retried, and every result equals an uninterrupted run's."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import pytest
+from cluster_sweeps import (
+    RUNS,
+    STEPS,
+    assert_ran_once,
+    assert_resumed_once,
+    assert_same_results,
+    cluster_env,
+    sweep_command,
+    wait_mid_training,
+    write_grid,
+)
+from ray_cluster import CLIENT_ENV
+
+from possym.runs import RunDir
+
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(900)]
+
+
+def test_a_ray_worker_node_killed_mid_run_is_retried_on_the_surviving_node_from_its_state(
+    ray_nodes, reference, tmp_path, tiny_overrides
+):
+    cluster, worker = ray_nodes
+    spec = write_grid(tmp_path / "grid.yaml", tiny_overrides, retries=1)
+    out = tmp_path / "sweep"
+    cmd = sweep_command(spec, out, "--engine", "ray", "--address", cluster.address)
+    sweep = subprocess.Popen(cmd, env=cluster_env(**CLIENT_ENV), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                             text=True)
+    try:
+        # One CPU per node and two runs: one trains on each node. Catch the worker node's mid-run.
+        victim, pid = wait_mid_training(out, RUNS, sweep, owner=lambda p: p in worker.pids())
+        (bystander,) = [r for r in RUNS if r != victim]
+        killed = cluster.kill(worker)  # raylet, agents and the run's worker process, at once
+        died_at = time.time()
+        assert pid in killed and not worker.pids()
+        # The retry waits for the round's other run to finish, so this is the state the dead node left.
+        state = RunDir.open(out / "runs" / victim).load_state()
+        output, _ = sweep.communicate(timeout=600)
+    finally:
+        if sweep.poll() is None:
+            sweep.kill()
+            sweep.wait()
+    assert sweep.returncode == 0, output
+    assert f"2/2 runs done, 0 failed, 1 retried ({victim}), engine ray" in output, output
+    assert cluster.active_nodes() == 1  # the retry ran on the head, the only node left
+    for rid in RUNS:
+        assert_same_results(out, reference, rid)
+    assert state is not None and 0 < state["step"] < STEPS  # killed mid-run
+    assert_resumed_once(out, victim, state["step"], died_at, died_at)
+    assert_ran_once(out, bystander)

@@ -1,0 +1,108 @@
+"""`possym sweep --engine slurm` on a real one-node Slurm cluster (submitit, sbatch, accounting off):
+one job cancelled mid-run with scancel and another whose process is SIGKILLed mid-run; the rerun
+resumes both from their last state; its own driver is SIGKILLed, leaving its jobs running, and the
+next call cancels them before it resumes the runs. Nothing is lost or trained twice, and the grid
+equals the local engine's."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+from cluster_procs import alive, environ
+from cluster_sweeps import (
+    RUNS,
+    STEPS,
+    assert_resumed_once,
+    assert_same_results,
+    cluster_env,
+    resume_log,
+    sweep_command,
+    wait_mid_training,
+    write_grid,
+)
+
+from possym.runs import RunDir
+
+pytestmark = [pytest.mark.slurm, pytest.mark.timeout(900)]
+
+
+def test_slurm_jobs_cancelled_or_killed_mid_run_or_orphaned_resume_on_rerun_and_equal_the_local_engines(
+    slurm, reference, tmp_path, tiny_overrides
+):
+    spec = write_grid(tmp_path / "grid.yaml", tiny_overrides, retries=0)
+    out = tmp_path / "sweep"
+    env = cluster_env(SLURM_CONF=str(slurm.conf))
+    cmd = sweep_command(spec, out, "--engine", "slurm", "--partition", "debug", "--time-min", "20")
+    faults = dict(zip(RUNS, ("scancel", "sigkill"), strict=True))
+    first = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    jobs, pids = {}, {}
+    try:
+        # Both array tasks run at once (2 CPUs, 1 per run); catch each after its first resumable state.
+        for rid in RUNS:
+            _, pids[rid] = wait_mid_training(out, (rid,), first)
+            job_env = environ(pids[rid])
+            assert "SLURM_ARRAY_JOB_ID" in job_env, f"{rid} is not running as a Slurm array task"
+            jobs[rid] = f"{job_env['SLURM_ARRAY_JOB_ID']}_{job_env['SLURM_ARRAY_TASK_ID']}"
+        for rid, fault in faults.items():
+            if fault == "scancel":  # the array task's own name: 22.05's scancel refuses its raw id, exiting 0
+                subprocess.run(["scancel", jobs[rid]], env=env, check=True, timeout=30)
+            else:
+                os.kill(pids[rid], signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while any(alive(p) for p in pids.values()):
+            assert time.monotonic() < deadline, "a run's process outlived its job by 60 s"
+            time.sleep(0.05)
+        died_at = time.time()
+        output, _ = first.communicate(timeout=300)
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+    # The first sweep saw both jobs end without a result (no sacct here) and reported both runs failed.
+    assert first.returncode == 1, output
+    assert "0/2 runs done, 2 failed, 0 retried (none), engine slurm" in output, output
+    states = {}
+    for rid, fault in faults.items():
+        expected = "CANCELLED" if fault == "scancel" else "FAILED"
+        assert slurm.jobs()[jobs[rid]] == expected
+        assert f"FAILED {rid}: slurm job {jobs[rid]} ended {expected} without a result" in output, output
+        entry = resume_log(out, rid)["train"]  # the engine's account, not a stale 'running'
+        assert entry["status"] == "failed" and f"ended {expected}" in entry["error"] and entry["attempts"] == 1
+        run = RunDir.open(out / "runs" / rid)
+        state = run.load_state()
+        assert state is not None and 0 < state["step"] < STEPS  # killed mid-run
+        assert not any(r.get("event") == "final" for r in run.metrics())
+        states[rid] = state["step"]
+
+    # The rerun resumes both; its driver is then SIGKILLed mid-run, as a lost login session would end it,
+    # so it cannot cancel its jobs, which train on.
+    rerun_at = time.time()
+    second = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    leftovers = {}
+    try:
+        for rid in RUNS:
+            _, pid = wait_mid_training(out, (rid,), second, after=states[rid])
+            job_env = environ(pid)
+            leftovers[rid] = f"{job_env['SLURM_ARRAY_JOB_ID']}_{job_env['SLURM_ARRAY_TASK_ID']}"
+        second.kill()
+        second.communicate(timeout=30)
+    finally:
+        if second.poll() is None:
+            second.kill()
+            second.wait()
+    assert all(slurm.jobs()[j] == "RUNNING" for j in leftovers.values()), slurm.jobs()
+
+    # The third call cancels the jobs the killed one left, then resumes both runs: never two jobs on one run.
+    third = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert third.returncode == 0, third.stdout + third.stderr
+    assert "2/2 runs done, 0 failed, 0 retried (none), engine slurm" in third.stdout, third.stdout
+    assert all(slurm.jobs()[j] == "CANCELLED" for j in leftovers.values()), slurm.jobs()
+    for rid in RUNS:
+        assert_same_results(out, reference, rid)
+        assert_resumed_once(out, rid, states[rid], died_at, rerun_at, trains=3)
+    # No sacct here (accounting storage off): the engine followed the jobs through squeue.
+    assert subprocess.run(["sacct", "-j", jobs[RUNS[0]]], env=env, capture_output=True).returncode != 0
