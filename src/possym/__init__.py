@@ -8,6 +8,7 @@ The library API (:mod:`possym.api`), imported on first use so that ``import poss
     run.length_curve(grid=(0, 100, 1000), step="best")
     possym.head_scores(model, tokens)
     possym.train_model(possym.load_config("number", "quick", train__steps=500), out="runs/x")
+    possym.train_models([cfg0, cfg1, cfg2], ["runs/s0", "runs/s1", "runs/s2"])   # one batched step for all three
     possym.load_model("runs/x/checkpoints/step_000500.safetensors")
     exp = possym.load_experiment("paper", seeds=(0, 1, 2), overrides=["score.n_inputs=100"])
     possym.run_experiment(exp, out="runs/paper")   # resumable; a rerun does only what is missing
@@ -20,7 +21,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_API = ("Run", "head_scores", "load_config", "load_model", "open_run", "train_model")
+_API = ("Run", "head_scores", "load_config", "load_model", "open_run", "train_model", "train_models")
 _EXPERIMENT = ("load_experiment", "run_experiment", "run_canonical_grid")
 __all__ = [*_API, *_EXPERIMENT, "PossymError", "reproduce", "__version__"]
 

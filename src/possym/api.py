@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
     from possym.model.gptj import GPTJ
 
-__all__ = ["Run", "head_scores", "load_config", "load_model", "open_run", "train_model"]
+__all__ = ["Run", "head_scores", "load_config", "load_model", "open_run", "train_model", "train_models"]
 
 
 def load_config(task: str, preset: str | None = None, overrides: list[str] | None = None,
@@ -104,6 +104,30 @@ def train_model(config: RunConfig, out: str | Path, monitor: bool = True, progre
         run = ensure_run(out, config, argv=["possym.train", str(out)])
         train_run(run, monitor=monitor, progress=progress)
     return Run(run)
+
+
+def train_models(configs: list[RunConfig], outs: list[str | Path], monitor: bool = True, progress: bool = True,
+                 memory_budget_mb: float | None = None, group: bool = True) -> list[Run]:
+    """Train new runs into ``outs`` (or finish interrupted ones with the same configs), those that can
+    share a step as one group (:func:`possym.stages.train.train_runs`, up to ``memory_budget_mb`` a
+    group; default :data:`~possym.stages.train.DEFAULT_MEMORY_BUDGET_MB`); returns them in order.
+    Each member is the run it would have been alone, in its own run directory.
+
+    >>> cfgs = [possym.load_config("number", "quick", [f"seeds.init={s}"]) for s in (0, 1, 2)]   # doctest: +SKIP
+    >>> runs = possym.train_models(cfgs, [f"runs/seeds/seed{s}" for s in (0, 1, 2)])          # doctest: +SKIP
+    """
+    from possym.stages.train import DEFAULT_MEMORY_BUDGET_MB, train_runs
+
+    if len(configs) != len(outs):
+        raise PossymError(f"train_models takes one output directory per config ({len(configs)} configs, "
+                          f"{len(outs)} directories)")
+    runs = []
+    for config, out in zip(configs, outs, strict=True):
+        with torch_threads(config.train.threads):  # meta.json records the threads the run trains with
+            runs.append(ensure_run(out, config, argv=["possym.train_models", str(out)]))
+    budget = DEFAULT_MEMORY_BUDGET_MB if memory_budget_mb is None else memory_budget_mb
+    train_runs(runs, monitor=monitor, progress=progress, memory_budget_mb=budget, group=group)
+    return [Run(r) for r in runs]
 
 
 def open_run(path: str | Path) -> Run:

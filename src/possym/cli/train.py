@@ -1,41 +1,58 @@
-"""``possym train``: train a model into a run directory, or resume one."""
+"""``possym train``: train a model into a run directory, or several seeds as one group; or resume either."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
-import torch
-
-from possym.config import load_config, preset_names
+from possym.api import train_models
+from possym.config import RunConfig, load_config, preset_names
+from possym.devices import torch_threads
 from possym.errors import PossymError
-from possym.runs import RunDir
-from possym.stages.train import train_run
+from possym.experiment.config import SEED_FIELDS
+from possym.runs import CONFIG, RunDir
+from possym.stages.train import DEFAULT_MEMORY_BUDGET_MB, train_run
 from possym.tasks import TASKS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("train", help="train GPT-J on a task (or --resume a run)")
+    p = sub.add_parser("train", help="train GPT-J on a task, or several seeds as one group (or --resume either)")
     p.add_argument("--task", choices=list(TASKS))
     p.add_argument("--preset", help=f"a packaged preset ({', '.join(preset_names())})")
-    p.add_argument("--out", help="new run directory")
-    p.add_argument("--resume", metavar="RUN", help="continue an interrupted run where it stopped")
+    p.add_argument("--out", help="new run directory (with --seeds: the parent of DIR/seed0, DIR/seed1, ...)")
+    p.add_argument("--seeds", help="train these seeds as one group, e.g. 0,1,2: seed s sets seeds.data = "
+                   "seeds.init = seeds.order = seeds.dropout = s; run s goes into OUT/seed{s}")
+    p.add_argument("--resume", metavar="RUN", help="continue an interrupted run (or a --seeds parent) where it stopped")
     p.add_argument("--monitor", action="store_true", help="log positional/symbolic scores at every evaluation")
+    p.add_argument("--memory-budget-mb", type=float, default=DEFAULT_MEMORY_BUDGET_MB,
+                   help=f"largest memory a group may hold, in MiB (default {DEFAULT_MEMORY_BUDGET_MB:.0f})")
     p.add_argument("overrides", nargs="*", help="section.key=value, e.g. train.lr=3e-4 model.n_layers=4")
     p.set_defaults(func=run)
 
 
+def parse_seeds(text: str) -> list[int]:
+    try:
+        seeds = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        raise PossymError(f"--seeds {text!r}: give whole numbers separated by commas, e.g. 0,1,2") from None
+    if not seeds or len(set(seeds)) != len(seeds) or min(seeds) < 0:
+        raise PossymError(f"--seeds {text!r}: give distinct seeds >= 0, e.g. 0,1,2")
+    return seeds
+
+
+def group_members(parent: Path) -> list[Path]:
+    """The run directories DIR/seed* of a ``--seeds`` parent, in seed order."""
+    found = [p for p in parent.glob("seed*") if (p / CONFIG).is_file() and p.name[4:].isdigit()]
+    return sorted(found, key=lambda p: int(p.name[4:]))
+
+
 def open_or_create(args: argparse.Namespace) -> RunDir:
-    if args.resume:
-        if args.task or args.preset or args.out or args.overrides:
-            raise PossymError("--resume takes only the run directory; its config is fixed in RUN/config.yaml")
-        return RunDir.open(args.resume)
     if not args.task or not args.out:
         raise PossymError("give --task and --out for a new run, or --resume RUN")
     cfg = load_config(args.task, args.preset, args.overrides)
-    if cfg.train.threads:  # before the run records its environment, so meta.json tells the truth
-        torch.set_num_threads(cfg.train.threads)
-    return RunDir.create(args.out, cfg, argv=sys.argv)
+    with torch_threads(cfg.train.threads):  # while the run records its environment, so meta.json tells the truth
+        return RunDir.create(args.out, cfg, argv=sys.argv)
 
 
 def format_eval(record: dict) -> str:
@@ -43,8 +60,39 @@ def format_eval(record: dict) -> str:
     return " ".join(f"{k[4:]}={record[k]:.3f}" for k in hops) + f" all={record['accuracy']:.3f}"
 
 
+def _final(run: RunDir) -> dict:
+    return next(r for r in reversed(run.metrics()) if r.get("event") == "final")
+
+
+def _group(configs: list[RunConfig], outs: list[Path], args: argparse.Namespace) -> int:
+    runs = train_models(configs, list(outs), monitor=args.monitor, memory_budget_mb=args.memory_budget_mb)
+    for r in runs:
+        print(f"test accuracy ({r.config.task.name}, {r.path.name}): {format_eval(_final(r.dir))}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
-    run_dir = open_or_create(args)
+    if args.resume:
+        if args.task or args.preset or args.out or args.overrides or args.seeds:
+            raise PossymError("--resume takes only the run directory; its config is fixed in RUN/config.yaml")
+        parent = Path(args.resume)
+        if not (parent / CONFIG).is_file() and parent.is_dir() and group_members(parent):
+            members = group_members(parent)
+            print(f"resuming {len(members)} runs in {parent}")
+            return _group([RunDir.open(p).config for p in members], members, args)
+        run_dir = RunDir.open(args.resume)
+    elif args.seeds is not None:
+        if not args.task or not args.out:
+            raise PossymError("give --task and --out (the parent directory) with --seeds")
+        if any(o.startswith("seeds.") for o in args.overrides):
+            raise PossymError("--seeds sets every seed (seeds.data, init, order, dropout); drop the seeds.* overrides")
+        seeds = parse_seeds(args.seeds)
+        configs = [load_config(args.task, args.preset, [*args.overrides, *(f"seeds.{f}={s}" for f in SEED_FIELDS)])
+                   for s in seeds]
+        print(f"training seeds {seeds} into {args.out}/seed*")
+        return _group(configs, [Path(args.out) / f"seed{s}" for s in seeds], args)
+    else:
+        run_dir = open_or_create(args)
     print(f"run directory: {run_dir.path}")
     final = train_run(run_dir, monitor=args.monitor)
     print(f"test accuracy ({run_dir.config.task.name}): {format_eval(final)}")

@@ -3,7 +3,8 @@
 The ``possym`` command, ``possym reproduce`` and sweep trials call these, and so can a notebook:
 
 - :func:`possym.stages.data.task_instances` (instances to look at, or to write with `write_jsonl`);
-- :func:`possym.stages.train.train_run` (a run directory to its last step);
+- :func:`possym.stages.train.train_run` (a run directory to its last step) and
+  :func:`possym.stages.train.train_runs` (many, in groups that share one batched step);
 - :func:`possym.stages.score.score_run` with :class:`~possym.stages.score.ScoreConfig`;
 - :func:`possym.stages.lengthgen.length_curve` with :class:`~possym.evaluate.lengthgen.LengthGenConfig`;
 - :func:`possym.stages.theory.theory_tables` with :class:`~possym.stages.theory.TheoryConfig`;

@@ -28,9 +28,11 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import time
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,7 +43,7 @@ from possym.config import ConfigError
 from possym.devices import torch_threads
 from possym.runs import RunDir
 from possym.stages.registry import Stage
-from possym.tasks import make_splits
+from possym.tasks import TaskSamples, make_splits
 
 # A group's memory budget by default: 4 GiB holds 12 members of the paper preset's model and
 # data (member_memory_mb), leaves a laptop room, and is far below one accelerator's memory.
@@ -53,15 +55,17 @@ def is_trained(run: RunDir) -> bool:
     return any(r.get("event") == "final" for r in run.metrics())
 
 
-def train_run(run: RunDir, monitor: bool = False, position: int = 0, progress: bool = True) -> dict[str, Any]:
+def train_run(run: RunDir, monitor: bool = False, position: int = 0, progress: bool = True,
+              splits: dict[str, TaskSamples] | None = None) -> dict[str, Any]:
     """Train (or resume) ``run`` to its last step; returns the final test metrics. ``monitor`` logs the
-    positional/symbolic scores at every evaluation; ``position`` places the progress bar (two at once).
-    The run's ``train.threads`` hold while it trains; the caller's count comes back after."""
+    positional/symbolic scores at every evaluation; ``position`` places the progress bar (two at once);
+    ``splits``: the run's data, when the caller holds it already. The run's ``train.threads`` hold
+    while it trains; the caller's count comes back after."""
     from possym.train.loop import train
 
     cfg = run.config
     with torch_threads(cfg.train.threads):
-        splits = make_splits(cfg.task, cfg.seeds.data)
+        splits = make_splits(cfg.task, cfg.seeds.data) if splits is None else splits
         bar = tqdm(total=cfg.total_steps, desc=f"{cfg.task.name}", position=position, dynamic_ncols=True,
                    disable=not progress)
         acc = {"acc": float("nan")}
@@ -89,14 +93,15 @@ def _monitor(on: bool):  # -> Monitor | None
     return monitor_scores
 
 
-def train_group_runs(runs: Sequence[RunDir], monitor: bool = False, position: int = 0,
-                     progress: bool = True) -> list[dict[str, Any]]:
+def train_group_runs(runs: Sequence[RunDir], monitor: bool = False, position: int = 0, progress: bool = True,
+                     splits: Sequence[dict[str, TaskSamples]] | None = None) -> list[dict[str, Any]]:
     """Train (or resume) ``runs`` as one group (:func:`possym.train.group.train_group`), with one
     progress bar over all of its members' steps; returns each one's final test metrics."""
     from possym.train.group import train_group
 
     with torch_threads(runs[0].config.train.threads):
-        splits = [make_splits(r.config.task, r.config.seeds.data) for r in runs]
+        if splits is None:
+            splits = [make_splits(r.config.task, r.config.seeds.data) for r in runs]
         total = sum(r.config.total_steps for r in runs)
         bar = tqdm(total=total, desc=f"{runs[0].config.task.name} x{len(runs)}", position=position,
                    dynamic_ncols=True, disable=not progress)
@@ -229,6 +234,31 @@ def plan_training(runs: Sequence[RunDir], *, group: bool = True,
     return TrainPlan(tuple(out_groups), tuple(singles), tuple(skipped))
 
 
+class _SharedSplits:
+    """The data of the runs of one :func:`train_runs` call: made once per (task, data seed), shared by the
+    runs that use it (the fp16 and bf16 groups of one seed, a sweep's arms), dropped after its last."""
+
+    def __init__(self, runs: Sequence[RunDir]) -> None:
+        self.left = Counter(self.key(r) for r in runs)
+        self.held: dict[tuple, dict[str, TaskSamples]] = {}
+
+    @staticmethod
+    def key(run: RunDir) -> tuple:
+        task = run.config.task
+        return type(task).__name__, json.dumps(dataclasses.asdict(task), sort_keys=True), run.config.seeds.data
+
+    def take(self, run: RunDir) -> dict[str, TaskSamples]:
+        key = self.key(run)
+        splits = self.held.pop(key, None)
+        if splits is None:
+            with torch_threads(run.config.train.threads):
+                splits = make_splits(run.config.task, run.config.seeds.data)
+        self.left[key] -= 1
+        if self.left[key] > 0:
+            self.held[key] = splits
+        return splits
+
+
 def train_runs(
     runs: Sequence[RunDir],
     *,
@@ -249,11 +279,13 @@ def train_runs(
     for line in plan.lines():
         tqdm.write(f"train: {line}")
     finals: dict[str, dict[str, Any]] = {}
+    data = _SharedSplits([*(r for g in plan.groups for r in g), *(r for r, _ in plan.singles)])
     for members in plan.groups:
-        for run, final in zip(members, train_group_runs(members, monitor=monitor, progress=progress), strict=True):
+        trained = train_group_runs(members, monitor=monitor, progress=progress, splits=[data.take(r) for r in members])
+        for run, final in zip(members, trained, strict=True):
             finals[str(run.path)] = final
     for run, _ in plan.singles:
-        finals[str(run.path)] = train_run(run, monitor=monitor, progress=progress)
+        finals[str(run.path)] = train_run(run, monitor=monitor, progress=progress, splits=data.take(run))
     order = [str(r.path) for r in runs]
     ordered = {p: finals[p] for p in order if p in finals}
     return TrainRunsRecord(plan, ordered, time.perf_counter() - t0)

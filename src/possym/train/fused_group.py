@@ -22,16 +22,24 @@ plain normalisation on ``dh * w``. Precision is one per group: a batched matmul 
 so bf16, fp16 and fp32 members cannot share a step.
 
 Why batched matmuls and not ``torch.func.stack_module_state`` + ``vmap``: the ``vmap`` recipe batches
-the module's autograd (the path this step replaces, 2.5x slower per model) and draws dropout from one
-global stream (``randomness="different"``), so no member could draw its single run's masks; ``vmap`` of
-this hand-written step is not possible either, as its in-place writes into ``out=`` are not batchable.
-Measured on the paper model (1 thread, S = 4, eager, fp32, a busy 2-core machine; docs/results.md):
-the batched step took 0.40 of the time of vmap over the module's autograd.
+the module's autograd (the path the hand-written step replaced, 2.5x slower per model) and draws
+dropout from one stream for all members (``randomness="different"``), so no member could draw its
+single run's masks, and it leaves the gradients outside ``.grad``, away from each member's AdamW.
+Measured on the paper model (S = 4, one thread, eager fp32, batch 64 x 17, a busy 2-core CPU,
+medians of 5 interleaved windows, both without dropout and without the optimiser step): vmap over
+the module's autograd took 1.30x the batched step's time (427 against 328 ms a member-step; four
+single steps one after another, 316); ``benchmarks/bench_seeds.py --eager --precision fp32 --sizes 4
+--vmap`` repeats it with dropout and AdamW in the batched step. On that
+CPU neither gains over single runs (the step is matmul-bound: see docs/results.md); the batched step
+is kept because it is the faster of the two, draws each member's own masks, and fills an
+accelerator that one model leaves idle.
 
 Each member's arithmetic touches no other member's numbers (a batched matmul multiplies each
 member's matrices on their own; every reduction runs within one member), so a member's step does not
-depend on what the other members hold; on this CPU, with one thread, it does not depend on S either
-(tested bitwise in eager mode).
+depend on what the other members hold. Eager, it does not depend on S either (tested bitwise);
+compiled, Inductor's kernels depend on the group's layout (S, and each slot's rates and planes), so
+equal layouts give equal bits (tested) and a member records its layout to resume in it
+(:mod:`possym.train.group`).
 
 Example (two members; their gradients land in each member's ``.grad``):
     >>> from possym.train.fused import draw_bits
@@ -358,7 +366,9 @@ def _compiled_group_block() -> Callable:
     return torch.compile(_group_block, dynamic=False, options={**_INDUCTOR_OPTIONS})
 
 
-def _graphs() -> contextlib.AbstractContextManager:
+def _graphs(compiled: bool) -> contextlib.AbstractContextManager:
+    if not compiled:
+        return contextlib.nullcontext()
     import torch._dynamo
 
     return torch._dynamo.config.patch(recompile_limit=_RECOMPILE_LIMIT)
@@ -425,7 +435,7 @@ class ModelGroup:
         scales = [1.0] * S if loss_scales is None else list(loss_scales)
         scale = torch.tensor(scales, dtype=self.dtype, device=self.device)  # a tensor: no recompile per scale
         fn = _compiled_group_grads() if compiled else _group_grads
-        with _graphs():
+        with _graphs(compiled):
             loss, grads = fn(self.params, self.cfg, tokens, answers, bits.to(self.device), rotors, precision, scale)
         if any(s != 1.0 for s in scales):
             grads = {k: g / scale.view(S, *([1] * (g.dim() - 1))) for k, g in grads.items()}
@@ -460,7 +470,7 @@ class ModelGroup:
         mm = MATMUL_DTYPES.get(precision, self.dtype)
         rotors = stacked_rotors([self.members[i].cfg for i in idx], T, self.dtype, real=compiled, device=tokens.device)
         block_fn = _compiled_group_block() if compiled else _group_block
-        with _graphs():
+        with _graphs(compiled):
             last = _forward(params, cfg, tokens, DropoutMasks.none(cfg.n_layers), mm, rotors, None, block_fn)
         hf = _final_ln(params, last, cfg.ln_eps)[0]
         return torch.baddbmm(params["unembed.bias"][:, None], hf, params["unembed.weight"].mT)

@@ -84,3 +84,15 @@ def test_the_stage_settings_key_holds_grouping_and_budget_but_not_the_bar():
     for bad in ({"group": "yes"}, {"memory_budget_mb": 0}, {"memory_budget_mb": True}):
         with pytest.raises(ConfigError):
             TrainStageConfig(**bad)  # type: ignore[arg-type]
+
+
+def test_runs_that_share_a_task_and_data_seed_share_its_splits(tmp_path, tiny_overrides, monkeypatch):
+    from possym.stages import train as stage
+
+    made = []
+    real = stage.make_splits
+    monkeypatch.setattr(stage, "make_splits", lambda task, seed: made.append(seed) or real(task, seed))
+    runs = [_run(tmp_path, f"{p}{s}", [*tiny_overrides, f"train.precision={p}", f"seeds.data={s}", f"seeds.init={s}"])
+            for p in ("fp32", "bf16") for s in (0, 1)]
+    record = train_runs(runs, monitor=False, progress=False)
+    assert len(record.groups) == 2 and sorted(made) == [0, 1]  # two groups, each seed's data made once

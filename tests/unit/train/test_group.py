@@ -190,3 +190,33 @@ def test_runs_that_cannot_share_a_step_are_refused_naming_what_differs(tmp_path)
     train(c, splits[0])  # started alone: never taken into a group
     with pytest.raises(GroupError, match="started as single runs"):
         train_group([c, a], splits)
+
+
+META = torch.device("meta")
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; this torch sees none")
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "fp16"])
+def test_the_group_step_keeps_every_tensor_on_the_device_of_its_members(precision):
+    """On the meta device (module docstring of tests/unit/test_devices.py): a stray CPU tensor raises."""
+    cfgs = _cfgs()
+    group = ModelGroup([GPTJ(c, torch.Generator().manual_seed(i)).to(META) for i, c in enumerate(cfgs)])
+    _, _, bits = _inputs(cfgs)
+    tokens = torch.zeros(len(cfgs), 8, 12, dtype=torch.long, device=META)
+    answers = torch.zeros(len(cfgs), 8, dtype=torch.long, device=META)
+    losses = group.loss_and_grads(tokens, answers, GroupBits.stack(bits).to(META), precision,
+                                  loss_scales=[2.0**16] * len(cfgs))
+    assert losses.device == META and losses.shape == (len(cfgs),)
+    for member in group.members:
+        assert all(p.grad is not None and p.grad.device == META for p in member.parameters())
+    assert group.last_token_logits(tokens[:2], precision, members=[1, 3]).device == META
+
+
+@needs_cuda
+def test_a_short_group_on_cuda_matches_the_group_on_the_cpu(tmp_path):
+    finals = {}
+    for device in ("cpu", "cuda"):
+        runs = _runs(tmp_path, device, MEMBERS[:2], extra=[f"train.device={device}"])
+        finals[device] = train_group(runs, [make_splits(r.config.task, r.config.seeds.data) for r in runs])
+    for a, b in zip(finals["cpu"], finals["cuda"], strict=True):
+        assert b["loss"] == pytest.approx(a["loss"], rel=1e-3) and b["device"].startswith("cuda")
