@@ -301,7 +301,10 @@ def apply_overrides(exp: Experiment, overrides: list[str] | tuple[str, ...]) -> 
         require(bool(section) and bool(name) and "." not in name,
                 f"override key {key!r} must be section.key: a run section {RUN_SECTIONS}, a stage of the "
                 f"experiment {list(stages)}, or experiment")
-        if section in RUN_SECTIONS:
+        # `train` names both a run section (TrainConfig: train.lr) and a stage (train.group): a key is the
+        # stage's when it is one of the stage's settings, which share no name with TrainConfig's fields.
+        stage_key = section == "train" and name in {f.name for f in dataclasses.fields(get_stage("train").config)}
+        if section in RUN_SECTIONS and not stage_key:
             run_overrides.append(item)
         elif section == "experiment":
             allowed = ("preset", "tasks", "seeds", "retries", "threads")

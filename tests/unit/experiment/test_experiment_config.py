@@ -130,3 +130,10 @@ def test_recipe_ablation_arms_differ_from_B_in_exactly_what_their_names_say():
         a, v1 = r.config(), load_config(r.task, "paper_v1", [o for o in r.overrides if not o.startswith("model.")])
         assert a.model.embd_p == v1.model.embd_p == 0.1 and a.model.activation == v1.model.activation
         assert changed_keys(v1.to_dict(), a.to_dict()) == ["model.embd_dropout", "preset", "train.eval_size"]
+
+
+def test_train_names_both_the_runs_section_and_the_stage_and_each_key_goes_where_it_belongs():
+    exp = load_experiment("quick", overrides=["train.group=false", "train.lr=3e-4"])
+    assert exp.stage("train").group is False and all(r.config().train.lr == 3e-4 for r in exp.runs())
+    with pytest.raises(ConfigError, match="unknown key 'train.grup'"):
+        load_experiment("quick", overrides=["train.grup=false"])
