@@ -6,7 +6,8 @@ The library API (:mod:`possym.api`), imported on first use so that ``import poss
     run = possym.open_run("runs/demo/number")
     run.model(step="best"); run.metrics(); run.scores(); run.purity(gamma=0.1); run.table1()
     run.length_curve(grid=(0, 100, 1000), step="best")
-    possym.head_scores(model, tokens)
+    possym.head_scores(model, tokens)          # a possym, Hugging Face or TransformerLens model
+    possym.to_hooked_transformer(model); run.hooked_transformer(step="best")   # pip install "possym[tl]"
     possym.train_model(possym.load_config("number", "quick", train__steps=500), out="runs/x")
     possym.load_model("runs/x/checkpoints/step_000500.safetensors")
 """
@@ -18,7 +19,7 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_API = ("Run", "head_scores", "load_config", "load_model", "open_run", "train_model")
+_API = ("Run", "head_scores", "load_config", "load_model", "open_run", "to_hooked_transformer", "train_model")
 __all__ = [*_API, "PossymError", "__version__"]
 
 

@@ -39,7 +39,7 @@ from possym.records import GAMMA, LengthPoint, PurityRecord, ScoreRecord, Table1
 from possym.runs import RunDir, StepSpec
 from possym.scores.metric import TAU
 
-__all__ = ["Run", "head_scores", "load_config", "load_model", "open_run", "train_model"]
+__all__ = ["Run", "head_scores", "load_config", "load_model", "open_run", "to_hooked_transformer", "train_model"]
 
 
 def load_config(task: str, preset: str | None = None, overrides: list[str] | None = None,
@@ -111,10 +111,12 @@ def head_scores(model: torch.nn.Module, tokens: Any, **options: Any):
     """s_POS, s_SYM and entropy of every head of ``model`` on ``tokens``, with the exact swap engine.
 
     A possym GPT-J takes a LongTensor [batch, pos] of token ids (options: ``query``, ``tau``,
-    ``block_size``; see :func:`possym.scores.swaps.head_scores`). A Hugging Face RoPE model takes a list
-    of encoded prompts (:class:`possym.heads.prompts.EncodedPrompt`; options as
-    :func:`possym.heads.scores.score_heads`). Either way the result has ``s_pos`` and ``s_sym``
-    tensors [input, layer, head].
+    ``block_size``; see :func:`possym.scores.swaps.head_scores`). A Hugging Face RoPE model, a rotary
+    TransformerLens ``HookedTransformer`` or a ``TransformerBridge`` takes a list of encoded prompts
+    (:class:`possym.heads.prompts.EncodedPrompt`; options as :func:`possym.heads.scores.score_heads`),
+    or a LongTensor scored as a possym model's is (the last token queries, blocks of ``block_size``
+    tile the keys before it; :func:`possym.heads.layout.token_prompts`). Either way the result has
+    ``s_pos`` and ``s_sym`` tensors [input, layer, head].
     """
     from possym.model.gptj import GPTJ
 
@@ -122,13 +124,37 @@ def head_scores(model: torch.nn.Module, tokens: Any, **options: Any):
         from possym.scores.swaps import head_scores as gptj_scores
 
         return gptj_scores(model, torch.as_tensor(tokens), **{"tau": TAU, **options})
+    from possym.heads.layout import token_prompts
+    from possym.heads.tl import is_transformer_lens
+
+    if isinstance(tokens, torch.Tensor):
+        tokens = token_prompts(tokens, options.pop("block_size", 1))
+    if is_transformer_lens(model):
+        from possym.heads.tl import score_transformer_lens
+
+        return score_transformer_lens(model, list(tokens), **options)
     from transformers import PreTrainedModel
 
     from possym.heads.scores import score_heads
 
     if not isinstance(model, PreTrainedModel):
-        raise PossymError(f"head_scores takes a possym GPTJ or a Hugging Face model, not {type(model).__name__}")
+        raise PossymError(
+            "head_scores takes a possym GPTJ, a Hugging Face model or a TransformerLens model, "
+            f"not {type(model).__name__}"
+        )
     return score_heads(model, list(tokens), **options)
+
+
+def to_hooked_transformer(model: torch.nn.Module, **options: Any):  # -> transformer_lens.HookedTransformer
+    """A possym GPT-J as a TransformerLens ``HookedTransformer`` with exactly its weights and RoPE
+    (needs ``pip install "possym[tl]"``; options: ``n_ctx``, ``tokenizer``; see :mod:`possym.model.tl`).
+
+    >>> ht = possym.to_hooked_transformer(run.model())              # doctest: +SKIP
+    >>> logits, cache = ht.run_with_cache(tokens)                    # doctest: +SKIP
+    """
+    from possym.model.tl import to_hooked_transformer as convert
+
+    return convert(model, **options)
 
 
 class Run:
@@ -159,6 +185,16 @@ class Run:
     def model(self, step: StepSpec = "final", dtype: torch.dtype = torch.float32, device: str | None = None):  # -> GPTJ
         """The model at ``step``, in eval mode, on ``device`` (default the CPU; ``"auto"``: the best here)."""
         return self.dir.load_model(step, dtype, None if device is None else resolve_device(device))
+
+    def hooked_transformer(self, step: StepSpec = "final", dtype: torch.dtype = torch.float32,
+                           device: str | None = None):  # -> transformer_lens.HookedTransformer
+        """The model at ``step`` as a TransformerLens ``HookedTransformer`` (:func:`to_hooked_transformer`), with
+        the task's vocabulary as its tokenizer, so ``to_str_tokens`` shows the task's tokens."""
+        from possym.model.hf import hf_tokenizer
+        from possym.tasks import PAD, task_vocab
+
+        tokenizer = hf_tokenizer(task_vocab(self.config.task).tokens, PAD)
+        return to_hooked_transformer(self.model(step, dtype, device), tokenizer=tokenizer)
 
     def metrics(self):  # -> pandas.DataFrame
         """Validation accuracy over training, long form: ``step, hop, accuracy, loss``; ``hop`` 0 is the

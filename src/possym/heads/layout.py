@@ -52,3 +52,18 @@ class EncodedPrompt:
     layout: BlockLayout
     answer_id: int | None
     task: str
+
+
+def token_prompts(tokens: Tensor, block_size: int = 1) -> list[EncodedPrompt]:
+    """Token ids [batch, pos] as prompts scored the way :func:`possym.scores.swaps.head_scores` scores a
+    possym model: the query is the last token, and blocks of ``block_size`` tokens tile the keys before
+    it from position 0 (a remainder nearest the query is never swapped).
+
+    >>> token_prompts(torch.tensor([[5, 6, 7, 8, 9]]), block_size=2)[0].layout
+    BlockLayout(start=0, block_size=2, n_blocks=2)
+    """
+    tokens = torch.as_tensor(tokens)
+    if tokens.ndim != 2:
+        raise PossymError(f"tokens have shape {tuple(tokens.shape)}; expected [batch, pos]")
+    layout = BlockLayout(0, block_size, (tokens.shape[1] - 1) // block_size)
+    return [EncodedPrompt(tuple(row), layout, None, "tokens") for row in tokens.tolist()]

@@ -180,6 +180,66 @@ def _check(model: PreTrainedModel) -> None:
         raise PossymError("scores need a model in eval mode (dropout would perturb the attention); call model.eval()")
 
 
+PATTERN_ATOL = 1e-4  # float32 attention against its float64 recomputation differs by ~1e-6
+
+
+def check_last_row(record: AttentionRecord, row: Tensor, layer: int) -> None:
+    """If the record carries the model's own attention row at the last query, the engine's clean row
+    (from q, k, scale, cap and mask) must reproduce it: otherwise the model computes its logits in a way
+    the engine does not model (an attention sink, a bias, a rescaled query), and its scores would be wrong."""
+    if record.last_row is None:
+        return
+    theirs = record.last_row.to(row.device, torch.float64)
+    err = float((row - theirs).abs().max())
+    if not err <= PATTERN_ATOL:
+        raise PossymError(
+            f"layer {layer}: the attention recomputed from the rotated q and k differs from the model's own "
+            f"hook_pattern by {err:.2g} (allowed {PATTERN_ATOL}); this model computes attention logits in a way "
+            "the score engine does not model (cap(scale·q·k) + mask), so its scores are refused"
+        )
+
+
+Forward = Callable[[Tensor, list[int]], tuple[dict[int, AttentionRecord], Tensor]]
+"""``forward(ids, layers)`` -> (each layer's record of one pass over ``ids`` [batch, pos], last-token logits)."""
+
+
+def score_prompts(
+    prompts: Sequence[EncodedPrompt],
+    forward: Forward,
+    rope: Callable[[int], RopeSpec],
+    layers: list[int],
+    n_heads: int,
+    *,
+    tau: float = TAU,
+    batch_size: int = 8,
+    progress: Callable[[int], None] | None = None,
+) -> PromptScores:
+    """The scoring loop of every model kind: one ``forward`` per batch of same-layout prompts records each
+    layer's rotated q and k; ``rope(layer)`` says how that layer rotates; the engine does the rest.
+
+    :func:`score_heads` (Hugging Face) and :func:`possym.heads.tl.score_transformer_lens` differ only
+    in the two functions they pass.
+    """
+    shape = (len(prompts), len(layers), n_heads)
+    s_pos, s_sym, ent = (torch.full(shape, float("nan"), dtype=torch.float64) for _ in range(3))
+    correct = torch.full((len(prompts),), float("nan"), dtype=torch.float64)
+    for idx in _groups(prompts, batch_size):
+        ids = torch.tensor([prompts[i].ids for i in idx])
+        records, logits = forward(ids, layers)
+        query, layout = ids.shape[1] - 1, prompts[idx[0]].layout
+        for li, layer in enumerate(layers):
+            sw, row = layer_swap_attention(records[layer], rope(layer), layout, query)
+            check_last_row(records[layer], row, layer)
+            s_pos[idx, li], s_sym[idx, li] = (t.cpu() for t in sw.scores(tau))  # layers may sit on several devices
+            ent[idx, li] = attention_entropy(row).cpu()
+        for j, i in enumerate(idx):
+            if prompts[i].answer_id is not None:
+                correct[i] = float(int(logits[j].argmax()) == prompts[i].answer_id)
+        if progress is not None:
+            progress(len(idx))
+    return PromptScores(s_pos, s_sym, ent, tuple(layers), correct)
+
+
 def score_heads(
     model: PreTrainedModel,
     prompts: Sequence[EncodedPrompt],
@@ -195,26 +255,17 @@ def score_heads(
     rest. ``progress(k)`` is called after each batch with its number of prompts.
     """
     _check(model)
-    n_layers = model.config.num_hidden_layers
-    layers = list(range(n_layers)) if layers is None else list(layers)
-    n_heads = model.config.num_attention_heads
-    shape = (len(prompts), len(layers), n_heads)
-    s_pos, s_sym, ent = (torch.full(shape, float("nan"), dtype=torch.float64) for _ in range(3))
-    correct = torch.full((len(prompts),), float("nan"), dtype=torch.float64)
-    for idx in _groups(prompts, batch_size):
-        ids = torch.tensor([prompts[i].ids for i in idx])
-        records, logits = _forward(model, ids, layers)
-        query, layout = ids.shape[1] - 1, prompts[idx[0]].layout
-        for li, layer in enumerate(layers):
-            sw, row = layer_swap_attention(records[layer], rope_spec(model, layer), layout, query)
-            s_pos[idx, li], s_sym[idx, li] = (t.cpu() for t in sw.scores(tau))  # layers may sit on several devices
-            ent[idx, li] = attention_entropy(row).cpu()
-        for j, i in enumerate(idx):
-            if prompts[i].answer_id is not None:
-                correct[i] = float(int(logits[j].argmax()) == prompts[i].answer_id)
-        if progress is not None:
-            progress(len(idx))
-    return PromptScores(s_pos, s_sym, ent, tuple(layers), correct)
+    layers = list(range(model.config.num_hidden_layers)) if layers is None else list(layers)
+    return score_prompts(
+        prompts,
+        lambda ids, layers: _forward(model, ids, layers),
+        lambda layer: rope_spec(model, layer),
+        layers,
+        model.config.num_attention_heads,
+        tau=tau,
+        batch_size=batch_size,
+        progress=progress,
+    )
 
 
 @dataclass(frozen=True)
