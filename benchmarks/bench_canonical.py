@@ -1,7 +1,7 @@
 """The canonical grid's wall-clock: every band x 3 tasks x 3 seeds (108 toy heads) against the 15-minute goal.
 
 Runs :func:`possym.canonical.grid.run_grid` with the defaults into a fresh directory (or --out) and
-prints the total, the time spent training (summed over the cells, from each RunRow's ``train_s``)
+prints the total, the time spent training (summed over the cells, from each CellRecord's ``train_s``)
 and the rest (evaluation at 1x/2x/4x, scores, geometry, the report), per cell and in all. Goal:
 <= 15 minutes on 2 CPU cores with one torch thread (the other core free or busy: say which).
 

@@ -1,6 +1,6 @@
 """Time to score all 270 heads (30 layers x 9) of SmolLM2-135M on 100 binding prompts, against swap-and-rerun.
 
-The goal of issue 5: <= 10 minutes on 2 cores. Each repeat runs ``score_heads`` on the whole set
+The goal: <= 10 minutes on 2 cores. Each repeat runs ``score_heads`` on the whole set
 (one forward pass per batch, then the exact engine); the median over repeats is printed. The
 reference, re-running the layer's attention module once per swap (``possym.heads.swap_and_rerun``), is
 timed on a small subset of (prompt, layer) cells in the same run, against the engine on the same

@@ -29,7 +29,7 @@ from possym.evaluate.lengthgen import (
     LengthGenConfig,
     last_logits_after,
     last_logits_plain,
-    length_curve,
+    measure_length_curve,
     point_samples,
     prefix_cache,
     slice_cache,
@@ -64,7 +64,7 @@ def main() -> None:
     if not args.skip_curve:
         cfg = LengthGenConfig()
         t0 = time.perf_counter()
-        rows = length_curve(model, task, cfg)
+        rows = measure_length_curve(model, task, cfg)
         seconds = time.perf_counter() - t0
         n = sum(r["n"] for r in rows if r["n_hops"] == 0)
         print(f"part 1: whole curve, {len(cfg.grid)} K values up to {cfg.grid[-1]}, {n} inputs: "

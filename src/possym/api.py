@@ -26,18 +26,23 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 
-from possym.config import RunConfig, config_from_dict
+from possym.config import RunConfig, config_from_saved
 from possym.config import load_config as _load_config
-from possym.devices import resolve_device
+from possym.devices import resolve_device, torch_threads
 from possym.errors import PossymError, RunError
-from possym.records import GAMMA, LengthPoint, PurityRecord, ScoreRecord, Table1Record, frame
-from possym.runs import RunDir, StepSpec
+from possym.records import GAMMA, LengthRecord, PurityRecord, ScoreRecord, Table1Record, frame
+from possym.runs import RunDir, StepSpec, ensure_run
 from possym.scores.metric import TAU
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from possym.model.gptj import GPTJ
 
 __all__ = ["Run", "head_scores", "load_config", "load_model", "open_run", "to_hooked_transformer", "train_model"]
 
@@ -58,7 +63,7 @@ def load_config(task: str, preset: str | None = None, overrides: list[str] | Non
     return _load_config(task, preset, [*(overrides or []), *extra])
 
 
-def load_model(checkpoint: str | Path, dtype: torch.dtype = torch.float32, device: str | None = None):  # -> GPTJ
+def load_model(checkpoint: str | Path, dtype: torch.dtype = torch.float32, device: str | None = None) -> GPTJ:
     """A checkpoint file on its own: the config written into its safetensors header builds the model,
     on ``device`` (default the CPU; ``"auto"``: the best here).
 
@@ -70,12 +75,15 @@ def load_model(checkpoint: str | Path, dtype: torch.dtype = torch.float32, devic
     path = Path(checkpoint)
     if not path.is_file():
         raise RunError(f"checkpoint {path} does not exist")
-    with safe_open(str(path), framework="pt") as f:
-        header = f.metadata() or {}
-        if "config" not in header:
-            raise RunError(f"{path} carries no config in its header; open its run directory instead")
-        cfg = config_from_dict(json.loads(header["config"]))
-        state = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open is not a mapping)
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            header = f.metadata() or {}
+            state = {k: f.get_tensor(k) for k in f.keys()}  # noqa: SIM118 (safe_open is not a mapping)
+    except (SafetensorError, OSError, RuntimeError) as exc:
+        raise RunError(f"checkpoint {path} is truncated or corrupt ({exc}); take another step's, or retrain") from exc
+    if "config" not in header:
+        raise RunError(f"{path} carries no config in its header; open its run directory instead")
+    cfg = config_from_saved(json.loads(header["config"]))
     model = GPTJ(dataclasses.replace(cfg.model, d_vocab=len(task_vocab(cfg.task))))
     model.load_state_dict(state)
     return model.to(device=None if device is None else resolve_device(device), dtype=dtype).eval()
@@ -89,16 +97,11 @@ def train_model(config: RunConfig, out: str | Path, monitor: bool = True, progre
     """
     from possym.stages.train import train_run
 
-    out = Path(out)
-    if (out / "config.yaml").is_file():
-        run = RunDir.open(out)
-        if run.config.to_dict() != config.to_dict():
-            raise RunError(f"{out} holds a run with another config; choose a new out")
-    else:
-        if config.train.threads:  # before the run records its environment, so meta.json tells the truth
-            torch.set_num_threads(config.train.threads)
-        run = RunDir.create(out, config, argv=["possym.train", str(out)])
-    train_run(run, monitor=monitor, progress=progress)
+    # The run's threads hold from before it records its environment (meta.json tells the truth) to the
+    # end of training, and the caller's count comes back after.
+    with torch_threads(config.train.threads):
+        run = ensure_run(out, config, argv=["possym.train", str(out)])
+        train_run(run, monitor=monitor, progress=progress)
     return Run(run)
 
 
@@ -182,7 +185,7 @@ class Run:
         accuracy) or ``"final"``."""
         return self.dir.resolve_step(step)
 
-    def model(self, step: StepSpec = "final", dtype: torch.dtype = torch.float32, device: str | None = None):  # -> GPTJ
+    def model(self, step: StepSpec = "final", dtype: torch.dtype = torch.float32, device: str | None = None) -> GPTJ:
         """The model at ``step``, in eval mode, on ``device`` (default the CPU; ``"auto"``: the best here)."""
         return self.dir.load_model(step, dtype, None if device is None else resolve_device(device))
 
@@ -196,7 +199,7 @@ class Run:
         tokenizer = hf_tokenizer(task_vocab(self.config.task).tokens, PAD)
         return to_hooked_transformer(self.model(step, dtype, device), tokenizer=tokenizer)
 
-    def metrics(self):  # -> pandas.DataFrame
+    def metrics(self) -> pd.DataFrame:
         """Validation accuracy over training, long form: ``step, hop, accuracy, loss``; ``hop`` 0 is the
         accuracy over all hops (the one ``best`` maximises), ``hop`` h the h-hop inputs alone."""
         import pandas as pd
@@ -210,7 +213,7 @@ class Run:
                      for k, v in m.items() if k.startswith("acc_hop")]
         return pd.DataFrame(rows, columns=["step", "hop", "accuracy", "loss"])
 
-    def scores(self, **settings: Any):  # -> pandas.DataFrame
+    def scores(self, **settings: Any) -> pd.DataFrame:
         """s_POS, s_SYM, entropy of every head at every checkpoint (``scores.csv``): read back when it
         was made with these settings (:class:`possym.stages.score.ScoreConfig`), else computed and written."""
         from possym.stages.score import ScoreConfig, cached_scores, score_run
@@ -222,7 +225,7 @@ class Run:
             rows = score_run(self.dir, cfg).scores
         return frame([r for r in rows if r.step in wanted], ScoreRecord)
 
-    def purity(self, gamma: float = GAMMA, **settings: Any):  # -> pandas.DataFrame
+    def purity(self, gamma: float = GAMMA, **settings: Any) -> pd.DataFrame:
         """Per head, its first passage to purity at ``gamma`` (0.1 or 0.05: ``purity.csv``); scores first if needed."""
         self.scores(**settings)
         every = self.dir.read("purity", PurityRecord)
@@ -231,7 +234,7 @@ class Run:
             raise PossymError(f"purity.csv has no rows at gamma={gamma}; it holds {sorted({r.gamma for r in every})}")
         return frame(rows, PurityRecord)
 
-    def table1(self, **settings: Any):  # -> pandas.DataFrame
+    def table1(self, **settings: Any) -> pd.DataFrame:
         """Table 1: each head's weighted mean frequency ID at the table step (``table1.csv``); scores first
         if needed."""
         rows = self.dir.read("table1", Table1Record)
@@ -248,4 +251,4 @@ class Run:
         from possym.stages.lengthgen import length_curve
 
         cfg = LengthGenConfig(**settings) if grid is None else LengthGenConfig(grid=grid, **settings)
-        return frame(length_curve(self.dir, cfg, step), LengthPoint)
+        return frame(length_curve(self.dir, cfg, step), LengthRecord)

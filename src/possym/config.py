@@ -3,6 +3,8 @@
 Every config is a frozen dataclass that checks itself on construction and names the field and what
 is allowed when something is wrong. Overrides merge in one order only:
 defaults < preset file (``possym/configs/NAME.yaml``, package data) < command line (``train.lr=3e-4``).
+The defaults are the ``paper`` preset's, the authors' effective recipe (docs/choices.md); the task
+section's fields are those of the task named (:mod:`possym.tasks`: each task declares its own).
 
 Example:
     >>> cfg = load_config(task="number", preset=None, overrides=["train.lr=3e-4", "model.n_layers=4"])
@@ -20,7 +22,14 @@ from typing import Any
 
 import yaml
 
-from possym.errors import PossymError
+from possym.errors import ConfigError, require
+from possym.tasks.base import TaskConfig
+from possym.tasks.registry import TASKS, get_task
+
+__all__ = ["ConfigError", "ModelConfig", "RunConfig", "Seeds", "TaskConfig", "TrainConfig", "load_config",
+           "config_from_dict", "config_from_saved"]
+
+_require = require
 
 # HF's activation_function names -> torch's gelu(approximate=...): "gelu" is the exact (erf) GELU.
 ACTIVATIONS = {"gelu_new": "tanh", "gelu": "none"}
@@ -29,111 +38,6 @@ DEVICES = ("auto", "cpu", "cuda", "mps")
 # Presets and sweep specs are package data, so a plain `pip install` (no -e) ships them.
 PRESET_DIR = Path(__file__).resolve().parent / "configs"
 SWEEP_DIR = PRESET_DIR / "sweeps"
-
-
-class ConfigError(PossymError):
-    """A configuration value is wrong; the message names the field and what is allowed."""
-
-
-def _require(ok: bool, message: str) -> None:
-    if not ok:
-        raise ConfigError(message)
-
-
-CANONICAL_TASKS = ("index", "retrieval", "induction")
-"""The metric paper's canonical tasks (:mod:`possym.canonical`): ``n_target`` is the length, ``n_letters``
-the symbols (default 32), ``n_ints`` the attributes; ``n_pretarget=0`` and one hop."""
-
-
-def _task_names() -> tuple[str, ...]:
-    # The one task registry (possym.tasks.registry) lives beside the task modules, which import
-    # this module; so it is looked up when a config is validated, not when this module loads.
-    from possym.tasks.registry import TASKS
-
-    return tuple(TASKS)
-
-
-@dataclass(frozen=True)
-class TaskConfig:
-    """One multi-hop task (paper App. B): ``n_target`` targets, ``n_pretarget`` hop tokens, one query.
-
-    ``n_letters`` defaults to the paper's alphabet: 120 tokens (a..z then aa..dp) for the number
-    task, 8 letters (a..h) for the letter task. ``n_ints`` is the letter task's int range 1..n_ints;
-    the number task's ints are always the offsets 1..n_target+n_pretarget.
-    """
-
-    name: str = "number"
-    n_target: int = 8
-    n_pretarget: int = 8
-    min_hops: int = 1
-    max_hops: int = 4
-    n_letters: int | None = None
-    n_ints: int = 8
-    n_train: int = 432_000
-    n_val: int = 2_400
-    n_test: int = 45_600
-
-    def __post_init__(self) -> None:
-        _require(self.name in _task_names(), f"task.name={self.name!r} is not a task; allowed: {_task_names()}")
-        _require(self.n_target >= 1, f"task.n_target={self.n_target} must be >= 1")
-        if self.name in CANONICAL_TASKS:  # content of n_target tokens, then the query (possym.canonical)
-            _require(
-                self.n_pretarget == 0 and self.min_hops == self.max_hops == 1,
-                f"task.name={self.name!r} is a canonical task: it needs task.n_pretarget=0, task.min_hops=1 and "
-                f"task.max_hops=1 (got {self.n_pretarget}, {self.min_hops}, {self.max_hops})",
-            )
-            _require(self.n_target >= 2, f"task.n_target={self.n_target} (the length) must be >= 2")
-            _require(self.letters >= 2, f"task.n_letters={self.letters} (the symbols) must be >= 2")
-            _require(self.n_ints >= 2, f"task.n_ints={self.n_ints} (the attributes) must be >= 2")
-            for split in ("n_train", "n_val", "n_test"):
-                _require(getattr(self, split) >= 0, f"task.{split}={getattr(self, split)} must be >= 0")
-            return
-        _require(self.n_pretarget >= 1, f"task.n_pretarget={self.n_pretarget} must be >= 1")
-        _require(
-            1 <= self.min_hops <= self.max_hops,
-            f"task.min_hops={self.min_hops} must lie in 1..max_hops={self.max_hops}",
-        )
-        # A k-hop chain visits k-1 distinct pre-target positions before landing in the target window.
-        _require(
-            self.max_hops - 1 <= self.n_pretarget,
-            f"task.max_hops={self.max_hops} is impossible: a {self.max_hops}-hop chain needs "
-            f"{self.max_hops - 1} pre-target positions but n_pretarget={self.n_pretarget}; "
-            f"allowed: max_hops <= n_pretarget + 1",
-        )
-        for split in ("n_train", "n_val", "n_test"):
-            _require(getattr(self, split) >= 0, f"task.{split}={getattr(self, split)} must be >= 0")
-        letters = self.letters
-        if self.name == "number":
-            _require(
-                1 <= letters <= 26 + 26 * 26,
-                f"task.n_letters={letters} must lie in 1..702 (a..z then the bigrams aa..zz)",
-            )
-        else:
-            _require(1 <= letters <= 26, f"task.n_letters={letters} must lie in 1..26 (a..z)")
-            # Chain letters are unique as left letters, so a max_hops chain uses max_hops distinct
-            # letters and at least one more letter is needed for every token off the chain.
-            _require(
-                letters >= self.max_hops + 1,
-                f"task.n_letters={letters} is too few for unique chains of max_hops={self.max_hops}: "
-                f"the letter task needs n_letters >= max_hops + 1 = {self.max_hops + 1}",
-            )
-            _require(1 <= self.n_ints <= 9, f"task.n_ints={self.n_ints} must lie in 1..9 (single digits)")
-
-    @property
-    def letters(self) -> int:
-        """Alphabet size, resolving the per-task default."""
-        if self.n_letters is not None:
-            return self.n_letters
-        return 120 if self.name == "number" else 32 if self.name in CANONICAL_TASKS else 8
-
-    @property
-    def seq_len(self) -> int:
-        """Tokens per input without extra tokens: targets + pre-targets + the query."""
-        return self.n_target + self.n_pretarget + 1
-
-    @property
-    def hops(self) -> tuple[int, ...]:
-        return tuple(range(self.min_hops, self.max_hops + 1))
 
 
 @dataclass(frozen=True)
@@ -146,15 +50,15 @@ class ModelConfig:
     The recipe's knobs, named as HF ``GPTJConfig`` names them:
 
     - ``dropout`` is attention-weight and residual dropout (HF ``attn_pdrop`` and ``resid_pdrop``);
-      ``embd_dropout`` is dropout on the token embeddings (HF ``embd_pdrop``). ``None`` means "as
-      ``dropout``", today's recipe (``paper_v1``) and every run saved before the knob existed. The
-      authors' scripts passed ``embed_pdrop=0.1``, a key ``GPTJConfig`` silently ignores, so their
-      embedding dropout was HF's default 0.0 (the ``paper`` preset; docs/choices.md).
-    - ``activation``: the MLP's GELU, ``"gelu"`` (exact, erf; the authors') or ``"gelu_new"`` (the
-      tanh approximation; ``paper_v1`` and runs saved before the knob existed).
+      ``embd_dropout`` is dropout on the token embeddings (HF ``embd_pdrop``); ``None`` means "as
+      ``dropout``" (the earlier recipe ``paper_v1``). The authors' scripts passed ``embed_pdrop=0.1``,
+      a key ``GPTJConfig`` silently ignores, so their embedding dropout was HF's default 0.0, the
+      default here (docs/choices.md).
+    - ``activation``: the MLP's GELU, ``"gelu"`` (exact, erf; the authors', the default) or
+      ``"gelu_new"`` (the tanh approximation; ``paper_v1``).
     - ``mlp=False`` drops every block's MLP (attention-only blocks, the metric paper's toy heads).
 
-    Three options steer which RoPE planes a layer uses (the paper's future work, issue 8). Plane k
+    Three options steer which RoPE planes a layer uses (the paper's future work). Plane k
     (1-based frequency ID k) rotates by θ_k = base^(−2(k−1)/rot_dim) per position. Defaults keep
     plain RoPE bit for bit.
 
@@ -185,8 +89,8 @@ class ModelConfig:
     p_rope: float = 1.0
     nope_from_layer: int | None = None
     freq_gate: str | None = None
-    embd_dropout: float | None = None
-    activation: str = "gelu_new"
+    embd_dropout: float | None = 0.0
+    activation: str = "gelu"
     mlp: bool = True
 
     def __post_init__(self) -> None:
@@ -312,12 +216,14 @@ class TrainConfig:
 
     ``steps=None`` means one epoch of the training split. Evaluation and checkpoints happen every
     ``eval_every`` / ``checkpoint_every`` steps and at the last step; the resumable state (weights,
-    AdamW, scheduler, dropout generator) every ``state_every`` steps (None: with every checkpoint)
-    and at the last step, so a resumed run replays at most ``state_every - 1`` steps, to the same
-    bits. ``grad_clip=1.0`` and no weight decay on biases and LayerNorms are HF Trainer defaults,
-    which the paper's code ran under.
-    ``random_extra=K > 0`` (number task only) puts k ~ U{0..K} random letters before every window of
-    each training batch, a fresh k per step (:mod:`possym.train.augment`); 0 trains as the paper.
+    AdamW, scheduler, dropout generator; 29 MB for the paper's model) every ``state_every`` steps
+    (None: with every checkpoint) and at the last step, so a resumed run replays at most
+    ``state_every - 1`` steps, to the same bits. ``eval_size`` validation rows are evaluated (the
+    paper's HF Trainer evaluated all 2,400). ``grad_clip=1.0`` and no weight decay on biases and
+    LayerNorms are HF Trainer defaults, which the paper's code ran under.
+    ``random_extra=K > 0`` puts k ~ U{0..K} random prefix tokens before every window of each
+    training batch, a fresh k per step (:mod:`possym.train.augment`; only for a task whose windows
+    may follow any prefix, the number task); 0 trains as the paper.
     ``precision="bf16"`` feeds the big matmuls of the training step bfloat16 (float32 accumulation,
     weights and optimiser state stay float32; :mod:`possym.train.fused`); the evaluations and the
     final test run at the same precision, as HF Trainer evaluates a mixed-precision run.
@@ -340,9 +246,9 @@ class TrainConfig:
     grad_clip: float | None = 1.0
     steps: int | None = None
     eval_every: int = 50
-    eval_size: int = 1_200
+    eval_size: int = 2_400
     checkpoint_every: int = 50
-    state_every: int | None = None
+    state_every: int | None = 500
     threads: int | None = None
     random_extra: int = 0
     precision: str = "fp32"
@@ -414,9 +320,10 @@ class RunConfig:
         )
         _require(self.task.n_train >= 1, f"task.n_train={self.task.n_train} must be >= 1 to train")
         _require(
-            self.train.random_extra == 0 or self.task.name == "number",
-            f"train.random_extra={self.train.random_extra} is for the number task only (the letter task's extra "
-            "tokens must avoid each instance's chain letters); allowed for letter: 0",
+            self.train.random_extra == 0 or get_task(self.task.name).random_prefix is not None,
+            f"train.random_extra={self.train.random_extra} needs a task whose windows may follow any prefix "
+            f"(the number task); {self.task.name!r} has none (its extra tokens depend on each instance), "
+            "so allowed: 0",
         )
 
     @property
@@ -434,6 +341,14 @@ _SECTIONS: dict[str, type] = {"task": TaskConfig, "model": ModelConfig, "train":
 
 def _known(cls: type) -> list[str]:
     return [f.name for f in fields(cls)]
+
+
+def _section_class(name: str, values: dict[str, Any]) -> type:
+    """The dataclass of a config section; the task section's is the named task's own config class."""
+    if name != "task":
+        return _SECTIONS[name]
+    _require("name" in values, f"the task section must name its task (task.name); allowed: {tuple(TASKS)}")
+    return get_task(values["name"]).config
 
 
 def _coerce(value: Any, annotation: str, where: str) -> Any:
@@ -465,7 +380,9 @@ def _build(cls: type, values: dict[str, Any], where: str) -> Any:
     unknown = sorted(set(values) - set(_known(cls)))
     names = ", ".join(f"{where}.{k}" for k in unknown)
     _require(not unknown, f"unknown key(s) {names}; known: {_known(cls)}")
-    types = {f.name: str(f.type) for f in fields(cls)}
+    # Annotations are strings under `from __future__ import annotations`, types in a class defined without it.
+    types = {f.name: f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+             for f in fields(cls)}
     return cls(**{k: _coerce(v, types[k], f"{where}.{k}") for k, v in values.items()})
 
 
@@ -476,11 +393,43 @@ def config_from_dict(data: dict[str, Any]) -> RunConfig:
     unknown = sorted(set(data) - allowed)
     _require(not unknown, f"unknown config section(s) {unknown}; known: {sorted(allowed)}")
     parts = {}
-    for name, cls in _SECTIONS.items():
-        section = data.get(name) or {}
+    for name in _SECTIONS:
+        section = data.get(name) or ({"name": "number"} if name == "task" else {})
         _require(isinstance(section, dict), f"config section {name!r} must be a mapping")
-        parts[name] = _build(cls, dict(section), name)
+        parts[name] = _build(_section_class(name, section), dict(section), name)
     return RunConfig(**parts, preset=data.get("preset"))
+
+
+# The values that keys absent from a saved config.yaml had when it was written: each key was added
+# later, with the value that every earlier run had implicitly. Defaults changed since (to the paper
+# preset's) must not re-read an old run as the new recipe.
+SAVED_BEFORE_KEY: dict[str, Any] = {
+    "model.embd_dropout": None,  # before the knob: embedding dropout was model.dropout
+    "model.activation": "gelu_new",  # before the knob: the tanh GELU
+    "train.eval_size": 1_200,
+    "train.state_every": None,
+}
+
+
+def config_from_saved(data: dict[str, Any]) -> RunConfig:
+    """A RunConfig from a config saved by any possym (``config.yaml``, a checkpoint's header).
+
+    A saved config is a complete dump, so a key it lacks was added after it was written: it reads
+    with the value it had then (:data:`SAVED_BEFORE_KEY`), not today's default, and each task
+    section is read through its task's ``upgrade`` (fields renamed or dropped since).
+    """
+    _require(isinstance(data, dict), f"a config must be a mapping, got {type(data).__name__}")
+    data = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
+    for key, value in SAVED_BEFORE_KEY.items():
+        section, name = key.split(".")
+        if isinstance(data.get(section), dict):
+            data[section].setdefault(name, value)
+    task = data.get("task")
+    if isinstance(task, dict) and task.get("name") in TASKS:
+        upgrade = get_task(task["name"]).upgrade
+        if upgrade is not None:
+            data["task"] = upgrade(task)
+    return config_from_dict(data)
 
 
 def changed_keys(before: dict[str, Any], now: dict[str, Any]) -> list[str]:
@@ -520,10 +469,8 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
             f"override key {key!r} must be section.key with section in {sorted(_SECTIONS)}",
         )
         section, name = parts
-        _require(
-            name in _known(_SECTIONS[section]),
-            f"unknown key {key!r}; known {section} keys: {_known(_SECTIONS[section])}",
-        )
+        known = _known(_section_class(section, out.get("task") or {"name": "number"}))
+        _require(name in known, f"unknown key {key!r}; known {section} keys: {known}")
         out.setdefault(section, {})[name] = _parse_value(text)
     return out
 
@@ -545,7 +492,7 @@ def load_config(task: str, preset: str | None = None, overrides: list[str] | Non
 
     A preset may hold shared sections and per-task sections under ``tasks: {number: ..., letter: ...}``.
     """
-    _require(task in _task_names(), f"--task {task!r} is not a task; allowed: {_task_names()}")
+    _require(task in TASKS, f"--task {task!r} is not a task; allowed: {tuple(TASKS)}")
     data: dict[str, Any] = {"task": {"name": task}}
     if preset is not None:
         raw = load_preset(preset)

@@ -10,16 +10,19 @@ Example:
     >>> resolve_device("tpu")
     Traceback (most recent call last):
     ...
-    possym.config.ConfigError: device='tpu' is not a device possym knows; allowed: ('auto', 'cpu', 'cuda', 'mps')
+    possym.errors.ConfigError: device='tpu' is not a device possym knows; allowed: ('auto', 'cpu', 'cuda', 'mps')
 """
 
 from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
 
 import torch
 
 from possym.config import DEVICES, ConfigError
 
-__all__ = ["ACCELERATOR_BATCH_FACTOR", "DEVICES", "batch_size_on", "model_device", "resolve_device"]
+__all__ = ["ACCELERATOR_BATCH_FACTOR", "DEVICES", "batch_size_on", "model_device", "resolve_device", "torch_threads"]
 # CPU batches are sized to stay in cache (256 rows: 2048 was 1.6x slower); an accelerator wants
 # many more rows in flight to fill its cores. Evaluation, scoring and length-curve batches are this
 # many times larger on one. The meta device stands in for an accelerator in the tests.
@@ -61,3 +64,28 @@ def model_device(model: torch.nn.Module) -> torch.device:
     if tensor is None:
         tensor = next(model.buffers(), None)
     return torch.device("cpu") if tensor is None else tensor.device
+
+
+@contextlib.contextmanager
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """Run the block with ``threads`` torch threads and give the caller's count back after it, however it
+    ends; ``None`` leaves the count alone. The one place a library call may change the thread count.
+
+    >>> before = torch.get_num_threads()
+    >>> with torch_threads(1):
+    ...     torch.get_num_threads()
+    1
+    >>> torch.get_num_threads() == before
+    True
+    """
+    if threads is None:
+        yield
+        return
+    if threads < 1:
+        raise ConfigError(f"threads={threads} must be >= 1, or None to keep the caller's")
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)

@@ -20,5 +20,15 @@ class RunError(PossymError):
     """A run directory is missing, incomplete or corrupt; the message says which file and why."""
 
 
+class ConfigError(PossymError):
+    """A configuration value is wrong; the message names the field and what is allowed."""
+
+
+def require(ok: bool, message: str) -> None:
+    """Raise :class:`ConfigError` with ``message`` unless ``ok``: the one way configs validate a field."""
+    if not ok:
+        raise ConfigError(message)
+
+
 class RecordError(PossymError):
     """A row of a CSV artifact does not fit its record type (a missing column, a value of the wrong type)."""

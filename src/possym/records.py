@@ -28,9 +28,12 @@ import typing
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Self, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
 from possym.errors import RecordError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 GAMMAS: tuple[float, ...] = (0.1, 0.05)  # the purity thresholds of the paper's Fig. 7
 GAMMA: float = GAMMAS[0]  # the one of Fig. 2C and of every "pure" claim
@@ -137,7 +140,7 @@ def read_records(path: Path, kind: type[R]) -> list[R]:
         raise RecordError(f"{path}: {exc}") from None
 
 
-def frame(rows: Iterable[Record], kind: type[Record] | None = None):  # -> pandas.DataFrame
+def frame(rows: Iterable[Record], kind: type[Record] | None = None) -> pd.DataFrame:
     """A DataFrame of ``rows`` with the record's columns (also when there are none)."""
     import pandas as pd
 
@@ -181,7 +184,7 @@ class PurityRecord(Record):
     """One head's first passage to purity at threshold γ (``purity.csv``); ``step`` None: never pure.
 
     ``final_kind`` is its purity at the last scored step and ``final_kind_step`` the first step pure of
-    that kind; ``max_accuracy_step`` is the run's best step (the paper's dashed line).
+    that kind; ``best_step`` is the run's best step (the paper's dashed line).
     """
 
     layer: int
@@ -192,7 +195,7 @@ class PurityRecord(Record):
     step: int | None
     final_kind: str
     final_kind_step: int | None
-    max_accuracy_step: int | None = None
+    best_step: int | None = None
     # Whether the last step's interval box (possym.scores.dynamics.purity_kinds) admits another verdict
     # than final_kind; blank when the scores carry no intervals.
     final_straddles: bool | None = None
@@ -246,11 +249,11 @@ class PlaneScoreRecord(Record):
 
 
 @dataclass(frozen=True)
-class LengthPoint(Record):
+class LengthRecord(Record):
     """Accuracy with ``extra`` tokens before the window, for ``n_hops`` (0: pooled) at checkpoint ``step``
     (``lengthgen.csv``; Fig. 5B). ``ci_*``: Wilson interval; ``cluster_*``: per-prefix t interval.
 
-    ``step`` is blank in curves written before it was recorded (they were at the final checkpoint).
+    ``step`` is the checkpoint measured.
     """
 
     extra: int
@@ -271,8 +274,15 @@ class LengthPoint(Record):
 
 @dataclass(frozen=True)
 class ClaimRecord(Record):
-    """One of the paper's claims against ours (``claims.csv``), with the rule that gave the verdict and
-    the checkpoint our number comes from (``step``: e.g. ``best 4800``; blank where no one checkpoint)."""
+    """One of the paper's claims against ours (``claims.csv``), with the rule that gave the verdict.
+
+    ``ours`` is what the rule graded: the seed summary of a number, the set most seeds agree on, the
+    seeds on which an ordering holds. ``per_seed`` is our value at each seed, in seed order, and
+    ``seeds`` those seeds (``0,1,2``); ``step`` the checkpoint each seed's number comes from (e.g.
+    ``best 4800``; blank where no one checkpoint). A claim about a number also carries it as numbers:
+    ``paper_value`` and the seeds' ``seed_mean``, ``seed_sd`` (blank for one seed), ``seed_min`` and
+    ``seed_max``. Verdicts: :data:`possym.report.rules.VERDICTS`.
+    """
 
     claim: str
     section: str
@@ -281,6 +291,13 @@ class ClaimRecord(Record):
     verdict: str
     rule: str
     step: str = ""
+    per_seed: str = ""
+    seeds: str = ""
+    paper_value: float | None = None
+    seed_mean: float | None = None
+    seed_sd: float | None = None
+    seed_min: float | None = None
+    seed_max: float | None = None
 
 
 @dataclass(frozen=True)
@@ -379,3 +396,8 @@ class DiscrepancySummaryRecord(Record):
     spearman: float
     task: str
     step: int
+
+
+def points_at(points: Sequence[LengthRecord], step: int) -> list[LengthRecord]:
+    """The length-curve points measured at checkpoint ``step``."""
+    return [p for p in points if p.step == step]

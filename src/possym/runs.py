@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import yaml
@@ -44,14 +44,14 @@ from safetensors import SafetensorError
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from possym.config import RunConfig, config_from_dict
+from possym.config import RunConfig, config_from_saved
 from possym.errors import RunError
 from possym.records import (
     DiscrepancyAccuracyRecord,
     DiscrepancyHeadRecord,
     DiscrepancySummaryRecord,
     FrequencyUseRecord,
-    LengthPoint,
+    LengthRecord,
     PlaneScoreRecord,
     PurityRecord,
     R,
@@ -63,7 +63,12 @@ from possym.records import (
     records_csv,
 )
 
-__all__ = ["ARTIFACTS", "Artifact", "RunDir", "RunError", "StepSpec", "atomic_write_text", "best_step"]
+if TYPE_CHECKING:
+    from possym.config import ModelConfig
+    from possym.model.gptj import GPTJ
+
+__all__ = ["ARTIFACTS", "Artifact", "RunDir", "RunError", "StepSpec", "atomic_write_text", "best_step", "ensure_run",
+           "config_differences"]
 
 CONFIG, META, METRICS, STATE, CKPT_DIR = "config.yaml", "meta.json", "metrics.jsonl", "state.pt", "checkpoints"
 BEST = "best.json"
@@ -86,11 +91,12 @@ ARTIFACTS: dict[str, Artifact] = {
     "frequency_use": Artifact("frequency_use.csv", FrequencyUseRecord),
     "table1": Artifact("table1.csv", Table1Record),
     "plane_scores": Artifact("plane_scores.csv", PlaneScoreRecord),
-    "lengthgen": Artifact("lengthgen.csv", LengthPoint),
+    "lengthgen": Artifact("lengthgen.csv", LengthRecord),
     "lengthgen_settings": Artifact("lengthgen.json"),
     "discrepancy_heads": Artifact("theory/discrepancy_heads.csv", DiscrepancyHeadRecord),
     "discrepancy_accuracy": Artifact("theory/discrepancy_accuracy.csv", DiscrepancyAccuracyRecord),
     "discrepancy_summary": Artifact("theory/discrepancy_summary.csv", DiscrepancySummaryRecord),
+    "canonical": Artifact("canonical.json"),  # a canonical grid cell's analysis (possym.canonical.grid)
     "best": Artifact(BEST),
     "figures": Artifact("figures"),
 }
@@ -245,7 +251,7 @@ class RunDir:
             data = yaml.safe_load(cfg_file.read_text())
         except yaml.YAMLError as exc:
             raise RunError(f"{cfg_file} is not valid YAML: {exc}") from exc
-        return cls(path, config_from_dict(data))
+        return cls(path, config_from_saved(data))
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -302,7 +308,7 @@ class RunDir:
 
     def load_model(
         self, step: StepSpec = None, dtype: torch.dtype = torch.float32, device: torch.device | str | None = None
-    ):  # -> GPTJ
+    ) -> GPTJ:
         """The model at ``step`` (a number, ``"best"`` or ``"final"``; default: the last checkpoint), in eval
         mode, on ``device`` (default: the CPU; see :func:`possym.devices.resolve_device`)."""
         from possym.model.gptj import GPTJ
@@ -353,7 +359,8 @@ class RunDir:
         return step
 
     @property
-    def model_config(self):  # -> ModelConfig with d_vocab resolved from the task
+    def model_config(self) -> ModelConfig:
+        """The model's config with ``d_vocab`` resolved from the task."""
         import dataclasses
 
         from possym.tasks import task_vocab
@@ -398,6 +405,48 @@ class RunDir:
         path = self.artifact(key)
         atomic_write_text(path, records_csv(list(rows)))
         return path
+
+
+def config_differences(before: RunConfig, now: RunConfig) -> list[str]:
+    """The ``section.key`` names on which two run configs differ, the preset's name aside (it is a name,
+    not a setting: ``paper_v1`` is what ``paper`` meant before, so a run is recognised by its values).
+
+    >>> from possym.config import load_config
+    >>> config_differences(load_config("number", "paper"), load_config("number", "paper", ["train.lr=3e-4"]))
+    ['train.lr']
+    """
+    from possym.config import changed_keys
+
+    a, b = before.to_dict(), now.to_dict()
+    a.pop("preset", None)
+    b.pop("preset", None)
+    return changed_keys(a, b)
+
+
+def ensure_run(path: str | Path, config: RunConfig, argv: list[str] | None = None) -> RunDir:
+    """The run directory at ``path`` for ``config``: created if absent, reopened if it holds the same
+    config, refused (naming what differs) if it holds another. The one "open or create" of possym.
+
+    >>> import tempfile
+    >>> from possym.config import load_config
+    >>> out = Path(tempfile.mkdtemp()) / "run"
+    >>> cfg = load_config("number", "quick")
+    >>> ensure_run(out, cfg).config == ensure_run(out, cfg).config
+    True
+    >>> ensure_run(out, load_config("number", "quick", ["train.lr=3e-4"]))   # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    possym.errors.RunError: ... holds a run with another config (train.lr differ); ...
+    """
+    path = Path(path)
+    if not (path / CONFIG).is_file():
+        return RunDir.create(path, config, argv=argv)
+    run = RunDir.open(path)
+    differ = config_differences(run.config, config)
+    if differ:
+        raise RunError(f"{path} holds a run with another config ({', '.join(differ)} differ); "
+                       "use a new output directory, or delete this run to start it again")
+    return run
 
 
 def save_figure(fig, stem: str | Path, formats: tuple[str, ...] = ("png", "svg")) -> list[Path]:

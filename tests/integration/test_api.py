@@ -12,9 +12,9 @@ import torch
 import possym
 from possym.cli import main
 from possym.evaluate.lengthgen import LengthGenConfig
-from possym.records import LengthPoint, ScoreRecord, frame, read_records
+from possym.records import LengthRecord, ScoreRecord, frame, points_at, read_records
 from possym.runs import best_step
-from possym.stages.lengthgen import length_curve, points_at
+from possym.stages.lengthgen import length_curve
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +64,32 @@ def test_length_curves_at_best_and_final_share_one_cached_file(run, capsys):
     cfg = LengthGenConfig(grid=(0, 5), n=4, n_prefixes=2)
     assert length_curve(run.dir, cfg, "best", force=True) == length_curve(run.dir, cfg, "best")  # cached = fresh
     assert run.length_curve(grid=(0, 5), n=4, n_prefixes=2, step="final").equals(
-        frame(points_at(run.dir.read("lengthgen", LengthPoint), run.step("final")), LengthPoint))
+        frame(points_at(run.dir.read("lengthgen", LengthRecord), run.step("final")), LengthRecord))
     capsys.readouterr()
     with pytest.raises(SystemExit):  # argparse refuses it, naming what is allowed
         main(["export", str(run.path), "--step", "nope", "--out", "x"])
     assert "best or final" in capsys.readouterr().err
+
+
+def test_a_corrupt_checkpoint_is_a_possym_error_that_names_the_file(tmp_path):
+    import possym
+    from possym.errors import RunError
+
+    bad = tmp_path / "step_000010.safetensors"
+    bad.write_bytes(b"\x08\x00\x00\x00\x00\x00\x00\x00{bad json")
+    with pytest.raises(RunError, match="step_000010.safetensors is truncated or corrupt"):
+        possym.load_model(bad)
+
+
+def test_run_scores_and_length_curve_leave_the_callers_thread_count_as_they_found_it(run):
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        run.scores(n_inputs=4, figures=False, frequency=False, threads=1, force=True)
+        assert torch.get_num_threads() == 2
+        run.length_curve(grid=(0, 10), step="final", n=4, n_prefixes=2)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)

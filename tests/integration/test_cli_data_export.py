@@ -17,7 +17,7 @@ def test_data_command_writes_solvable_jsonl(tmp_path):
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 50 and all(len(r["tokens"]) == 17 + 7 for r in rows)
     for r in rows:
-        sol = solve(r["tokens"], "letter")
+        sol = solve("letter", r["tokens"])
         assert (sol.answer, sol.n_hops, list(sol.path)) == (r["answer"], r["n_hops"], r["path"])
 
 

@@ -1,4 +1,5 @@
-"""The package's structure: nothing imports the command line, and data flows one way (docs/architecture.md)."""
+"""The package's structure: nothing imports the command line, data flows one way, and no import cycle
+exists between files (imports inside functions count) or between packages (docs/architecture.md)."""
 
 from __future__ import annotations
 
@@ -9,30 +10,49 @@ import possym
 
 SRC = Path(possym.__file__).parent
 
-# Each package may import only those at its own level or lower; a package missing here imports nothing
-# of possym beyond the base level.
+# Each package may import only those at its own level or lower. There is no list of exceptions: a
+# registry that a higher package fills is filled from above (possym.stages.registry, possym.tasks.registry).
 LEVELS = {
-    "errors": 0, "records": 0, "paper": 0, "config": 1, "tasks": 1, "devices": 1, "model": 2, "local_models": 2,
-    "runs": 3, "train": 4, "scores": 5, "theory": 5, "evaluate": 5, "heads": 5, "llm": 5, "canonical": 6, "report": 6,
-    "stages": 7, "sweep": 8, "pipeline": 8, "api": 9, "cli": 10, "__main__": 11,
+    "errors": 0, "records": 0, "paper": 0, "one_hop": 0, "tasks": 1, "config": 2, "devices": 3, "model": 4,
+    "local_models": 4, "runs": 5, "train": 6, "scores": 7, "theory": 7, "evaluate": 7, "heads": 7, "llm": 7,
+    "mechanisms": 7, "canonical": 8, "report": 8, "stages": 9, "experiment": 10, "sweep": 11, "api": 12, "cli": 13,
+    "__main__": 14,
 }
 
-# Upward imports made on purpose, each with its reason: a registry that lets a higher package plug in.
-PLUG_INS = {
-    "tasks/registry.py imports possym.canonical",  # issue 18: the canonical tasks register themselves
-    "tasks/vocab.py imports possym.canonical.adapter",  # issue 18: a canonical task's vocabulary
-}
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for path in SRC.rglob("*.py"):
+        parts = path.relative_to(SRC.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        out[name] = path
+    return out
+
+
+MODULES = _modules()
+
+
+def _resolve(name: str) -> str:
+    while name and name not in MODULES:
+        name = name.rpartition(".")[0]
+    return name
 
 
 def _imports(path: Path) -> set[str]:
-    """The possym modules ``path`` imports, at any depth of the file (lazy imports count too)."""
+    """The possym modules ``path`` imports, at any depth of the file (imports inside functions count too);
+    ``from possym.x import y`` counts as the module ``possym.x.y`` where that is one, else ``possym.x``."""
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("possym"):
-            out.add(node.module)
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                out.add(full if full in MODULES else _resolve(node.module))
         elif isinstance(node, ast.Import):
-            out |= {a.name for a in node.names if a.name.startswith("possym")}
+            out |= {_resolve(a.name) for a in node.names if a.name.startswith("possym")}
     return out
+
+
+GRAPH = {name: _imports(path) - {name, "possym", ""} for name, path in MODULES.items()}
 
 
 def _part(module: str) -> str:
@@ -40,24 +60,73 @@ def _part(module: str) -> str:
     return parts[1] if len(parts) > 1 else "__init__"
 
 
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one node (Tarjan), each a cycle of imports."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle_and_only_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_file_imports_itself_back_through_others_counting_imports_inside_functions():
+    assert _cycles(GRAPH) == []
+
+
+def test_no_two_packages_import_each_other_through_any_files():
+    packages: dict[str, set[str]] = {}
+    for module, deps in GRAPH.items():
+        here = _part(module)
+        if here == "__init__":
+            continue
+        packages.setdefault(here, set()).update(_part(d) for d in deps if _part(d) not in (here, "__init__"))
+    assert _cycles(packages) == []
+
+
+def test_every_package_has_a_level_and_sweep_sits_above_the_executor():
+    assert {_part(m) for m in MODULES} - {"__init__"} <= set(LEVELS)
+    assert LEVELS["stages"] < LEVELS["experiment"] < LEVELS["sweep"] < LEVELS["api"]
+
+
 def test_nothing_outside_the_command_line_imports_possym_cli():
-    offenders = [str(p.relative_to(SRC)) for p in SRC.rglob("*.py")
-                 if _part("possym." + str(p.relative_to(SRC)).replace("/", ".")) not in ("cli", "__main__")
-                 and any(m == "possym.cli" or m.startswith("possym.cli.") for m in _imports(p))]
+    offenders = [m for m, deps in GRAPH.items() if _part(m) not in ("cli", "__main__")
+                 and any(d == "possym.cli" or d.startswith("possym.cli.") for d in deps)]
     assert offenders == []
 
 
 def test_imports_flow_from_tasks_through_stages_to_the_command_line():
-    wrong = []
-    for path in SRC.rglob("*.py"):
-        rel = path.relative_to(SRC)
-        here = rel.parts[0].removesuffix(".py")
-        if here == "__init__":
-            continue
-        for module in _imports(path):
-            there = _part(module)
-            if there in ("__init__", here):
-                continue
-            if LEVELS.get(there, 0) > LEVELS.get(here, 0):
-                wrong.append(f"{rel} imports {module}")
-    assert sorted(set(wrong) - PLUG_INS) == []
+    wrong = [f"{m} imports {d}" for m, deps in GRAPH.items() for d in deps
+             if _part(m) != "__init__" and _part(d) not in ("__init__", _part(m))
+             and LEVELS.get(_part(d), 0) > LEVELS.get(_part(m), 0)]
+    assert sorted(wrong) == []

@@ -13,12 +13,13 @@ import numpy as np
 import pytest
 import torch
 
-from possym.config import ConfigError, ModelConfig, TaskConfig, TrainConfig, load_config
+from possym.config import ConfigError, ModelConfig, TrainConfig, load_config
 from possym.devices import batch_size_on, resolve_device
 from possym.evaluate import lengthgen
-from possym.evaluate.lengthgen import LengthGenConfig, length_curve
+from possym.evaluate.lengthgen import LengthGenConfig, measure_length_curve
 from possym.model.gptj import GPTJ
 from possym.scores.swaps import head_scores
+from possym.tasks import task_config
 from possym.train.fused import draw_bits, last_token_logits, loss_and_grads
 
 META = torch.device("meta")
@@ -94,9 +95,9 @@ def test_the_length_curve_loop_runs_the_model_on_its_device(mode, monkeypatch):
         return np.zeros(len(predictions), dtype=np.int64)
 
     monkeypatch.setattr(lengthgen, "_to_host", to_host)
-    task = TaskConfig(name="letter", n_target=4, n_pretarget=4, max_hops=2, n_letters=40 // 2 - 9, n_ints=4)
+    task = task_config("letter", n_target=4, n_pretarget=4, max_hops=2, n_letters=40 // 2 - 9, n_ints=4)
     cfg = LengthGenConfig(grid=(0, 3, 10), n=4, n_prefixes=2, mode=mode)
-    records = length_curve(model, task, cfg)
+    records = measure_length_curve(model, task, cfg)
     assert seen and set(seen) == {META}
     assert len(records) == len(cfg.grid) * (1 + len(task.hops))
 

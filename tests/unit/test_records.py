@@ -12,7 +12,7 @@ import pytest
 from possym.errors import RecordError
 from possym.records import (
     ClaimRecord,
-    LengthPoint,
+    LengthRecord,
     Record,
     ScoreRecord,
     read_records_text,
@@ -61,5 +61,5 @@ def test_a_row_that_does_not_fit_is_refused_naming_the_columns():
 def test_a_file_written_before_a_column_existed_reads_its_default():
     old = "extra,n_hops,seq_len,accuracy,n,correct,ci_low,ci_high,n_prefixes,prefix_sd,cluster_low,cluster_high,mode\n"
     old += "0,0,40,0.5,8,4,0.2,0.8,2,nan,0.1,0.9,cached\n"
-    (point,) = read_records_text(old, LengthPoint)
+    (point,) = read_records_text(old, LengthRecord)
     assert point.step is None and math.isnan(point.prefix_sd) and point.correct == 4

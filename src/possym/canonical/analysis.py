@@ -21,9 +21,9 @@ Example:
     >>> import torch
     >>> from possym.config import ModelConfig
     >>> from possym.model.gptj import GPTJ
-    >>> from possym.canonical.tasks import CanonicalSpec
-    >>> spec = CanonicalSpec("index", length=4, n_symbols=4)
-    >>> cfg = ModelConfig(n_layers=1, d_model=8, mlp=False, dropout=0.0, d_vocab=len(spec.vocab))
+    >>> from possym.tasks import task_config, task_vocab
+    >>> spec = task_config("index", length=4, n_symbols=4)
+    >>> cfg = ModelConfig(n_layers=1, d_model=8, mlp=False, dropout=0.0, d_vocab=len(task_vocab(spec)))
     >>> model = GPTJ(cfg, torch.Generator().manual_seed(0)).eval()
     >>> rows = accuracy_by_position(model, spec, 4, 5, np.random.default_rng(0))
     >>> [(r["position"], r["total"]) for r in rows]
@@ -39,17 +39,18 @@ from typing import Any
 import numpy as np
 import torch
 
-from possym.canonical.tasks import CanonicalSpec, generate
 from possym.model.gptj import GPTJ
 from possym.scores.frequency import dominant_frequency_id, frequency_use, plane_geometry, plane_scores
 from possym.scores.swaps import head_scores
+from possym.tasks import get_task
+from possym.tasks.canonical import CanonicalTaskConfig
 
 
 def accuracy_by_position(
-    model: GPTJ, spec: CanonicalSpec, length: int, n_per_position: int, rng: np.random.Generator
+    model: GPTJ, spec: CanonicalTaskConfig, length: int, n_per_position: int, rng: np.random.Generator
 ) -> list[dict[str, int]]:
     """Correct/total per answer position at ``length``: n_per_position inputs at each position."""
-    samples = generate(spec, n_per_position * spec.n_slots(length), rng, length=length)
+    samples = get_task(spec.name).at_length(spec, n_per_position * spec.n_slots(length), rng, length)  # type: ignore[misc]
     with torch.no_grad():
         pred = torch.cat([model(t)[:, -1].argmax(-1) for t in torch.as_tensor(samples.tokens).split(512)]).numpy()
     ok = pred == samples.answer
@@ -102,11 +103,11 @@ def plane_alignment(
 
 
 def analyse_heads(
-    model: GPTJ, spec: CanonicalSpec, n_inputs: int, n_geometry: int, rng: np.random.Generator
+    model: GPTJ, spec: CanonicalTaskConfig, n_inputs: int, n_geometry: int, rng: np.random.Generator
 ) -> HeadAnalysis:
     """Scores (last-token query) on ``n_inputs`` fresh inputs at the training length, geometry on "
     "``n_geometry`` of them."""
-    samples = generate(spec, n_inputs, rng)
+    samples = get_task(spec.name).at_length(spec, n_inputs, rng, None)  # type: ignore[misc]
     tokens = torch.as_tensor(samples.tokens)
     hs = head_scores(model, tokens, layers=[0])
     ps = plane_scores(model, tokens, layers=[0])

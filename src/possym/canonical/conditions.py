@@ -14,7 +14,7 @@ the head sees, never in how many dimensions:
   ``model.p_rope = (P − width/2)/P`` (p-RoPE keeps the fastest planes rotating); the moderate planes
   are those whose θ_k · L is nearest 1 radian (a recency ramp that stays monotone across the training
   window, since L·θ₂ < π);
-- ``fast_slow`` (the issue's "both bands"): the fastest ``width/2`` and the slowest ``width/2`` planes,
+- ``fast_slow`` (the metric paper's "both bands"): the fastest ``width/2`` and the slowest ``width/2`` planes,
   all rotating (the slowest turn by ~1e-4 rad per position: nearly, but not exactly, NoPE);
 - ``all``: plain RoPE, every plane (2·P dimensions; a reference, not width-matched).
 

@@ -18,15 +18,15 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from possym.canonical.records import PositionRow, RunRow, WmaxRow
+from possym.canonical.records import CellRecord, PositionRecord, WmaxRecord
 from possym.runs import save_figure
 
 
-def _tasks(rows: Sequence[RunRow | PositionRow]) -> list[str]:
+def _tasks(rows: Sequence[CellRecord | PositionRecord]) -> list[str]:
     return list(dict.fromkeys(r.task for r in rows))
 
 
-def accuracy_by_band(runs: Sequence[RunRow], conditions: Sequence[str]) -> Figure:
+def accuracy_by_band(runs: Sequence[CellRecord], conditions: Sequence[str]) -> Figure:
     tasks = _tasks(runs)
     fig = Figure(figsize=(4.6 * len(tasks), 3.4), layout="constrained")
     axes = np.atleast_1d(fig.subplots(1, len(tasks), sharey=True))
@@ -52,7 +52,7 @@ def accuracy_by_band(runs: Sequence[RunRow], conditions: Sequence[str]) -> Figur
     return fig
 
 
-def accuracy_by_position(positions: Sequence[PositionRow], conditions: Sequence[str], length: int) -> Figure:
+def accuracy_by_position(positions: Sequence[PositionRecord], conditions: Sequence[str], length: int) -> Figure:
     tasks = _tasks(positions)
     fig = Figure(figsize=(4.6 * len(tasks), 3.4), layout="constrained")
     axes = np.atleast_1d(fig.subplots(1, len(tasks), sharey=True))
@@ -80,7 +80,7 @@ def accuracy_by_position(positions: Sequence[PositionRow], conditions: Sequence[
     return fig
 
 
-def positional_symbolic_plane(runs: Sequence[RunRow]) -> Figure:
+def positional_symbolic_plane(runs: Sequence[CellRecord]) -> Figure:
     fig = Figure(figsize=(4.2, 4.0), layout="constrained")
     ax = fig.subplots()
     style = {"index": ("o", "tab:blue"), "retrieval": ("s", "tab:orange"), "induction": ("^", "tab:green")}
@@ -108,7 +108,7 @@ def positional_symbolic_plane(runs: Sequence[RunRow]) -> Figure:
     return fig
 
 
-def wmax_curves(wmax: Sequence[WmaxRow]) -> Figure:
+def wmax_curves(wmax: Sequence[WmaxRecord]) -> Figure:
     fig = Figure(figsize=(8.4, 3.2), layout="constrained")
     axes = fig.subplots(1, 2)
     for ax, head in zip(axes, ("H_POS", "H_SYM"), strict=True):
@@ -126,7 +126,7 @@ def wmax_curves(wmax: Sequence[WmaxRow]) -> Figure:
 
 
 def save_figures(
-    grid, runs: Sequence[RunRow], positions: Sequence[PositionRow], wmax: Sequence[WmaxRow], out: Path
+    grid, runs: Sequence[CellRecord], positions: Sequence[PositionRecord], wmax: Sequence[WmaxRecord], out: Path
 ) -> list[Path]:
     """Write the four figures into ``out`` as PNG and SVG; returns the paths."""
     conditions = list(grid.condition_names)

@@ -1,10 +1,10 @@
 """The canonical grid's rows, one frozen record per CSV (see :mod:`possym.records`).
 
-- :class:`RunRow` (``results.csv``): one trained toy head (task, condition, seed, head) with its
+- :class:`CellRecord` (``results.csv``): one trained toy head (task, condition, seed, head) with its
   accuracies at 1x, 2x and 4x the training length, its scores, frequency use and plane geometry;
-- :class:`PositionRow` (``positions.csv``): correct/total counts of one run at one evaluation length
+- :class:`PositionRecord` (``positions.csv``): correct/total counts of one run at one evaluation length
   and answer position, from which every accuracy curve and U test is computed;
-- :class:`WmaxRow` (``theorem7.csv``): one point of Theorem 7's w_max(j) curves.
+- :class:`WmaxRecord` (``theorem7.csv``): one point of Theorem 7's w_max(j) curves.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from possym.records import Record
 
 
 @dataclass(frozen=True)
-class RunRow(Record):
+class CellRecord(Record):
     task: str
     condition: str
     seed: int
@@ -38,7 +38,7 @@ class RunRow(Record):
 
 
 @dataclass(frozen=True)
-class PositionRow(Record):
+class PositionRecord(Record):
     task: str
     condition: str
     seed: int
@@ -49,7 +49,7 @@ class PositionRow(Record):
 
 
 @dataclass(frozen=True)
-class WmaxRow(Record):
+class WmaxRecord(Record):
     head: str  # "H_POS" or "H_SYM"
     theta: float
     beta: float

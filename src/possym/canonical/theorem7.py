@@ -30,9 +30,14 @@ With c = (N + 1)/2 (the offset of the middle position; it minimises the worst dr
 over j, which a head trained at one length can afford), the curve is symmetric about the middle and
 strictly **inverted-U** while (N − 1)θ/2 < π/2 (beyond it a non-matching key outweighs x* at the
 ends, and the head no longer retrieves there; :func:`symbolic_wmax` refuses that regime): a symbolic
-head on a frequency that is not low enough loses the ends. At θ → 0 (NoPE) it is flat. This centring
-is our reading of "simplified"; with c = 0 (paper A's T_Retrieval) the same head would be monotone
-instead.
+head on a frequency that is not low enough loses the ends. At θ → 0 (NoPE) it is flat.
+
+The centring is our reading of "simplified", not the metric paper's: its proof is not public, and the
+text we have of it (a secondary summary, NOTES.md §2.4) names no pre-rotation. With c = 0 (paper A's
+T_Retrieval: the query aligned with the key next to it) the phase (N − j)θ falls as j nears the query,
+so the same head is **monotone** (best next to the query) while Nθ < π/2, the regime where x* keeps
+the row's maximum. :func:`theorem7_curves` therefore computes H_SYM under both readings (head names
+``H_SYM`` for c = (N + 1)/2 and ``H_SYM_c0`` for c = 0), and the verdict grades both.
 
 Both closed forms are tested against the compiled heads, and the shapes by the two-sided contrast
 rule (:mod:`possym.canonical.ushape`).
@@ -181,17 +186,26 @@ class WmaxCurve:
         ]
 
 
+UNCENTRED = "H_SYM_c0"  # the simplified symbolic head with the query unrotated (c = 0)
+
+
 def theorem7_curves(
     n_content: int = 16,
     pos_thetas: tuple[float, ...] = (0.05, 0.1, 0.19, 1.0),
     sym_thetas: tuple[float, ...] = (0.05, 0.1, 0.19),
     beta: float = 8.0,
+    uncentred_thetas: tuple[float, ...] = (0.05, 0.09),
 ) -> list[WmaxCurve]:
-    """H_POS's w_max(j) at each of ``pos_thetas`` and H_SYM's at each of ``sym_thetas``, from the compiled heads.
+    """H_POS's w_max(j) at each of ``pos_thetas``, H_SYM's at each of ``sym_thetas`` with the centred query
+    c = (N + 1)/2, and H_SYM's at each of ``uncentred_thetas`` with c = 0 (head ``H_SYM_c0``), from the
+    compiled heads.
 
-    Defaults: N = 16; H_POS inside Nθ <= π (U) and at θ = 1 rad (outside it); H_SYM inside (N−1)θ/2 < π/2.
+    Defaults: N = 16; H_POS inside Nθ <= π (U) and at θ = 1 rad (outside it); centred H_SYM inside
+    (N−1)θ/2 < π/2; uncentred H_SYM inside Nθ < π/2, where x* stays the row's maximum at every j.
     """
     with torch.no_grad():
         pos = [WmaxCurve("H_POS", t, beta, n_content, positional_wmax(n_content, t, beta)) for t in pos_thetas]
         sym = [WmaxCurve("H_SYM", t, beta, n_content, symbolic_wmax(n_content, t, beta)) for t in sym_thetas]
-    return pos + sym
+        flat = [WmaxCurve(UNCENTRED, t, beta, n_content, symbolic_wmax(n_content, t, beta, centre=0.0))
+                for t in uncentred_thetas]
+    return pos + sym + flat

@@ -1,12 +1,13 @@
 """``possym canonical --out DIR [--quick]``: the metric paper's canonical tasks on frequency-controlled toy heads.
 
-A shell over :func:`possym.canonical.grid.run_grid`: parses, calls it, prints the verdicts. Rerun the
-same command to resume; finished cells are neither retrained nor re-analysed.
+A shell over :func:`possym.experiment.run_canonical_grid`: parses, calls it, prints the verdicts. Rerun
+the same command to resume; finished cells are neither retrained nor re-analysed.
 """
 
 from __future__ import annotations
 
 import argparse
+import time
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -22,7 +23,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from possym.canonical.grid import GridConfig, run_grid
+    from possym.canonical.grid import CanonicalGridConfig
+    from possym.experiment import run_canonical_grid
 
     changes: dict = {"threads": args.threads}
     if args.seeds:
@@ -33,10 +35,11 @@ def run(args: argparse.Namespace) -> int:
         changes["tasks"] = tuple(args.tasks)
     if args.steps:
         changes["steps"] = args.steps
-    grid = GridConfig.quick(**changes) if args.quick else GridConfig(**changes)
-    result = run_grid(grid, args.out, progress=True)
+    grid = CanonicalGridConfig.quick(**changes) if args.quick else CanonicalGridConfig(**changes)
+    t0 = time.perf_counter()
+    result = run_canonical_grid(grid, args.out, progress=True)
     width = max(len(c.claim) for c in result.claims)
     for c in result.claims:
         print(f"{c.verdict:8s} {c.claim:{width}s}  {c.ours}")
-    print(f"{len(result.runs)} toy heads, {result.seconds:.0f} s; results in {args.out}")
+    print(f"{len(result.runs)} toy heads, {time.perf_counter() - t0:.0f} s; results in {args.out}")
     return 0

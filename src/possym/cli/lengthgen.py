@@ -58,11 +58,12 @@ def run(args: argparse.Namespace) -> int:
         points = length_curve(run_dir, cfg, step, force=args.force, progress=bar.update, device=args.device)
     if not args.no_figures:
         from possym.paper import paper_numbers
+        from possym.records import LengthRecord, frame
         from possym.report.length_plots import plot_length_curves
         from possym.runs import save_figure
 
-        rows = [p.to_dict() for p in points]
-        fig = plot_length_curves({run_dir.config.task.name: rows}, paper_numbers()["fig5b_length_generalisation"])
+        curve = frame(points, LengthRecord)
+        fig = plot_length_curves({run_dir.config.task.name: curve}, paper_numbers()["fig5b_length_generalisation"])
         save_figure(fig, run_dir.artifact("figures") / "fig5b_length_generalisation")
     print(f"step {step} ({args.step})")
     print(f"{'K':>6} {'accuracy':>9}  95% interval (per prefix)")

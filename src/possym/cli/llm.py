@@ -20,10 +20,10 @@ import sys
 from pathlib import Path
 
 from possym.cli._args import add_device
-from possym.llm.prompts import PAPER_LENGTHS, PROMPT_TASKS, load_templates
 from possym.llm.providers import PROVIDERS, REASONING_MODES, GenerationSettings, make_provider
 from possym.llm.retry import RetryPolicy
-from possym.llm.run import GridConfig, RunnerConfig
+from possym.llm.run import LLMGridConfig, RunnerConfig
+from possym.one_hop import PAPER_LENGTHS, PROMPT_TASKS, load_templates
 from possym.stages.llm import llm_experiment
 
 
@@ -112,7 +112,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    grid = GridConfig(tasks=tuple(args.tasks), lengths=tuple(args.lengths), runs=args.runs, n=args.n)
+    grid = LLMGridConfig(tasks=tuple(args.tasks), lengths=tuple(args.lengths), runs=args.runs, n=args.n)
     templates = load_templates(args.templates)
     settings = GenerationSettings(
         max_tokens=args.max_tokens, temperature=args.temperature, reasoning=args.reasoning, timeout_s=args.timeout

@@ -1,9 +1,10 @@
-"""``possym sweep SPEC.yaml --out DIR``: a grid of trials on a local pool, Ray or Slurm, then one summary.
+"""``possym sweep SPEC.yaml --out DIR [key=value ...]``: a grid of runs on a local pool, Ray or Slurm, then one summary.
 
-Writes into DIR:
-  spec.yaml             the spec as given (a rerun with a different spec is refused per trial)
-  runs/ID/              each trial's run directory (train, score, lengthgen, discrepancy outputs)
-  trials/ID/            its stage markers, DONE record, failed.json, log.txt
+A shell over :func:`possym.sweep.run.run_sweep`. Writes into DIR:
+  experiment.yaml       the spec as resolved (a rerun with other settings says what differs)
+  runs/ID/              each run's directory (train, score, lengthgen, discrepancy outputs)
+  log/ID.json           its resume log: each stage's status, settings, seconds, attempts, last error
+  logs/ID.log           what its stages printed
   summary.csv, .md      mean ± sd across seeds per (variant, task)       (possym.sweep.aggregate)
   seeds.csv             the per-trial facts behind it (hop order, pure layers, Table 1 IDs)
   figures/              accuracy curves, length curves and per-layer scores with ±sd bands
@@ -34,20 +35,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cluster", choices=["slurm", "local", "debug"], default="slurm",
                    help="slurm: submitit's executor ('local' runs the jobs as local processes)")
     p.add_argument("--aggregate-only", action="store_true", help="only redo the summary and figures")
+    p.add_argument("overrides", nargs="*", help="section.key=value, e.g. score.n_inputs=50 train.steps=500")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    import yaml
     from tqdm import tqdm
 
-    from possym.runs import atomic_write_text
+    from possym.experiment.config import load_experiment
+    from possym.sweep.aggregate import write_summary
     from possym.sweep.engines import make_engine
     from possym.sweep.run import run_sweep
-    from possym.sweep.spec import expand, load_spec, spec_path
-    from possym.sweep.trial import is_done
 
-    spec = load_spec(args.spec)
+    exp = load_experiment(args.spec, overrides=args.overrides)
     out = Path(args.out)
     if args.workers < 1:
         raise PossymError(f"--workers={args.workers} must be >= 1")
@@ -56,29 +56,28 @@ def run(args: argparse.Namespace) -> int:
         engine = make_engine(args.engine, workers=args.workers, out=out, address=args.address,
                              partition=args.partition, time_min=args.time_min, gpus=args.gpus,
                              cluster=None if args.cluster == "slurm" else args.cluster)
-        out.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(out / "spec.yaml", yaml.safe_dump(yaml.safe_load(spec_path(args.spec).read_text()),
-                                                            sort_keys=False))
-        trials = expand(spec, out)
-        finished = sum(map(is_done, trials))  # shown as done from the start; run_sweep skips them
-        bar = tqdm(total=len(trials), initial=finished, desc="trials", unit="trial", dynamic_ncols=True)
+        specs = exp.runs()
+        bar = tqdm(total=len(specs), desc="runs", unit="run", dynamic_ncols=True)
 
-        def on_trial(trial, state: str) -> None:
+        def on_unit(unit, state: str) -> None:
             if state == "done":
                 bar.update(1)
             else:
-                bar.write(f"{trial.id}: {state} (see {trial.state_dir}/failed.json)")
+                bar.write(f"{unit.run.id}: {state} (see {out / 'log' / unit.run.id}.json)")
 
         t0 = time.perf_counter()
-        outcome = run_sweep(spec, out, engine, on_trial=on_trial)
+        outcome = run_sweep(exp, out, engine, on_unit=on_unit, summary=False)
+        bar.update(bar.total - bar.n - len(outcome.failed))
         bar.close()
         wall = time.perf_counter() - t0
-        print(f"{len(outcome.done)}/{len(trials)} trials done ({len(outcome.skipped)} already finished), "
-              f"{len(outcome.failed)} failed, engine {args.engine}, {wall:.0f} s wall-clock")
-        for tid, error in outcome.failed.items():
-            print(f"FAILED {tid}: {error.splitlines()[-1] if error else ''}")
-    from possym.sweep.aggregate import write_summary
-
-    paths = write_summary(spec, out)
+        if outcome.changed:
+            print(f"settings changed since the last call: {', '.join(outcome.changed)}")
+        done = len(specs) - len(outcome.failed)
+        print(f"{done}/{len(specs)} runs done, {len(outcome.failed)} failed, "
+              f"{len(outcome.retried)} retried ({', '.join(outcome.retried) or 'none'}), engine {args.engine}, "
+              f"{wall:.0f} s wall-clock")
+        for rid, error in outcome.failed.items():
+            print(f"FAILED {rid}: {error.splitlines()[-1] if error else ''}")
+    paths = write_summary(exp, out)
     print(f"summary -> {', '.join(str(p) for p in paths)}")
     return 1 if outcome is not None and outcome.failed else 0

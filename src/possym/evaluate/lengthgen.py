@@ -28,12 +28,13 @@ exchangeable. When accuracy depends on the prefix (``prefix_sd`` large) the seco
 
 Example:
     >>> import torch
-    >>> from possym.config import ModelConfig, TaskConfig
+    >>> from possym.config import ModelConfig
+    >>> from possym.tasks import task_config
     >>> from possym.model.gptj import GPTJ
     >>> from possym.tasks import task_vocab
-    >>> task = TaskConfig(name="number")
+    >>> task = task_config("number")
     >>> model = GPTJ(ModelConfig(n_layers=2, d_model=16, d_mlp=32, d_vocab=len(task_vocab(task))))
-    >>> rows = length_curve(model, task, LengthGenConfig(grid=(0, 50), n=8, n_prefixes=2))
+    >>> rows = measure_length_curve(model, task, LengthGenConfig(grid=(0, 50), n=8, n_prefixes=2))
     >>> [(r["extra"], r["n_hops"], r["n"]) for r in rows][:3]
     [(0, 0, 32), (0, 1, 8), (0, 2, 8)]
 """
@@ -63,7 +64,7 @@ class LengthGenConfig:
     """How to measure a length curve.
 
     grid: the K values (extra tokens), distinct, >= 0.
-    n: windows per (K, hop count) point (the issue asks for >= 500 on the paper's curve).
+    n: windows per (K, hop count) point (500 on the paper's curve gives intervals of about ±0.04).
     n_prefixes: distinct prefixes per (K, hop count) point, each shared by ~n / n_prefixes windows.
     mode: "cached" (a prefix's KV cache is computed once) or "plain" (full forward per input).
     token_budget: a batch holds at most this many tokens (inputs x (K + window)) on the CPU; bounds memory.
@@ -148,7 +149,7 @@ def point_samples(task: TaskConfig, cfg: LengthGenConfig, n_hops: int, prefix: i
     return generate_after(task, long, count, n_hops, point_rng(cfg.seed, n_hops, prefix, extra), length=extra)
 
 
-def length_curve(
+def measure_length_curve(
     model: GPTJ,
     task: TaskConfig,
     cfg: LengthGenConfig,

@@ -1,1 +1,1 @@
-"""Positional and symbolic scores of every head of a pretrained Hugging Face RoPE LM (issue 5)."""
+"""Positional and symbolic scores of every head of a pretrained Hugging Face RoPE LM."""

@@ -11,7 +11,7 @@ and the answer if there is one):
 
   Every pair is one natural block (" Bob likes blue."), so a swap exchanges two whole bindings.
   Entities are distinct; attributes are drawn with replacement, as colours in a long list must be.
-* the **1-hop number and letter prompts** of the LLM experiment (:mod:`possym.llm.prompts`); the
+* the **1-hop number and letter prompts** of the LLM experiment (:mod:`possym.one_hop`); the
   swappable span is the target window inside the quotes;
 * a **text file**, one prompt per line; the swappable span is the whole line (the query, its last
   token, is never swapped).
@@ -33,7 +33,7 @@ import numpy as np
 
 from possym.errors import PossymError
 from possym.heads.layout import BlockLayout, EncodedPrompt
-from possym.llm.prompts import load_templates, make_cell
+from possym.one_hop import load_templates, make_cell
 
 BUILTIN = ("binding", "number1", "letter1")
 

@@ -20,7 +20,10 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from possym.errors import PossymError
-from possym.llm.prompts import (
+from possym.llm.providers import Provider
+from possym.llm.retry import Outcome, RateLimiter, RetryPolicy, call_with_retries
+from possym.llm.store import AnswerStore, answer_key
+from possym.one_hop import (
     PAPER_LENGTHS,
     PROMPT_TASKS,
     OneHopInstance,
@@ -29,15 +32,12 @@ from possym.llm.prompts import (
     is_single_token,
     make_grid,
 )
-from possym.llm.providers import Provider
-from possym.llm.retry import Outcome, RateLimiter, RetryPolicy, call_with_retries
-from possym.llm.store import AnswerStore, answer_key
 
 MAX_ERROR_CHARS = 2000
 
 
 @dataclass(frozen=True)
-class GridConfig:
+class LLMGridConfig:
     """Which prompts to send: tasks x lengths x runs 1..runs x n prompts per cell."""
 
     tasks: tuple[str, ...] = PROMPT_TASKS
@@ -143,10 +143,10 @@ def _chunks(items: Sequence[OneHopInstance], size: int) -> Iterator[list[OneHopI
         yield batch
 
 
-def run_grid(
+def run_llm_grid(
     provider: Provider,
     store: AnswerStore,
-    grid: GridConfig,
+    grid: LLMGridConfig,
     templates: Templates,
     config: RunnerConfig | None = None,
     *,

@@ -19,6 +19,8 @@ Example:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import Tensor
 
@@ -26,10 +28,13 @@ from possym.config import ACTIVATIONS, ModelConfig
 from possym.model.gptj import GPTJ
 from possym.model.rope import rope_frequencies
 
+if TYPE_CHECKING:
+    from transformers import GPTJConfig, GPTJForCausalLM, PreTrainedTokenizerFast
+
 HF_POSITIONS = 8192  # covers the paper's +5,000-token length grid with room to spare
 
 
-def hf_config(cfg: ModelConfig, n_positions: int = HF_POSITIONS, pad_id: int = 0):  # -> GPTJConfig
+def hf_config(cfg: ModelConfig, n_positions: int = HF_POSITIONS, pad_id: int = 0) -> GPTJConfig:
     from transformers import GPTJConfig
 
     if cfg.rope_base != 10_000.0:
@@ -114,7 +119,7 @@ def exact_rotary_table(n_positions: int, rot_dim: int) -> Tensor:
     return torch.cat((angles.sin(), angles.cos()), dim=1)
 
 
-def to_hf(model: GPTJ, n_positions: int = HF_POSITIONS, attn_implementation: str = "eager"):  # -> GPTJForCausalLM
+def to_hf(model: GPTJ, n_positions: int = HF_POSITIONS, attn_implementation: str = "eager") -> GPTJForCausalLM:
     """An HF GPTJForCausalLM with exactly ``model``'s weights (same dtype, eval mode).
 
     Its rotary table is recomputed from float64 angles: HF's own float32 table drifts by ~1e-4 rad
@@ -162,7 +167,7 @@ def from_hf(hf) -> GPTJ:  # hf: GPTJForCausalLM
     return model.eval()
 
 
-def hf_tokenizer(tokens: tuple[str, ...], pad: str):  # -> PreTrainedTokenizerFast
+def hf_tokenizer(tokens: tuple[str, ...], pad: str) -> PreTrainedTokenizerFast:
     """A word-level tokenizer over possym's token strings, split on whitespace.
 
     Ids equal possym's vocabulary ids, so ``"c2 b1 fa"`` encodes exactly as the task does. Unknown

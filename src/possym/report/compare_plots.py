@@ -1,37 +1,72 @@
-"""The paper's numbers drawn beside ours on the same axes (Figs. 2A, 5A, 6 and Table 1).
+"""The paper's numbers drawn beside ours on the same axes (Figs. 2A, 5A, 6 and Table 1), every seed shown.
 
-Ours are solid lines or filled markers; the paper's digitised values (:func:`possym.paper.paper_numbers`)
-are hollow markers joined by dashed lines. Records in, a Figure out; nothing here reads or writes files.
+Each function takes, per task, a DataFrame of one record type's columns (``possym.records.frame``) with a
+``seed`` column (absent: one seed), and draws every seed as a thin line; the paper's digitised values
+(:func:`possym.paper.paper_numbers`) are hollow markers joined by dashed lines. A DataFrame in, a Figure
+out; nothing here reads or writes files.
+
+Example:
+    >>> import pandas as pd
+    >>> evals = pd.DataFrame({"seed": [0, 0, 1, 1], "step": [0, 50, 0, 50], "accuracy": [0.1, 0.9, 0.1, 0.8]})
+    >>> fig = fig2a_compare({"letter": evals}, {})
+    >>> len([line for line in fig.axes[1].lines if line.get_label().startswith("global")])
+    2
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+import pandas as pd
 from matplotlib.figure import Figure
 
+from possym.records import Fig5aRecord
 from possym.report.score_plots import ACC, HOP_COLOURS, POS, SYM
 
 PAPER_STYLE: dict[str, Any] = dict(linestyle="--", marker="o", markerfacecolor="none", alpha=0.8)
+SEED_STYLE: dict[str, Any] = dict(linewidth=1.0, alpha=0.7)
 
 
-def fig2a_compare(metrics: Mapping[str, Sequence[Mapping[str, Any]]], paper: Mapping[str, Any]) -> Figure:
-    """Test (validation) accuracy against step: per hop for the number task, global for the letter task."""
+def by_seed(df: pd.DataFrame | None) -> Iterator[tuple[int, pd.DataFrame]]:
+    """(seed, rows) in seed order; a frame without a ``seed`` column is seed 0."""
+    if df is None or df.empty:
+        return
+    if "seed" not in df.columns:
+        yield 0, df
+        return
+    for seed, rows in df.groupby("seed", sort=True):
+        yield int(seed), rows
+
+
+def _label(text: str, first: bool, n_seeds: int) -> str:
+    """A legend entry for the first seed only ("_" hides the others)."""
+    if not first:
+        return "_" + text
+    return f"{text}, {n_seeds} seeds" if n_seeds > 1 else text
+
+
+def fig2a_compare(evals: Mapping[str, pd.DataFrame], paper: Mapping[str, Any]) -> Figure:
+    """Validation accuracy against step (rows of the runs' eval events: ``step``, ``accuracy``, ``acc_hop1``..):
+    per hop for the number task, global for both, one thin line per seed."""
     fig = Figure(figsize=(11, 4))
     axes = fig.subplots(1, 2, sharey=True)
     for ax, task in zip(axes, ("number", "letter"), strict=True):
-        evals = [r for r in metrics.get(task, ()) if r.get("event") == "eval"]
-        steps = [r["step"] for r in evals]
-        ref = paper.get(f"fig2a_{task}_task_test_accuracy_by_hop") or paper.get(
-            f"fig2a_{task}_task_test_accuracy_global"
-        )
-        keys = [f"hop{h}" for h in range(1, 5)] if task == "number" else []
-        for i, key in enumerate(keys):
-            ax.plot(steps, [r.get(f"acc_{key}") for r in evals], color=HOP_COLOURS[i], label=f"{key} (ours)")
-            if ref and key in ref:
-                ax.plot(ref["step"], ref[key], color=HOP_COLOURS[i], **PAPER_STYLE, label=f"{key} (paper)")
-        ax.plot(steps, [r.get("accuracy") for r in evals], color=ACC, label="global (ours)")
+        ref = (paper.get(f"fig2a_{task}_task_test_accuracy_by_hop")
+               or paper.get(f"fig2a_{task}_task_test_accuracy_global"))
+        seeds = list(by_seed(evals.get(task)))
+        keys = [f"acc_hop{h}" for h in range(1, 5)] if task == "number" else []
+        for i, (_, rows) in enumerate(seeds):
+            rows = rows.sort_values("step")
+            for h, key in enumerate(keys):
+                if key in rows.columns:
+                    ax.plot(rows["step"], rows[key], color=HOP_COLOURS[h], **SEED_STYLE,
+                            label=_label(f"{key[4:]} (ours)", i == 0, len(seeds)))
+            ax.plot(rows["step"], rows["accuracy"], color=ACC, **SEED_STYLE,
+                    label=_label("global (ours)", i == 0, len(seeds)))
+        for h, key in enumerate(keys):
+            if ref and key[4:] in ref:
+                ax.plot(ref["step"], ref[key[4:]], color=HOP_COLOURS[h], **PAPER_STYLE, label=f"{key[4:]} (paper)")
         if ref and "global" in ref:
             ax.plot(ref["step"], ref["global"], color=ACC, **PAPER_STYLE, label="global (paper)")
         ax.set_title(f"{task} task (paper Fig. 2A)")
@@ -43,8 +78,9 @@ def fig2a_compare(metrics: Mapping[str, Sequence[Mapping[str, Any]]], paper: Map
     return fig
 
 
-def fig6_compare(final_scores: Mapping[str, Sequence[Mapping[str, Any]]], paper: Mapping[str, Any]) -> Figure:
-    """Final s_pos and s_sym per layer (last-token query, head 0): ours filled, the paper's hollow.
+def fig6_compare(final_scores: Mapping[str, pd.DataFrame], paper: Mapping[str, Any]) -> Figure:
+    """Final s_pos and s_sym per layer (ScoreRecord columns; last-token query, head 0), one thin line per seed;
+    the paper's hollow.
 
     The paper gives exact pairs only for its mixed and positional layers; for the rest it gives a
     range (e.g. "s_pos <= 0.06, s_sym >= 0.99"), drawn as a shaded band over those layers.
@@ -52,10 +88,13 @@ def fig6_compare(final_scores: Mapping[str, Sequence[Mapping[str, Any]]], paper:
     fig = Figure(figsize=(11, 4))
     axes = fig.subplots(1, 2, sharey=True)
     for ax, task in zip(axes, ("number", "letter"), strict=True):
-        rows = sorted((r for r in final_scores.get(task, ()) if int(r["head"]) == 0), key=lambda r: int(r["layer"]))
-        layers = [int(r["layer"]) for r in rows]
-        ax.plot(layers, [float(r["s_pos"]) for r in rows], "o-", color=POS, label="s_pos (ours)")
-        ax.plot(layers, [float(r["s_sym"]) for r in rows], "s-", color=SYM, label="s_sym (ours)")
+        seeds = list(by_seed(final_scores.get(task)))
+        for i, (_, rows) in enumerate(seeds):
+            rows = rows[rows["head"] == 0].sort_values("layer")
+            ax.plot(rows["layer"], rows["s_pos"], "o-", color=POS, **SEED_STYLE, markersize=4,
+                    label=_label("s_pos (ours)", i == 0, len(seeds)))
+            ax.plot(rows["layer"], rows["s_sym"], "s-", color=SYM, **SEED_STYLE, markersize=4,
+                    label=_label("s_sym (ours)", i == 0, len(seeds)))
         ref = paper.get(f"{task}_task", {})
         pts = {int(k[1:]): v for k, v in ref.items() if k[1:].isdigit()}
         if pts:
@@ -76,40 +115,30 @@ def fig6_compare(final_scores: Mapping[str, Sequence[Mapping[str, Any]]], paper:
     return fig
 
 
-def table1_compare(table1: Mapping[str, Sequence[Mapping[str, Any]]], paper: Mapping[str, Any]) -> Figure:
-    """Weighted-average frequency ID per layer (Table 1), ours against the paper's, both tasks."""
+def table1_compare(table1: Mapping[str, pd.DataFrame], paper: Mapping[str, Any]) -> Figure:
+    """Weighted-average frequency ID per layer (Table1Record columns), one thin line per seed, against the paper's."""
     fig = Figure(figsize=(7, 4))
     ax = fig.subplots()
     for task, colour in (("number", POS), ("letter", SYM)):
-        rows = sorted((r for r in table1.get(task, ()) if int(r["head"]) == 0), key=lambda r: int(r["layer"]))
-        ax.plot(
-            [int(r["layer"]) for r in rows],
-            [float(r["weighted_id"]) for r in rows],
-            "o-",
-            color=colour,
-            label=f"{task} (ours)",
-        )
+        seeds = list(by_seed(table1.get(task)))
+        for i, (_, rows) in enumerate(seeds):
+            rows = rows[rows["head"] == 0].sort_values("layer")
+            ax.plot(rows["layer"], rows["weighted_id"], "o-", color=colour, **SEED_STYLE, markersize=4,
+                    label=_label(f"{task} (ours)", i == 0, len(seeds)))
         want = paper.get(f"{task}_task")
         if want:
             ax.plot(range(len(want)), want, color=colour, **PAPER_STYLE, label=f"{task} (paper)")
-    return _finish(
-        fig, ax, "layer", "weighted-average frequency ID (1 = fastest)", "Frequency use per layer (paper Table 1)"
-    )
+    return _finish(fig, ax, "layer", "weighted-average frequency ID (1 = fastest)",
+                   "Frequency use per layer (paper Table 1)")
 
 
-def fig5a_compare(bounds: Sequence[Mapping[str, Any]], paper: Mapping[str, Any]) -> Figure:
-    """Theorem 3.2's bounds against n (ours from ``fig5a.csv``) with the paper's digitised Fig. 5A points."""
+def fig5a_compare(bounds: Sequence[Fig5aRecord], paper: Mapping[str, Any]) -> Figure:
+    """Theorem 3.2's bounds against n (ours, ``fig5a.csv``) with the paper's digitised Fig. 5A points."""
     fig = Figure(figsize=(7, 4))
     ax = fig.subplots()
     for function, colour in (("index", POS), ("retrieval", SYM)):
-        rows = sorted((r for r in bounds if r["function"] == function), key=lambda r: int(r["n"]))
-        ax.plot(
-            [int(r["n"]) for r in rows],
-            [float(r["bound"]) for r in rows],
-            "-",
-            color=colour,
-            label=f"{function} bound (ours)",
-        )
+        rows = sorted((r for r in bounds if r.function == function), key=lambda r: r.n)
+        ax.plot([r.n for r in rows], [r.bound for r in rows], "-", color=colour, label=f"{function} bound (ours)")
         pts = [(n, v) for n, v in zip(paper["n"], paper[function], strict=True) if v is not None]
         ax.plot([p[0] for p in pts], [p[1] for p in pts], color=colour, **PAPER_STYLE, label=f"{function} (paper)")
     return _finish(fig, ax, "input length n", "discrepancy bound", "Theorem 3.2's bounds (paper Fig. 5A)")

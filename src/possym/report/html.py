@@ -19,7 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-VERDICT_COLOURS = {"match": "#d8f0d8", "partial": "#fff1c7", "differs": "#f6d3d3", "n/a": "#e8e8e8"}
+VERDICT_COLOURS = {"match": "#d8f0d8", "partial": "#fff1c7", "differs": "#f6d3d3", "uninformative": "#dde6f3",
+                   "n/a": "#e8e8e8"}
 
 STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 1150px; margin: 2em auto; padding: 0 1em; color: #222; }

@@ -1,48 +1,61 @@
-"""Fig. 5B, length generalisation: our curves (``RUN/lengthgen.csv`` rows) beside the paper's digitised ones.
+"""Fig. 5B, length generalisation: our curves beside the paper's digitised ones, every seed shown.
 
-Records in, a matplotlib Figure out; nothing here evaluates or writes files.
+Per task, a DataFrame of :class:`~possym.records.LengthRecord` columns (``possym.records.frame(points)``,
+or ``run.length_curve(...)``), with a ``seed`` column when it holds several seeds. A DataFrame in, a
+matplotlib Figure out; nothing here evaluates or writes files.
+
+Example:
+    >>> import pandas as pd
+    >>> pts = pd.DataFrame({"seed": [0, 0, 1, 1], "extra": [0, 100, 0, 100], "n_hops": 0, "accuracy": [1, .4, 1, .5],
+    ...                     "cluster_low": [1, .3, 1, .4], "cluster_high": [1, .5, 1, .6]})
+    >>> len(plot_length_curves({"number": pts}).axes[0].lines)  # one line per seed
+    2
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
+import pandas as pd
 from matplotlib.figure import Figure
 
+from possym.report.compare_plots import SEED_STYLE, by_seed
 from possym.report.score_plots import HOP_COLOURS
 
 TASK_COLOURS = {"number": "tab:red", "letter": "tab:green"}
 
 
-def _curve(rows: Iterable[dict[str, Any]], n_hops: int) -> tuple[list[int], list[float], list[float], list[float]]:
-    pts = sorted(
-        (int(r["extra"]), float(r["accuracy"]), float(r["cluster_low"]), float(r["cluster_high"]))
-        for r in rows
-        if int(r["n_hops"]) == n_hops
-    )
-    return [p[0] for p in pts], [p[1] for p in pts], [p[2] for p in pts], [p[3] for p in pts]
-
-
-def plot_length_curves(curves: Mapping[str, Sequence[dict[str, Any]]], paper: dict[str, Any] | None = None) -> Figure:
-    """Accuracy against extra tokens K, pooled over hops, per task (ours solid with the per-prefix 95%
-    band; the paper's digitised Fig. 5B dashed with markers), and per hop count on the right."""
+def plot_length_curves(curves: Mapping[str, pd.DataFrame], paper: dict[str, Any] | None = None) -> Figure:
+    """Accuracy against extra tokens K, pooled over hops, per task: one thin line per seed (one seed: with its
+    per-prefix 95% band), the paper's digitised Fig. 5B dashed with markers; per hop count on the right, the
+    mean over seeds with the seeds' range as a band."""
     fig = Figure(figsize=(11, 4.2))
     ax, ax_hops = fig.subplots(1, 2)
-    for task, rows in curves.items():
+    for task, df in curves.items():
         colour = TASK_COLOURS.get(task, "tab:blue")
-        x, y, low, high = _curve(rows, 0)
-        ax.plot(x, y, "-", color=colour, label=f"{task} task (ours)")
-        ax.fill_between(x, low, high, color=colour, alpha=0.2, linewidth=0)
+        seeds = list(by_seed(df))
+        for i, (seed, rows) in enumerate(seeds):
+            pooled = rows[rows["n_hops"] == 0].sort_values("extra")
+            label = f"{task} task (ours{f', {len(seeds)} seeds' if len(seeds) > 1 else ''})"
+            ax.plot(pooled["extra"], pooled["accuracy"], "-", color=colour, **SEED_STYLE,
+                    label=label if i == 0 else f"_{task} s{seed}")
+            if len(seeds) == 1:
+                ax.fill_between(pooled["extra"], pooled["cluster_low"], pooled["cluster_high"], color=colour,
+                                alpha=0.2, linewidth=0)
         if paper and f"{task}_task" in paper:
             px = [e for e, v in zip(paper["extra"], paper[f"{task}_task"], strict=True) if v is not None]
             py = [v for v in paper[f"{task}_task"] if v is not None]
             ax.plot(px, py, "o--", color=colour, alpha=0.6, markersize=4, label=f"{task} task (paper, digitised)")
-        hops = sorted({int(r["n_hops"]) for r in rows} - {0})
-        for i, h in enumerate(hops):
-            hx, hy, _, _ = _curve(rows, h)
-            style = "-" if task == "letter" else "--"
-            ax_hops.plot(hx, hy, style, color=HOP_COLOURS[i % len(HOP_COLOURS)], label=f"{task}, {h} hop(s)")
+        hops = df[df["n_hops"] > 0]
+        for i, (h, rows) in enumerate(hops.groupby("n_hops", sort=True)):
+            stats = rows.groupby("extra")["accuracy"].agg(["mean", "min", "max"]).reset_index()
+            hop_colour = HOP_COLOURS[i % len(HOP_COLOURS)]
+            ax_hops.plot(stats["extra"], stats["mean"], "-" if task == "letter" else "--", color=hop_colour,
+                         label=f"{task}, {h} hop(s)")
+            if len(seeds) > 1:
+                ax_hops.fill_between(stats["extra"], stats["min"], stats["max"], color=hop_colour, alpha=0.12,
+                                     linewidth=0)
     for a in (ax, ax_hops):
         a.set_xscale("symlog", linthresh=100)
         a.set_xlabel("extra tokens K before the target window")
@@ -50,7 +63,7 @@ def plot_length_curves(curves: Mapping[str, Sequence[dict[str, Any]]], paper: di
         a.grid(alpha=0.3)
     ax.set_ylabel("test accuracy")
     ax.set_title("Length generalisation (paper Fig. 5B)")
-    ax_hops.set_title("per hop count (ours)")
+    ax_hops.set_title("per hop count (ours; several seeds: mean, band = seed range)")
     ax.legend(fontsize=8)
     ax_hops.legend(fontsize=7, ncol=2)
     fig.tight_layout()

@@ -49,7 +49,7 @@ def _band(records: Iterable[dict[str, Any]], layer: int, key: str, head: int, qu
     return [p[0] for p in pts], [p[1] for p in pts], [p[2] for p in pts]
 
 
-def _score_panel(ax, scores, layer, head, query, max_acc_step) -> None:
+def _score_panel(ax, scores, layer, head, query, best_step) -> None:
     lines = (("s_pos", POS, "positional"), ("s_sym", SYM, "symbolic"), ("entropy_norm", ENT, "entropy"))
     for key, colour, label in lines:
         x, y = _series(scores, layer, key, head, query)
@@ -58,12 +58,12 @@ def _score_panel(ax, scores, layer, head, query, max_acc_step) -> None:
         bx, lo, hi = _band(scores, layer, key, head, query) if key != "entropy_norm" else ([], [], [])
         if bx:  # the bootstrap 95% interval of the mean over the scored inputs
             ax.fill_between(bx, lo, hi, color=colour, alpha=0.2, lw=0)
-    _vline(ax, max_acc_step)
+    _vline(ax, best_step)
     ax.set_ylim(-0.05, 1.05)
     ax.set_title(f"L{layer}" + (f" H{head}" if head else ""), fontsize=9)
 
 
-def accuracy_panel(ax, metrics: Sequence[dict[str, Any]], max_acc_step: int | None = None) -> None:
+def accuracy_panel(ax, metrics: Sequence[dict[str, Any]], best_step: int | None = None) -> None:
     """Per-hop and global evaluation accuracy against step (Fig. 2A) on ``ax``."""
     evals = sorted((m for m in metrics if m.get("event") == "eval"), key=lambda m: int(m["step"]))
     hops = sorted({k for m in evals for k in m if k.startswith("acc_hop")}, key=lambda k: int(k[7:]))
@@ -72,7 +72,7 @@ def accuracy_panel(ax, metrics: Sequence[dict[str, Any]], max_acc_step: int | No
         ax.plot(steps, [m.get(key, math.nan) for m in evals], color=HOP_COLOURS[i % 6], lw=1, label=f"{key[7:]}-hop")
     if evals:
         ax.plot(steps, [m["accuracy"] for m in evals], color=ACC, lw=2, label="global")
-    _vline(ax, max_acc_step)
+    _vline(ax, best_step)
     ax.set_ylim(-0.02, 1.02)
     ax.set_ylabel("accuracy")
     ax.legend(fontsize=7, loc="lower right")
@@ -105,17 +105,17 @@ def fig2_dynamics(
     first: Sequence[dict[str, Any]],
     *,
     layers: Sequence[int] = (1, 5, 11),
-    max_acc_step: int | None = None,
+    best_step: int | None = None,
     title: str = "",
 ) -> Figure:
     """Fig. 2 for one run: (A) accuracy per hop, (B) s_POS, s_SYM and entropy of ``layers``, (C) the purity tally."""
     layers = [layer for layer in layers if layer in _layers(scores)] or _layers(scores)[:3]
     fig = Figure(figsize=(5, 2.0 * (len(layers) + 2)))
     axes = fig.subplots(len(layers) + 2, 1, sharex=True)
-    accuracy_panel(axes[0], metrics, max_acc_step)
+    accuracy_panel(axes[0], metrics, best_step)
     axes[0].set_title(title or "accuracy", fontsize=10)
     for ax, layer in zip(axes[1:-1], layers, strict=True):
-        _score_panel(ax, scores, layer, 0, "last", max_acc_step)
+        _score_panel(ax, scores, layer, 0, "last", best_step)
     axes[1].legend(fontsize=7, loc="center right")
     tally_panel(axes[-1], tally, first)
     fig.tight_layout()
@@ -123,7 +123,7 @@ def fig2_dynamics(
 
 
 def fig6_layer_scores(
-    scores: Sequence[dict[str, Any]], *, max_acc_step: int | None = None, query: str = "last", title: str = ""
+    scores: Sequence[dict[str, Any]], *, best_step: int | None = None, query: str = "last", title: str = ""
 ) -> Figure:
     """Fig. 6: one panel per (layer, head) with s_POS, s_SYM and normalised entropy against step."""
     keys = sorted({(int(r["layer"]), int(r["head"])) for r in scores if str(r.get("query", "last")) == query})
@@ -132,7 +132,7 @@ def fig6_layer_scores(
     fig = Figure(figsize=(3 * cols, 2.2 * rows))
     axes = fig.subplots(rows, cols, sharex=True, sharey=True, squeeze=False)
     for ax, (layer, head) in zip(axes.flat, keys, strict=False):
-        _score_panel(ax, scores, layer, head, query, max_acc_step)
+        _score_panel(ax, scores, layer, head, query, best_step)
     for ax in list(axes.flat)[len(keys) :]:
         ax.axis("off")
     axes.flat[0].legend(fontsize=7)

@@ -105,6 +105,6 @@ def purity_tables(
     first, tally = [], []
     for gamma in gammas:
         f = first_pure_steps(scores, gamma)
-        first += [{**r, "max_accuracy_step": best} for r in f]
+        first += [{**r, "best_step": best} for r in f]
         tally += [{"gamma": gamma, **t} for t in purity_tally(f, steps)]
     return first, tally

@@ -11,14 +11,17 @@ Frequency use (Fig. 8, Table 1). The paper does not define it in prose; we infer
 reading (docs/results.md, "Table 1: frequency use") from Fig. 4C's axis ("Max. logit per Frequency")
 and Fig. 8, whose markers sit at Table 1's IDs:
 
-    use_k = mean over inputs of  max over keys j ≤ q  of  ℓ_k(j),
-    weighted ID = Σ_k k · use_k / Σ_k use_k,          dominant plane = argmax_k use_k.
+    use_k = mean over inputs of  max over keys j ≤ q  of  ℓ_k(j),     dominant plane = argmax_k use_k,
+    weighted ID = Σ_k k · use_k⁺ / Σ_k use_k⁺,   use_k⁺ = max(use_k, 0).
 
 The maximum is of the signed partial logit and runs over every key of the query's causal row (the
-query's own key included); a plane whose every key gets a negative partial logit has negative use,
-which can pull the weighted ID below 1. On our paper-preset runs this reading reproduces Table 1's
-pattern (positional layers dominated by ID 1, weighted IDs 0.5-11; symbolic layers at IDs 35-38) but
-not its exact entries (docs/results.md, "Scores (issue 3)").
+query's own key included). A plane whose every key gets a negative partial logit has negative use:
+it raises no key, it only lowers them all. The weighted ID weighs the planes by their positive part,
+the amount by which each can raise its best key, so it is a convex combination of the IDs and lies in
+1..n_planes; a head none of whose planes raises any key has no weighted ID (NaN). (Weighing by the
+signed use, as before, let a negative plane pull the ID below 1 or above n_planes: IDs such as −5.)
+On our paper-preset runs this reading reproduces Table 1's pattern (positional layers dominated by ID
+1; symbolic layers at IDs 35-38) but not its exact entries (docs/results.md, "Scores").
 
 Per-frequency scores (paper B's "projection heads"): the metric computed from the logits of one
 plane alone, T_k[c, p] = (R_q q)_k · (R_p k_c)_k / sqrt(d_head), i.e. as if the head had only that
@@ -95,9 +98,17 @@ def frequency_use(
 
 
 def weighted_frequency_id(use: Tensor) -> Tensor:
-    """Σ_k k·use_k / Σ_k use_k over the last axis (1-based IDs): [..., plane] -> [...] (Table 1)."""
-    ids = torch.arange(1, use.shape[-1] + 1, dtype=use.dtype)
-    return (use * ids).sum(-1) / use.sum(-1)
+    """Σ_k k·use_k⁺ / Σ_k use_k⁺ with use_k⁺ = max(use_k, 0), over the last axis (1-based IDs):
+    [..., plane] -> [...] (Table 1). In 1..n_planes; NaN where no plane has positive use.
+
+    >>> weighted_frequency_id(torch.tensor([[3.0, 0.0, 1.0, -5.0], [-1.0, -2.0, -1.0, -1.0]])).tolist()
+    [1.5, nan]
+    """
+    ids = torch.arange(1, use.shape[-1] + 1, dtype=use.dtype, device=use.device)
+    weight = use.clamp(min=0)
+    total = weight.sum(-1)
+    return torch.where(total > 0, (weight * ids).sum(-1) / total.where(total > 0, torch.ones_like(total)),
+                       torch.full_like(total, float("nan")))
 
 
 def dominant_frequency_id(use: Tensor) -> Tensor:

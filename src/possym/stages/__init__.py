@@ -36,7 +36,7 @@ def build_config(cls: type[C], data: dict[str, Any], where: str, also: tuple[str
     >>> build_config(LengthGenConfig, {"samples": 3}, "lengthgen")   # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    possym.config.ConfigError: lengthgen: unknown key(s) ['samples']; known: ['grid', 'mode', 'n', ...]
+    possym.errors.ConfigError: lengthgen: unknown key(s) ['samples']; known: ['grid', 'mode', 'n', ...]
     """
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: give settings as a mapping of config keys, e.g. {{n: 100}}; got {data!r}")

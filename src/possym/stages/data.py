@@ -1,20 +1,23 @@
 """Task instances to look at or to feed another tool: freshly generated, or rows of the paper's splits.
 
 Example:
-    >>> from possym.config import TaskConfig
-    >>> samples = task_instances(TaskConfig(name="number"), n=2, seed=0)
-    >>> len(samples), sorted(samples.records(task_vocab(TaskConfig(name="number")))[0])
+    >>> from possym.tasks import task_config
+    >>> samples = task_instances(task_config("number"), n=2, seed=0)
+    >>> len(samples), sorted(samples.records(task_vocab(task_config("number")))[0])
     (2, ['answer', 'n_hops', 'path', 'tokens'])
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from possym.config import ConfigError, TaskConfig
+from possym.errors import PossymError
 from possym.runs import atomic_write_text
+from possym.stages.registry import ExperimentDir, Stage
 from possym.tasks import TaskSamples, generate, make_splits, task_vocab
 
 
@@ -42,3 +45,42 @@ def write_jsonl(samples: TaskSamples, task: TaskConfig, out: Path) -> int:
     lines = [json.dumps(r) for r in samples.records(task_vocab(task))]
     atomic_write_text(Path(out), "".join(line + "\n" for line in lines))
     return len(lines)
+
+
+@dataclass(frozen=True)
+class AuditConfig:
+    """The data audit: how many rows of each split the independent solver checks (all are hashed)."""
+
+    n_solve: int = 500
+
+    def __post_init__(self) -> None:
+        if self.n_solve < 0:
+            raise ConfigError(f"data n_solve={self.n_solve} must be >= 0")
+
+
+def audit_experiment(exp: ExperimentDir, cfg: AuditConfig) -> list[dict]:
+    """Audit the splits of every (task, data seed) the experiment's runs train on: sizes, hop balance,
+    rows shared between splits, and the first ``n_solve`` rows of each split against the independent
+    solver (:func:`possym.tasks.audit.audit_splits`). Writes ``OUT/tables/data.csv``; a failed audit
+    raises, before any training."""
+    from possym.runs import csv_text
+    from possym.tasks.audit import audit_splits
+
+    rows: list[dict] = []
+    seen = set()
+    for run in exp.runs.values():
+        key = (run.config.task, run.config.seeds.data)
+        if key in seen:
+            continue
+        seen.add(key)
+        rows += [{**r, "data_seed": run.config.seeds.data} for r in audit_splits(run.config.task, run.config.seeds.data,
+                                                                                   cfg.n_solve)]
+    atomic_write_text(exp.path / "tables" / "data.csv", csv_text(rows))
+    bad = [r for r in rows if r["solver_agrees"] != r["solver_checked"] or r["overlap_earlier"]]
+    if bad:
+        raise PossymError(f"the data audit failed: {bad}")
+    return rows
+
+
+STAGE = Stage("data", AuditConfig, audit_experiment, scope="experiment",
+              summary="audit every task's splits: sizes, balance, overlap, the independent solver")

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from possym.config import ConfigError
+from possym.devices import torch_threads
 from possym.runs import atomic_write_text, csv_text, read_csv, save_figure
 from possym.scores.metric import TAU
 
@@ -53,7 +54,7 @@ class HeadsConfig:
     seed: int = 0
     batch_size: int = 8
     frequency_heads: tuple[tuple[int, int], ...] = ()
-    threads: int | None = 1
+    threads: int | None = None
     device: str = "auto"
     device_map: str | None = None
     figures: bool = True
@@ -112,13 +113,15 @@ def heads_prompts(cfg: HeadsConfig, tokenizer: Any) -> list:
 def heads_run(cfg: HeadsConfig, out: Path, progress: Callable[[int], None] | None = None) -> HeadsResult:
     """Load the model, score every head on the prompts, write the tables (and figures); ``progress(k)``
     after each batch of ``k`` prompts."""
-    import torch
+    with torch_threads(cfg.threads):  # restored after: the caller's process is left as it was
+        return _heads_run(cfg, out, progress)
+
+
+def _heads_run(cfg: HeadsConfig, out: Path, progress: Callable[[int], None] | None = None) -> HeadsResult:
 
     from possym.heads.scores import depth_summary, extreme_heads, frequency_scores, score_heads
     from possym.local_models import load_local_model
 
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()

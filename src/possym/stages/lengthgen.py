@@ -1,6 +1,6 @@
 """Length curves of a run, cached in the run directory (paper Fig. 5B).
 
-``lengthgen.csv`` holds :class:`~possym.records.LengthPoint` rows for one or more checkpoints (its
+``lengthgen.csv`` holds :class:`~possym.records.LengthRecord` rows for one or more checkpoints (its
 ``step`` column); ``lengthgen.json`` holds the :class:`~possym.evaluate.lengthgen.LengthGenConfig`
 they were measured with and, per step, the seconds and inputs it took. Asking again for a step with
 the same settings reads the rows back; other settings start the file afresh. A file written before
@@ -23,14 +23,14 @@ from typing import Any
 import torch
 
 from possym.config import ConfigError
-from possym.devices import resolve_device
-from possym.evaluate.lengthgen import LengthGenConfig
-from possym.evaluate.lengthgen import length_curve as measure_curve
-from possym.records import LengthPoint
+from possym.devices import resolve_device, torch_threads
+from possym.evaluate.lengthgen import LengthGenConfig, measure_length_curve
+from possym.records import LengthRecord, points_at
 from possym.runs import RunDir, StepSpec, atomic_write_text
 from possym.stages import build_config
+from possym.stages.registry import Stage
 
-__all__ = ["LengthGenConfig", "LengthStageConfig", "length_curve", "points_at"]
+__all__ = ["LengthGenConfig", "LengthStageConfig", "length_curve"]
 
 
 @dataclass(frozen=True)
@@ -56,10 +56,10 @@ class LengthStageConfig:
         return cls(curve=build_config(LengthGenConfig, {k: v for k, v in data.items() if k not in own},
                                       "lengthgen", also=("steps", "threads", "device")), **own)
 
-    def run(self, run: RunDir) -> list[LengthPoint]:
-        if self.threads:
-            torch.set_num_threads(self.threads)
-        return [p for step in self.steps for p in length_curve(run, self.curve, step, device=self.device)]
+    def run(self, run: RunDir) -> list[LengthRecord]:
+        """The curve at each of ``steps``."""
+        with torch_threads(self.threads):  # restored after: the caller's process is left as it was
+            return [p for step in self.steps for p in length_curve(run, self.curve, step, device=self.device)]
 
 
 def _settings(cfg: LengthGenConfig) -> dict[str, Any]:
@@ -69,42 +69,36 @@ def _settings(cfg: LengthGenConfig) -> dict[str, Any]:
 def _cache(run: RunDir) -> dict[str, Any]:
     """``lengthgen.json`` as ``{"settings", "steps": {step: info}}``, or empty."""
     file = run.artifact("lengthgen_settings")
-    if not file.is_file():
-        return {}
-    record = json.loads(file.read_text())
-    if "steps" in record:
-        return record
-    settings = dict(record["settings"])  # the one-step form: settings carried the step
-    step = settings.pop("step")
-    info = {k: v for k, v in record.items() if k != "settings"}
-    return {"settings": settings, "steps": {str(step): info}, "legacy_step": step}
+    return json.loads(file.read_text()) if file.is_file() else {}
 
 
-def points_at(points: list[LengthPoint], step: int) -> list[LengthPoint]:
-    """The points measured at ``step`` (a curve written before steps were recorded counts as any)."""
-    return [p for p in points if p.step in (step, None)]
+def _same(stored: dict[str, Any] | None, now: dict[str, Any]) -> bool:
+    """Whether a curve stored with ``stored`` settings was measured as ``now`` asks: a setting the file lacks
+    was added to LengthGenConfig after it was written, and held its default then."""
+    if stored is None:
+        return False
+    defaults = _settings(LengthGenConfig())
+    return all(stored.get(k, defaults[k]) == v for k, v in now.items()) and set(stored) <= set(now)
 
 
 def length_curve(run: RunDir, cfg: LengthGenConfig | None = None, step: StepSpec = "final",
                  force: bool = False, progress: Callable[[int], None] | None = None,
-                 device: str = "auto") -> list[LengthPoint]:
+                 device: str = "auto") -> list[LengthRecord]:
     """The run's length curve at checkpoint ``step`` (a number, ``"best"`` or ``"final"``), measured once on
     ``device`` and then read from RUN/lengthgen.csv; ``progress(n)`` after each batch of ``n`` inputs."""
     cfg = cfg or LengthGenConfig()
     at = run.resolve_step(step)
     cache = _cache(run)
-    same = cache.get("settings") == _settings(cfg)
-    stored: list[LengthPoint] = run.read("lengthgen", LengthPoint) if same else []
-    if "legacy_step" in cache:  # give the old rows their step, so that a second step can join them
-        stored = [dataclasses.replace(p, step=cache["legacy_step"]) for p in stored]
+    same = _same(cache.get("settings"), _settings(cfg))
+    stored: list[LengthRecord] = run.read("lengthgen", LengthRecord) if same else []
     if same and not force and str(at) in cache["steps"]:
         return points_at(stored, at)
     model = run.load_model(at, device=resolve_device(device))
     start = time.perf_counter()
-    rows = measure_curve(model, run.config.task, cfg, on_batch=progress)
+    rows = measure_length_curve(model, run.config.task, cfg, on_batch=progress)
     info = {"seconds": time.perf_counter() - start, "inputs": cfg.n * len(run.config.task.hops) * len(cfg.grid),
             "threads": torch.get_num_threads(), "device": str(model.embed.weight.device)}
-    fresh = [LengthPoint.from_dict({**r, "step": at}) for r in rows]
+    fresh = [LengthRecord.from_dict({**r, "step": at}) for r in rows]
     kept = [p for p in stored if p.step != at]
     steps = {k: v for k, v in cache.get("steps", {}).items() if same and k != str(at)} | {str(at): info}
     points = sorted(kept + fresh, key=lambda p: (p.step or 0, p.extra, p.n_hops))
@@ -113,3 +107,16 @@ def length_curve(run: RunDir, cfg: LengthGenConfig | None = None, step: StepSpec
     record = {"settings": _settings(cfg), "steps": dict(sorted(steps.items(), key=lambda kv: int(kv[0])))}
     atomic_write_text(run.artifact("lengthgen_settings"), json.dumps(record, indent=2) + "\n")
     return fresh
+
+
+def _lengthgen_stage(run: RunDir, cfg: LengthStageConfig) -> list[LengthRecord]:
+    return cfg.run(run)
+
+
+def _flat(cfg: LengthStageConfig) -> dict[str, Any]:
+    return {**dataclasses.asdict(cfg.curve), "steps": list(cfg.steps), "threads": cfg.threads, "device": cfg.device}
+
+
+STAGE = Stage("lengthgen", LengthStageConfig, _lengthgen_stage, scope="run",
+              from_dict=LengthStageConfig.from_dict, to_dict=_flat,
+              summary="accuracy with K extra tokens before the target window (Fig. 5B), at each of its steps")

@@ -10,7 +10,7 @@ Writes into ``out``:
 
 Example:
     >>> provider = make_provider("hf", "SmolLM2-135M-Instruct", GenerationSettings())        # doctest: +SKIP
-    >>> result = llm_experiment(provider, Path("llm"), GridConfig(n=10), load_templates(None))  # doctest: +SKIP
+    >>> result = llm_experiment(provider, Path("llm"), LLMGridConfig(n=10), load_templates(None))  # doctest: +SKIP
     >>> result.screening.verdict()                                                             # doctest: +SKIP
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from possym.llm.results import pivot, screen, summarise, table3_markdown
-from possym.llm.run import GridConfig, RunnerConfig, run_grid
+from possym.llm.run import LLMGridConfig, RunnerConfig, run_llm_grid
 from possym.llm.store import AnswerStore
 from possym.runs import atomic_write_bytes, atomic_write_text, csv_text, environment
 
@@ -47,7 +47,7 @@ class LlmResult:
         return sum(c.n_failed for c in self.cells)
 
 
-def llm_experiment(provider: Any, out: Path, grid: GridConfig, templates: Any, runner: RunnerConfig | None = None,
+def llm_experiment(provider: Any, out: Path, grid: LLMGridConfig, templates: Any, runner: RunnerConfig | None = None,
                    plot: bool = True, settings: dict[str, Any] | None = None,
                    on_start: Callable[[int, int], None] | None = None,
                    on_advance: Callable[[int], None] | None = None) -> LlmResult:
@@ -72,7 +72,7 @@ def llm_experiment(provider: Any, out: Path, grid: GridConfig, templates: Any, r
     atomic_write_text(out / "config.json", json.dumps(config, indent=2) + "\n")
     start = time.monotonic()
     with AnswerStore(out / "answers.sqlite") as store:
-        result = run_grid(provider, store, grid, templates, runner, on_start=on_start, on_advance=on_advance)
+        result = run_llm_grid(provider, store, grid, templates, runner, on_start=on_start, on_advance=on_advance)
     seconds = time.monotonic() - start
 
     cells = summarise(result.records, provider=provider.name, model=provider.model)

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import torch
 
 from possym.config import ConfigError
-from possym.devices import resolve_device
+from possym.devices import resolve_device, torch_threads
 from possym.errors import PossymError
 from possym.records import (
     GAMMAS,
@@ -41,6 +41,7 @@ from possym.records import (
 )
 from possym.runs import RunDir, StepSpec, atomic_write_text
 from possym.scores.metric import COSINES, TAU
+from possym.stages.registry import Stage
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ class ScoreConfig:
     table_step: StepSpec = "final"
     steps: tuple[int, ...] | None = None
     force: bool = False
-    threads: int | None = 1  # the engine works on small tensors; an OpenMP team on a busy machine is 10x slower
+    threads: int | None = None  # None: the caller's; the engine works on small tensors, 1 is fastest on a busy CPU
     cosine: str = "exact"
     device: str = "cpu"
 
@@ -114,11 +115,15 @@ def score_run(run: RunDir, cfg: ScoreConfig = ScoreConfig(),
               progress: Callable[[int], None] | None = None) -> ScoreResult:
     """Score the run's checkpoints (reusing those already scored with ``cfg``'s settings), write the
     score, purity and frequency tables, and the figures if asked; ``progress(step)`` after each checkpoint."""
+    with torch_threads(cfg.threads):  # restored after: the caller's process is left as it was
+        return _score_run(run, cfg, progress)
+
+
+def _score_run(run: RunDir, cfg: ScoreConfig = ScoreConfig(),
+              progress: Callable[[int], None] | None = None) -> ScoreResult:
     from possym.scores.checkpoints import purity_tables, score_checkpoints, score_inputs
     from possym.scores.dynamics import normalise_entropy
 
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
     available = run.checkpoint_steps()
     if not available:
         raise PossymError(f"{run.path} has no checkpoints yet")
@@ -215,14 +220,14 @@ def score_figures(run: RunDir, result: ScoreResult, samples, cfg: ScoreConfig) -
     figs = {
         "fig2_dynamics": fig2_dynamics(rows, run.metrics(), [t for t in tally if t["gamma"] == GAMMAS[0]],
                                        [f for f in first if f["gamma"] == GAMMAS[0]], layers=shown,
-                                       max_acc_step=best, title=f"{name} task"),
-        "fig6_scores": fig6_layer_scores(rows, max_acc_step=best, title=f"{name} task: scores per layer"),
+                                       best_step=best, title=f"{name} task"),
+        "fig6_scores": fig6_layer_scores(rows, best_step=best, title=f"{name} task: scores per layer"),
         "fig7_purity": fig7_purity({g: [t for t in tally if t["gamma"] == g] for g in GAMMAS},
                                    {g: [f for f in first if f["gamma"] == g] for g in GAMMAS}, title=name),
     }
     if cfg.hops:
         for q in sorted({r["query"] for r in rows} - {"last"}):
-            figs[f"fig6_scores_{q}"] = fig6_layer_scores(rows, max_acc_step=best, query=q,
+            figs[f"fig6_scores_{q}"] = fig6_layer_scores(rows, best_step=best, query=q,
                                                          title=f"{name} task: scores per layer, query {q}")
     # Fig. 3 and 4B: one input with the most hops, at the table step.
     model = run.load_model(result.table_step)
@@ -243,3 +248,7 @@ def score_figures(run: RunDir, result: ScoreResult, samples, cfg: ScoreConfig) -
         save_figure(fig, out / stem)
         plt.close(fig)
     return list(figs)
+
+
+STAGE = Stage("score", ScoreConfig, score_run, scope="run",
+              summary="positional/symbolic scores of every checkpoint, purity, frequency use (Table 1)")

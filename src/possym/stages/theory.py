@@ -33,7 +33,7 @@ import numpy as np
 import torch
 
 from possym.config import ConfigError
-from possym.devices import resolve_device
+from possym.devices import resolve_device, torch_threads
 from possym.errors import PossymError
 from possym.records import (
     BoundCheckRecord,
@@ -47,6 +47,7 @@ from possym.records import (
     records_csv,
 )
 from possym.runs import ARTIFACTS, RunDir, StepSpec, atomic_write_text, csv_text, save_figure
+from possym.stages.registry import ExperimentDir, Stage
 
 Log = Callable[[str], None]
 
@@ -72,7 +73,7 @@ class TheoryConfig:
     samples: int = 10_000
     seed: int = 0
     quick: bool = False
-    threads: int | None = 1
+    threads: int | None = None
 
     def __post_init__(self) -> None:
         if self.n_max < 2:
@@ -104,11 +105,14 @@ def _dense_grid(n_max: int) -> np.ndarray:
 
 def theory_tables(cfg: TheoryConfig, out: Path, log: Log = _quiet) -> TheoryResult:
     """Run every check of the theory section and write its tables and figures into ``out``."""
+    with torch_threads(cfg.threads):  # restored after: the caller's process is left as it was
+        return _theory_tables(cfg, out, log)
+
+
+def _theory_tables(cfg: TheoryConfig, out: Path, log: Log = _quiet) -> TheoryResult:
     from possym.theory import discrepancy as disc
     from possym.theory import plots, tables
 
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(cfg.seed)
@@ -164,7 +168,7 @@ class DiscrepancyConfig:
     seed: int = 0
     dtype: str = "float32"
     step: StepSpec = "final"
-    threads: int | None = 1
+    threads: int | None = None
     device: str = "cpu"
 
     def __post_init__(self) -> None:
@@ -191,11 +195,15 @@ def trained_discrepancy_run(run: RunDir, cfg: DiscrepancyConfig = DiscrepancyCon
                             replot: bool = False, log: Log = _quiet) -> DiscrepancyResult:
     """Top-minus-second attention score of the run's heads against extra length, at ``cfg.step``;
     with ``replot``, redo the summary and figure from the CSVs already in ``out``."""
+    with torch_threads(cfg.threads):  # restored after: the caller's process is left as it was
+        return _trained_discrepancy_run(run, cfg, out, replot, log)
+
+
+def _trained_discrepancy_run(run: RunDir, cfg: DiscrepancyConfig = DiscrepancyConfig(), out: Path | None = None,
+                            replot: bool = False, log: Log = _quiet) -> DiscrepancyResult:
     from possym.theory import plots
     from possym.theory.trained import DEFAULT_EXTRAS, collapse_summary, trained_discrepancy
 
-    if cfg.threads:
-        torch.set_num_threads(cfg.threads)
     out = Path(out) if out is not None else run.artifact("discrepancy_heads").parent
     out.mkdir(parents=True, exist_ok=True)
     task = run.config.task
@@ -226,3 +234,19 @@ def trained_discrepancy_run(run: RunDir, cfg: DiscrepancyConfig = DiscrepancyCon
     for path in save_figure(fig, out / Path(_name("discrepancy_heads")).stem):
         log(f"  wrote {path}")
     return result
+
+
+def _discrepancy_stage(run: RunDir, cfg: DiscrepancyConfig) -> DiscrepancyResult:
+    return trained_discrepancy_run(run, cfg, log=print)
+
+
+def _theory_stage(exp: ExperimentDir, cfg: TheoryConfig) -> TheoryResult:
+    return theory_tables(cfg, exp.path / "theory", log=print)
+
+
+STAGES = (
+    Stage("theory", TheoryConfig, _theory_stage, scope="experiment",
+          summary="Theorem 3.1's constructions, Remark 3.1, Theorem 3.2's bounds (into OUT/theory)"),
+    Stage("discrepancy", DiscrepancyConfig, _discrepancy_stage,
+          scope="run", summary="discrepancy of the trained heads against extra length"),
+)

@@ -8,12 +8,16 @@ Example:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from tqdm import tqdm
 
+from possym.config import ConfigError
+from possym.devices import torch_threads
 from possym.runs import RunDir
+from possym.stages.registry import Stage
 from possym.tasks import make_splits
 
 
@@ -53,3 +57,33 @@ def train_run(run: RunDir, monitor: bool = False, position: int = 0, progress: b
     final = train(run, splits, on_step=on_step, monitor=monitor_fn)
     bar.close()
     return final
+
+
+@dataclass(frozen=True)
+class TrainStageConfig:
+    """Training as a stage: with the live score monitor (``monitor``), and a progress bar per run."""
+
+    monitor: bool = True
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.monitor, bool) or not isinstance(self.progress, bool):
+            raise ConfigError("train monitor and progress must be true or false")
+
+
+def train_all(runs: list[RunDir], cfg: TrainStageConfig) -> list[dict[str, Any]]:
+    """Train (or finish) every run not yet trained; returns the final test metrics of those it trained."""
+    out = []
+    for i, run in enumerate(runs):
+        if not is_trained(run):
+            with torch_threads(run.config.train.threads):
+                out.append(train_run(run, monitor=cfg.monitor, progress=cfg.progress, position=i % 2))
+    return out
+
+
+def _settings(cfg: TrainStageConfig) -> dict[str, Any]:
+    return {"monitor": cfg.monitor}  # the bar is a display, not a setting of what is trained
+
+
+STAGE = Stage("train", TrainStageConfig, train_all, scope="runs", to_dict=_settings,
+              summary="train every run to its last step (resuming a killed one), with the live score monitor")

@@ -37,11 +37,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from possym.records import GAMMA, LengthPoint, PurityRecord, ScoreRecord, Table1Record
+from possym.experiment.config import Experiment, RunSpec
+from possym.records import GAMMA, LengthRecord, PurityRecord, ScoreRecord, Table1Record
 from possym.runs import RunDir, atomic_write_text, csv_text, save_figure
 from possym.scores.dynamics import layer_sets
 from possym.sweep.claims import claims_by_seed, claims_markdown
-from possym.sweep.spec import SweepSpec, Trial, expand
 
 THRESHOLD = 0.9  # "learned": validation accuracy at or above this
 
@@ -69,9 +69,9 @@ def hop_order(evals: list[dict[str, Any]], threshold: float = THRESHOLD) -> tupl
     return text, first
 
 
-def trial_facts(trial: Trial) -> dict[str, Any] | None:
-    """The facts of one trial (see the module docstring), or None if it never finished training."""
-    run = Path(trial.run_dir)
+def trial_facts(trial: RunSpec, run: Path) -> dict[str, Any] | None:
+    """The facts of one run of the sweep (see the module docstring), in its directory ``run``, or None if it
+    never finished training."""
     records = _metrics(run)
     final = next((r for r in records if r.get("event") == "final"), None)
     if final is None:
@@ -115,7 +115,7 @@ def trial_facts(trial: Trial) -> dict[str, Any] | None:
     steps = run_dir.checkpoint_steps()
     best = run_dir.best() if steps else None
     facts["best_step"] = math.nan if best is None else best
-    for point in run_dir.read("lengthgen", LengthPoint):
+    for point in run_dir.read("lengthgen", LengthRecord):
         if point.n_hops != 0:
             continue
         step = steps[-1] if point.step is None else point.step  # older files: the final checkpoint
@@ -244,7 +244,7 @@ ARM_LENGTHS = (40, 100, 800, 5000)  # the paper's quoted points of Fig. 5B
 
 
 def arms_markdown(summary: list[dict[str, Any]], lengths: tuple[int, ...] = ARM_LENGTHS) -> str:
-    """Arm by claim, mean ± sd over seeds (issue 16's ablation table): the step each hop first reaches 0.9,
+    """Arm by claim, mean ± sd over seeds (the recipe ablation's table): the step each hop first reaches 0.9,
     the best step, the layers ever pure (sure, then + the possible ones), L0 at the best step and at its
     most positional step, and the length accuracies at the best and the final checkpoint."""
     hops = sorted({int(k[15:]) for rec in summary for k in rec if k.startswith("steps_to_90_hop")})
@@ -297,17 +297,16 @@ def seeds_markdown(facts: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_summary(spec: SweepSpec, out: str | Path) -> list[Path]:
-    """Read every finished trial under ``out``; write summary.csv/.md, seeds.csv/.md, claims_by_seed.csv/.md
-    (:mod:`possym.sweep.claims`) and figures/; return the paths."""
+def write_summary(exp: Experiment, out: str | Path) -> list[Path]:
+    """Read every finished run of the sweep ``exp`` under ``out``; write summary.csv/.md, seeds.csv/.md,
+    claims_by_seed.csv/.md (:mod:`possym.sweep.claims`) and figures/; return the paths."""
     from possym.sweep.plots import accuracy_curves, layer_scores, length_curves
 
     out = Path(out)
-    trials = expand(spec, out)
-    read = [(t, trial_facts(t)) for t in trials]
-    facts = [f for _, f in read if f is not None]
+    read = [(t, out / "runs" / t.id, trial_facts(t, out / "runs" / t.id)) for t in exp.runs()]
+    facts = [f for _, _, f in read if f is not None]
     summary = summarise(facts)
-    claims = claims_by_seed([t for t, f in read if f is not None])
+    claims = claims_by_seed([(t, path) for t, path, f in read if f is not None])
     paths = [out / "summary.csv", out / "summary.md", out / "seeds.csv", out / "seeds.md"]
     paths += [out / "claims_by_seed.csv", out / "claims_by_seed.md", out / "arms.md"]
     atomic_write_text(paths[0], csv_text(summary_rows(summary)))

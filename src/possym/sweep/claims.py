@@ -1,99 +1,42 @@
-"""The claims table seed by seed: which of the paper's findings hold for every seed of a sweep.
-
-For each (variant, seed), the finished trials' run directories (number and letter side by side)
-are read as one reproduction's evidence and checked by the claims table's own rules
-(:mod:`possym.report.claims`: every claim but the theory's, which a sweep has no tables for).
-A claim's robustness across the seeds that could judge it (verdict other than ``n/a``):
-
-- ``holds for every seed``: ``match`` on every seed;
-- ``holds qualitatively for every seed``: ``match`` or ``partial`` on every seed, not all ``match``;
-- ``fails for every seed``: ``differs`` on every seed;
-- ``varies``: anything else; the tally says how.
-
-A seed whose evidence cannot judge the claim (``n/a``, or no record: e.g. the frequency claim needs
-pure positional layers) is left out, and the words say on how many seeds the claim was judged.
+"""The claims table seed by seed for a sweep: each (variant, seed)'s finished runs read as one
+reproduction's evidence and checked by the claims table's own rules; the words across seeds are
+:mod:`possym.report.seeds`'.
 
 Example:
-    >>> robustness(["match", "match", "match"])
+    >>> from possym.report.seeds import robustness
+    >>> robustness(["match", "match"])
     'holds for every seed'
-    >>> robustness(["match", "differs", "n/a"])
-    'varies (match ×1, differs ×1) (judged on 2 of 3 seeds)'
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from possym.pipeline.evidence import task_evidence
+from possym.experiment.config import RunSpec
 from possym.report.claims import Evidence, frequency_claims, head_claims, learning_claims, length_claims
+from possym.report.evidence import task_evidence
+from possym.report.seeds import claims_markdown, claims_wide, robustness
 from possym.runs import RunDir
-from possym.sweep.spec import Trial
+
+__all__ = ["claims_by_seed", "claims_markdown", "claims_wide", "robustness"]
 
 
-def robustness(verdicts: list[str]) -> str:
-    """One claim's verdicts across seeds, in words (module docstring)."""
-    judged = [v for v in verdicts if v != "n/a"]
-    if not judged:
-        return "n/a"
-    kinds, tally = set(judged), Counter(judged)
-    if kinds == {"match"}:
-        words = "holds for every seed"
-    elif kinds <= {"match", "partial"}:
-        words = "holds qualitatively for every seed"
-    elif kinds == {"differs"}:
-        words = "fails for every seed"
-    else:
-        words = "varies (" + ", ".join(f"{v} ×{tally[v]}" for v in ("match", "partial", "differs") if tally[v]) + ")"
-    return words if len(judged) == len(verdicts) else f"{words} (judged on {len(judged)} of {len(verdicts)} seeds)"
-
-
-def claims_by_seed(finished: list[Trial]) -> list[dict[str, Any]]:
+def claims_by_seed(finished: list[tuple[RunSpec, Path]]) -> list[dict[str, Any]]:
     """One record per (variant, seed, claim), from trials whose training finished (the caller knows
     which: :func:`possym.sweep.aggregate.trial_facts` has read their final records).
 
     Trials are grouped by (variant, seed); a group's evidence holds each of its tasks. Claims about
     a task a group lacks come back ``n/a`` from the rules themselves.
     """
-    groups: dict[tuple[str, int], dict[str, Any]] = {}
-    for t in finished:
-        groups.setdefault((t.variant, t.seed), {})[t.task] = task_evidence(RunDir.open(Path(t.run_dir)))
+    groups: dict[tuple[str, int], dict[str, list[Any]]] = {}
+    for t, path in finished:
+        groups.setdefault((t.variant, t.seed), {})[t.task] = [task_evidence(RunDir.open(path))]
     rows = []
     for (variant, seed), tasks in sorted(groups.items()):
         ev = Evidence(tasks=tasks)
         for c in learning_claims(ev) + head_claims(ev) + frequency_claims(ev) + length_claims(ev):
-            rows.append({"variant": variant, "seed": seed, **c})
+            rows.append({"variant": variant, "seed": seed, **c.to_dict()})
     return rows
 
 
-def claims_wide(rows: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """One record per (variant, claim): the paper's value, ``seed N`` = "verdict: ours" per seed, and
-    ``across seeds`` (:func:`robustness`); rows as :func:`claims_by_seed` gives them (seeds may be
-    ints, or strings when read back from the CSV)."""
-    out = []
-    for variant in dict.fromkeys(r["variant"] for r in rows):
-        mine = [r for r in rows if r["variant"] == variant]
-        seeds = sorted({r["seed"] for r in mine}, key=int)
-        for claim in dict.fromkeys(r["claim"] for r in mine):
-            by_seed = {r["seed"]: r for r in mine if r["claim"] == claim}
-            record = {"variant": variant, "claim": claim, "paper": next(iter(by_seed.values()))["paper"]}
-            for seed in seeds:
-                r = by_seed.get(seed)
-                record[f"seed {seed}"] = f"{r['verdict']}: {r['ours']}" if r else "–"
-            record["across seeds"] = robustness([by_seed[s]["verdict"] if s in by_seed else "n/a" for s in seeds])
-            out.append(record)
-    return out
-
-
-def claims_markdown(rows: list[dict[str, Any]]) -> str:
-    """Per variant, one line per claim: the paper's value, each seed's verdict (and value), the robustness."""
-    out = []
-    wide = claims_wide(rows)
-    for variant in dict.fromkeys(r["variant"] for r in wide):
-        mine = [{k: v for k, v in r.items() if k != "variant"} for r in wide if r["variant"] == variant]
-        head = list(mine[0])
-        out += [f"### {variant}", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-        out += ["| " + " | ".join(r[k] for k in head) + " |" for r in mine]
-        out.append("")
-    return "\n".join(out)

@@ -1,78 +1,39 @@
-"""Run a sweep's trials on an engine: skip finished ones, retry failed ones a bounded number of times.
+"""A sweep: its experiment run by the executor on an engine, then its summary.
 
-Round r (r = 0..retries) submits every trial that is neither finished nor out of attempts; a trial
-that fails in every round is reported, with its last error, in ``OUT/trials/ID/failed.json``.
-Finished trials are only read, never re-run, so the same command resumes a killed sweep; a spec
-that would give an existing trial id other training settings is refused before anything runs.
+Each run of the spec (``VARIANT-TASK-sSEED``) is one unit of work: its training and its run-scope
+stages, in one worker of the engine, resumable from its last state. Finished units are only read,
+never re-run, so the same call resumes a killed sweep; a unit that fails is retried ``retries``
+times (``outcome.retried`` names the runs that were), and a run that still fails is reported in
+``outcome.failed`` and in its resume log. A spec that would give an existing run other training
+settings is refused before anything runs.
 
 Example:
-    >>> outcome = run_sweep(spec, "runs/sweep", LocalEngine(2))   # doctest: +SKIP
-    >>> len(outcome.done), outcome.failed   # doctest: +SKIP
-    (6, {})
+    >>> from possym.sweep.engines import LocalEngine
+    >>> outcome = run_sweep(load_experiment("robustness_quick"), "runs/sweep", LocalEngine(2))   # doctest: +SKIP
+    >>> outcome.failed, outcome.retried   # doctest: +SKIP
+    ({}, [])
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from possym.errors import PossymError
-from possym.runs import atomic_write_text
-from possym.sweep.spec import SweepSpec, Trial, expand
-from possym.sweep.trial import done_record, is_done, run_trial, settings_conflict
+from possym.experiment.config import Experiment, load_experiment
+from possym.experiment.executor import ExperimentOutcome, Unit, run_experiment
+
+__all__ = ["load_experiment", "run_sweep"]
 
 
-@dataclass
-class SweepOutcome:
-    done: dict[str, dict[str, Any]] = field(default_factory=dict)  # trial id -> its record
-    failed: dict[str, str] = field(default_factory=dict)  # trial id -> its last error
-    skipped: list[str] = field(default_factory=list)  # finished before this call
+def run_sweep(exp: Experiment, out: str | Path, engine: Any, on_unit: Callable[[Unit, str], None] | None = None,
+              summary: bool = True) -> ExperimentOutcome:
+    """Run every unfinished run of ``exp`` under ``out`` on ``engine``, then (``summary``) write the summary
+    (:func:`possym.sweep.aggregate.write_summary`); ``on_unit(unit, "done" | "retry" | "failed")``
+    reports each run's outcome."""
+    from possym.sweep.aggregate import write_summary
 
-
-def run_sweep(
-    spec: SweepSpec,
-    out: str | Path,
-    engine: Any,
-    on_trial: Callable[[Trial, str], None] | None = None,
-    fn: Callable[[Trial], dict[str, Any]] = run_trial,
-) -> SweepOutcome:
-    """Run every unfinished trial of ``spec`` under ``out``; ``on_trial(trial, "done"|"retry"|"failed")``
-    reports each outcome (the CLI's progress bar). ``fn`` is the trial function (tests inject failures)."""
-    out = Path(out)
-    trials = expand(spec, out)
-    conflicts = [c for c in map(settings_conflict, trials) if c]
-    if conflicts:  # before anything runs: one sweep directory never mixes two configurations of a trial
-        raise PossymError(f"{len(conflicts)} trial(s) of this spec already exist with other settings: {conflicts[0]}")
-    outcome = SweepOutcome()
-    todo = []
-    for trial in trials:
-        if is_done(trial):
-            outcome.done[trial.id] = done_record(trial) or {}
-            outcome.skipped.append(trial.id)
-        else:
-            todo.append(trial)
-    for attempt in range(spec.retries + 1):
-        if not todo:
-            break
-        again = []
-        for trial, record, error in engine.map(fn, todo):
-            failed = Path(trial.state_dir) / "failed.json"
-            if error is None:
-                outcome.done[trial.id] = record
-                outcome.failed.pop(trial.id, None)
-                failed.unlink(missing_ok=True)
-                state = "done"
-            else:
-                outcome.failed[trial.id] = error
-                last = attempt == spec.retries
-                atomic_write_text(failed, json.dumps({"attempts": attempt + 1, "error": error, "final": last}) + "\n")
-                state = "failed" if last else "retry"
-                if not last:
-                    again.append(trial)
-            if on_trial is not None:
-                on_trial(trial, state)
-        todo = again
+    outcome = run_experiment(exp, out, engine=engine, on_unit=on_unit, progress=False)
+    if summary:
+        write_summary(exp, out)
     return outcome

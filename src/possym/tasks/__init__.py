@@ -1,14 +1,17 @@
-"""The two multi-hop tasks of the paper (App. B): vocabularies, generators, splits and an oracle.
+"""The tasks: the paper's two (App. B) and the metric paper's three canonical ones, each one module.
+
+A task module declares its config, vocabulary, generator, independent solver and length extension
+(:class:`Task`); the registry finds them by name (:mod:`possym.tasks.registry`).
 
 >>> import numpy as np
->>> from possym.config import TaskConfig
->>> cfg = TaskConfig(name="number")
+>>> cfg = task_config("number")
 >>> samples = generate(cfg, 4, np.random.default_rng(0))
 >>> record = samples.records(task_vocab(cfg))[0]
->>> solve(record["tokens"], "number").answer == record["answer"]
+>>> solve("number", record["tokens"]).answer == record["answer"]
 True
 """
 
+from possym.tasks.base import Solution, Task, TaskConfig
 from possym.tasks.dataset import (
     SPLITS,
     balanced_combinations,
@@ -19,10 +22,10 @@ from possym.tasks.dataset import (
     prefix_per_hop,
     row_hashes,
 )
-from possym.tasks.registry import PAPER_TASKS, TASKS, register_task
+from possym.tasks.registry import PAPER_TASKS, TASKS, get_task, register_task, task_config, task_vocab
 from possym.tasks.samples import TaskSamples
-from possym.tasks.solve import Solution, solve
-from possym.tasks.vocab import PAD, Vocab, number_alphabet, task_vocab
+from possym.tasks.solve import solve
+from possym.tasks.vocab import PAD, Vocab, number_alphabet
 
 __all__ = [
     "PAD",
@@ -30,17 +33,21 @@ __all__ = [
     "SPLITS",
     "TASKS",
     "Solution",
+    "Task",
+    "TaskConfig",
     "TaskSamples",
     "Vocab",
     "balanced_combinations",
     "draw_prefix",
     "generate",
     "generate_after",
+    "get_task",
     "make_splits",
     "number_alphabet",
     "prefix_per_hop",
     "register_task",
     "row_hashes",
     "solve",
+    "task_config",
     "task_vocab",
 ]

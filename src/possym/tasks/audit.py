@@ -1,8 +1,8 @@
 """An audit of a task's splits, the first stage of a reproduction: sizes, balance, overlap, oracle agreement.
 
 Example:
-    >>> from possym.config import TaskConfig
-    >>> rows = audit_splits(TaskConfig(name="letter", n_train=2048, n_val=256, n_test=256), seed=0, n_solve=50)
+    >>> from possym.tasks import task_config
+    >>> rows = audit_splits(task_config("letter", n_train=2048, n_val=256, n_test=256), seed=0, n_solve=50)
     >>> [(r["split"], r["n"], r["hop1"], r["solver_agrees"], r["overlap_earlier"]) for r in rows]
     [('train', 2048, 512, 50, 0), ('val', 256, 64, 50, 0), ('test', 256, 64, 50, 0)]
 """
@@ -13,10 +13,10 @@ from typing import Any
 
 import numpy as np
 
-from possym.config import TaskConfig
+from possym.tasks.base import TaskConfig
 from possym.tasks.dataset import make_splits, row_hashes
+from possym.tasks.registry import task_vocab
 from possym.tasks.solve import solve
-from possym.tasks.vocab import task_vocab
 
 
 def audit_splits(cfg: TaskConfig, seed: int, n_solve: int = 500) -> list[dict[str, Any]]:
@@ -28,7 +28,7 @@ def audit_splits(cfg: TaskConfig, seed: int, n_solve: int = 500) -> list[dict[st
         checked = samples.take(np.arange(min(n_solve, len(samples)))).records(vocab)
         agree = 0
         for r in checked:
-            s = solve(r["tokens"], cfg.name)
+            s = solve(cfg, r["tokens"])
             agree += (s.answer, s.n_hops, list(s.path)) == (r["answer"], r["n_hops"], r["path"])
         hops = np.bincount(samples.n_hops, minlength=cfg.max_hops + 1)
         rows.append(

@@ -8,7 +8,8 @@ answer positions. At the paper's sizes (432,000 / 2,400 / 45,600, each a multipl
 count therefore has exactly a quarter of each split, as the paper states.
 
 Example:
-    >>> cfg = TaskConfig(name="number", n_train=3840, n_val=960, n_test=960)
+    >>> from possym.tasks import task_config
+    >>> cfg = task_config("number", n_train=3840, n_val=960, n_test=960)
     >>> splits = make_splits(cfg, seed=0)
     >>> {name: len(s) for name, s in splits.items()}
     {'train': 3840, 'val': 960, 'test': 960}
@@ -20,8 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from possym.config import TaskConfig
-from possym.tasks.registry import TASKS
+from possym.tasks.base import Task, TaskConfig
+from possym.tasks.registry import get_task
 from possym.tasks.samples import TaskSamples
 
 SPLITS = ("train", "val", "test")
@@ -35,25 +36,34 @@ def generate(cfg: TaskConfig, n: int, rng: np.random.Generator, extra: int = 0) 
     """``n`` balanced instances of ``cfg``'s task, with ``extra`` random tokens before each window."""
     if n < 0 or extra < 0:
         raise ValueError(f"n={n} and extra={extra} must be >= 0")
-    task = TASKS[cfg.name]
+    task = get_task(cfg.name)
     return task.sample(cfg, balanced_combinations(task.combinations(cfg), n, rng), rng, extra)
 
 
 def draw_prefix(cfg: TaskConfig, length: int, n_hops: int, rng: np.random.Generator) -> np.ndarray:
     """(length,) random token ids that any ``n_hops``-hop window of ``generate_after`` may follow.
 
-    They are the extra tokens of ``generate(..., extra=length)``: letters for the number task,
-    (letter, int) tokens that never create a second match for the letter task.
+    They are the extra tokens of ``generate(..., extra=length)``, as the task draws them (letters for
+    the number task; (letter, int) tokens that never create a second match for the letter task). A
+    task whose longer inputs are longer content (the canonical tasks) has none: a ValueError says so.
     """
     _check_hops(cfg, n_hops)
     if length < 0:
         raise ValueError(f"prefix length={length} must be >= 0")
-    return TASKS[cfg.name].draw_prefix(cfg, length, n_hops, rng)
+    return _prefix_task(cfg).draw_prefix(cfg, length, n_hops, rng)  # type: ignore[misc]
+
+
+def _prefix_task(cfg: TaskConfig) -> Task:
+    task = get_task(cfg.name)
+    if not task.extends_by_prefix:
+        raise ValueError(f"the task {cfg.name!r} has no prefix windows: its longer inputs are longer content "
+                         f"(possym.tasks.get_task({cfg.name!r}).at_length)")
+    return task
 
 
 def prefix_per_hop(cfg: TaskConfig) -> bool:
     """Whether ``draw_prefix`` needs the hop count (letter task) or one prefix serves them all (number task)."""
-    return TASKS[cfg.name].PREFIX_PER_HOP
+    return _prefix_task(cfg).prefix_per_hop
 
 
 def generate_after(
@@ -71,7 +81,8 @@ def generate_after(
     hop count (the letter task conditions on a chain that avoids the prefix's letters; see its module).
 
     Example:
-        >>> cfg = TaskConfig(name="letter")
+        >>> from possym.tasks import task_config
+        >>> cfg = task_config("letter")
         >>> rng = np.random.default_rng(0)
         >>> s = generate_after(cfg, draw_prefix(cfg, 100, 3, rng), 8, 3, rng)
         >>> s.tokens.shape, bool((s.tokens[:, :100] == s.tokens[0, :100]).all()), s.extra
@@ -81,10 +92,10 @@ def generate_after(
     length = len(prefix) if length is None else length
     if n < 0 or not 0 <= length <= len(prefix):
         raise ValueError(f"n={n} must be >= 0 and length={length} must lie in 0..{len(prefix)}")
-    task = TASKS[cfg.name]
+    task = _prefix_task(cfg)
     combos = task.combinations(cfg)
     combos = balanced_combinations(combos[combos[:, -1] == n_hops], n, rng)
-    return task.sample_after(cfg, combos, rng, np.asarray(prefix, dtype=np.int64), length)
+    return task.sample_after(cfg, combos, rng, np.asarray(prefix, dtype=np.int64), length)  # type: ignore[misc]
 
 
 def _check_hops(cfg: TaskConfig, n_hops: int) -> None:
@@ -123,7 +134,7 @@ def make_splits(cfg: TaskConfig, seed: int) -> dict[str, TaskSamples]:
     A val row equal to a train row, or a test row equal to a train or val row, is re-drawn with the
     same balanced combination until none is; a task too small for that is a ValueError.
     """
-    task = TASKS[cfg.name]
+    task = get_task(cfg.name)
     streams = [np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(len(SPLITS))]
     sizes = (cfg.n_train, cfg.n_val, cfg.n_test)
     seen = np.empty(0, dtype=np.uint64)

@@ -5,7 +5,7 @@ A window holds ``n_target`` (letter, int) tokens, ``n_pretarget`` (letter, lette
 current pair names the unique token whose *left* letter is y; the hops stop on a (letter, int)
 target, which is the answer. What matters is *what* a token is, not where: a symbolic task.
 
-Worked example (paper Fig. 3B, defaults, ids from ``task_vocab``)::
+Worked example (paper Fig. 3B, defaults, ids from ``vocab``)::
 
     position  0  1  2  3  4  5  6  7 |  8  9 10  11 12  13 14  15 | 16
     token    e1 b2 e1 g6 a2 b2 e1 g6 | be db ca  ge eb  hc dg  fh | eh
@@ -38,21 +38,69 @@ not independent.
 
 from __future__ import annotations
 
+import functools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 
-from possym.config import TaskConfig
-from possym.tasks.samples import TaskSamples, leftward_paths
-from possym.tasks.vocab import letter_int_tokens, letter_pair_tokens, task_vocab
+from possym.errors import require
+from possym.tasks.base import Solution, Task
+from possym.tasks.samples import TaskSamples
+from possym.tasks.vocab import PAD, Vocab, number_alphabet
+from possym.tasks.window import WindowTaskConfig, leftward_paths
 
 
-def combinations(cfg: TaskConfig) -> np.ndarray:
+@dataclass(frozen=True)
+class LetterTaskConfig(WindowTaskConfig):
+    """The letter task: ``n_letters`` single letters (the paper: 8, a..h) and target ints 1..n_ints
+    (the paper: 8)."""
+
+    name: str = "letter"
+    n_letters: int = 8
+    n_ints: int = 8
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require(1 <= self.n_letters <= 26, f"task.n_letters={self.n_letters} must lie in 1..26 (a..z)")
+        # Chain letters are unique as left letters, so a max_hops chain uses max_hops distinct
+        # letters and at least one more letter is needed for every token off the chain.
+        require(
+            self.n_letters >= self.max_hops + 1,
+            f"task.n_letters={self.n_letters} is too few for unique chains of max_hops={self.max_hops}: "
+            f"the letter task needs n_letters >= max_hops + 1 = {self.max_hops + 1}",
+        )
+        require(1 <= self.n_ints <= 9, f"task.n_ints={self.n_ints} must lie in 1..9 (single digits)")
+
+
+def target_tokens(cfg: LetterTaskConfig) -> tuple[str, ...]:
+    """The (letter, int) tokens, letter-major: a1..a{n_ints}, b1, ..."""
+    return tuple(f"{s}{w}" for s in number_alphabet(cfg.n_letters) for w in range(1, cfg.n_ints + 1))
+
+
+def pair_tokens(cfg: LetterTaskConfig) -> tuple[str, ...]:
+    """The (letter, letter) tokens, left-letter-major: aa, ab, .., ba, ..."""
+    letters = number_alphabet(cfg.n_letters)
+    return tuple(x + y for x in letters for y in letters)
+
+
+@functools.lru_cache(maxsize=32)
+def vocab(cfg: LetterTaskConfig) -> Vocab:
+    """``PAD`` = 0, every (letter, int) token letter-major (a1..a8, b1, .., h8 -> 1..64), then every
+    (letter, letter) token (aa, ab, .., hh -> 65..128): 129 ids at defaults; each pair one atomic token."""
+    return Vocab((PAD, *target_tokens(cfg), *pair_tokens(cfg)))
+
+
+def combinations(cfg: LetterTaskConfig) -> np.ndarray:
     """Every balanced class: (n_combos, 4) int64 rows (answer position, s*, w*, n_hops).
 
     s* is a letter index, w* an int in 1..n_ints. At defaults 8 x 8 x 8 x 4 = 2048 rows.
     """
     grid = np.meshgrid(
         np.arange(cfg.n_target),
-        np.arange(cfg.letters),
+        np.arange(cfg.n_letters),
         np.arange(1, cfg.n_ints + 1),
         np.array(cfg.hops),
         indexing="ij",
@@ -61,7 +109,7 @@ def combinations(cfg: TaskConfig) -> np.ndarray:
 
 
 def sample(
-    cfg: TaskConfig,
+    cfg: LetterTaskConfig,
     combos: np.ndarray,
     rng: np.random.Generator,
     extra: int = 0,
@@ -72,10 +120,10 @@ def sample(
     ``off_chain``: an optional (n_letters,) bool mask of letters that must stay off every chain (so
     that tokens using them, e.g. a shared prefix, never match a hop); s* must not be one of them.
     """
-    vocab = task_vocab(cfg)
-    n_letters = cfg.letters
-    target_ids = vocab.encode(letter_int_tokens(cfg)).reshape(n_letters, cfg.n_ints)  # [letter, int - 1]
-    pair_ids = vocab.encode(letter_pair_tokens(cfg)).reshape(n_letters, n_letters)  # [left, right]
+    ids = vocab(cfg)
+    n_letters = cfg.n_letters
+    target_ids = ids.encode(target_tokens(cfg)).reshape(n_letters, cfg.n_ints)  # [letter, int - 1]
+    pair_ids = ids.encode(pair_tokens(cfg)).reshape(n_letters, n_letters)  # [left, right]
     answer_pos, s_star, w_star, n_hops = (np.asarray(c, dtype=np.int64) for c in np.asarray(combos).T)
     batch, rows = len(n_hops), np.arange(len(n_hops))
 
@@ -130,15 +178,15 @@ def sample(
 PREFIX_PER_HOP = True  # a prefix leaves exactly n_hops letters free for the chain
 
 
-def draw_prefix(cfg: TaskConfig, length: int, n_hops: int, rng: np.random.Generator) -> np.ndarray:
+def draw_prefix(cfg: LetterTaskConfig, length: int, n_hops: int, rng: np.random.Generator) -> np.ndarray:
     """(length,) uniform (letter, int) tokens over a random set of ``n_letters - n_hops`` letters."""
-    target_ids = task_vocab(cfg).encode(letter_int_tokens(cfg)).reshape(cfg.letters, cfg.n_ints)
-    letters = rng.permutation(cfg.letters)[: cfg.letters - n_hops]
+    target_ids = vocab(cfg).encode(target_tokens(cfg)).reshape(cfg.n_letters, cfg.n_ints)
+    letters = rng.permutation(cfg.n_letters)[: cfg.n_letters - n_hops]
     return target_ids[letters[rng.integers(0, len(letters), size=length)], rng.integers(0, cfg.n_ints, size=length)]
 
 
 def sample_after(
-    cfg: TaskConfig, combos: np.ndarray, rng: np.random.Generator, prefix: np.ndarray, length: int
+    cfg: LetterTaskConfig, combos: np.ndarray, rng: np.random.Generator, prefix: np.ndarray, length: int
 ) -> TaskSamples:
     """One instance per row of ``combos``, every one after ``prefix[:length]``, (letter, int) tokens.
 
@@ -146,9 +194,8 @@ def sample_after(
     and the windows after every cut of one nested prefix use the same chain letters; the answer letter
     s* of each row is re-drawn uniformly from the letters the prefix does not use.
     """
-    vocab = task_vocab(cfg)
-    letter_of = {tok: i for i, tok in enumerate(vocab.encode(letter_int_tokens(cfg)))}
-    used = np.zeros(cfg.letters, dtype=bool)
+    letter_of = {tok: i for i, tok in enumerate(vocab(cfg).encode(target_tokens(cfg)))}
+    used = np.zeros(cfg.n_letters, dtype=bool)
     try:
         used[[letter_of[t] // cfg.n_ints for t in np.unique(prefix).tolist()]] = True
     except KeyError as exc:
@@ -157,8 +204,98 @@ def sample_after(
     combos = np.array(combos, dtype=np.int64)
     if len(free) < combos[:, 3].max(initial=0):
         raise ValueError(
-            f"the prefix uses {int(used.sum())} of {cfg.letters} letters, leaving {len(free)}: too few for "
+            f"the prefix uses {int(used.sum())} of {cfg.n_letters} letters, leaving {len(free)}: too few for "
             f"{combos[:, 3].max()}-hop chains; draw it with draw_prefix(cfg, length, n_hops, rng)"
         )
     combos[:, 1] = free[rng.integers(0, len(free), size=len(combos))]
     return sample(cfg, combos, rng, off_chain=used).prepend(prefix[:length])
+
+
+_TARGET = re.compile(r"([A-Za-z])([0-9]+)")
+_PAIR = re.compile(r"([A-Za-z])([A-Za-z])")
+
+
+def _parse(token: str, pos: int) -> tuple[str, str | None]:
+    """(left letter, right letter) of a pair, (letter, None) of a target."""
+    if m := _PAIR.fullmatch(token):
+        return m.group(1), m.group(2)
+    if m := _TARGET.fullmatch(token):
+        return m.group(1), None
+    raise ValueError(
+        f"ill-posed letter input: token {token!r} at position {pos} is neither (letter, letter) nor (letter, int)"
+    )
+
+
+def solve(tokens: Sequence[str]) -> Solution:
+    """The independent oracle: follow the letters from the last token, on token strings alone.
+
+    A two-letter token ``xy`` points to the one token whose *left* letter is ``y`` (searched over the
+    whole input, query included, in either direction); a letter followed by digits (``c2``) is a
+    target, and the hops stop there. ValueError if a hop has no match, more than one, or returns to
+    a position already visited.
+
+    >>> solve("c2 b1 a3 fa ec de hf gd ig".split())       # paper Fig. 1
+    Solution(answer='c2', n_hops=4, path=(8, 7, 5, 4, 0))
+    """
+    tokens = list(tokens)
+    if not tokens:
+        raise ValueError("cannot solve an empty input: there is no query")
+    parsed = [_parse(t, i) for i, t in enumerate(tokens)]
+    starts: dict[str, list[int]] = {}
+    for pos, (left, _) in enumerate(parsed):
+        starts.setdefault(left, []).append(pos)
+    pos = len(tokens) - 1
+    letter = parsed[pos][1]
+    if letter is None:
+        raise ValueError(f"ill-posed letter input: the query {tokens[pos]!r} at position {pos} is not a letter pair")
+    path = [pos]
+    while letter is not None:
+        matches = starts.get(letter, [])
+        if not matches:
+            raise ValueError(
+                f"ill-posed letter input: no match, no token starts with {letter!r} "
+                f"(named at position {pos}; path so far {path})"
+            )
+        if len(matches) > 1:
+            raise ValueError(
+                f"ill-posed letter input: ambiguous match, {letter!r} (named at position {pos}) starts the "
+                f"tokens at positions {matches}"
+            )
+        pos = matches[0]
+        if pos in path:
+            raise ValueError(f"ill-posed letter input: cycle, the hops return to position {pos} (path {path})")
+        path.append(pos)
+        letter = parsed[pos][1]
+    return Solution(answer=tokens[pos], n_hops=len(path) - 1, path=tuple(path))
+
+
+def chance(cfg: LetterTaskConfig) -> float:
+    """A uniform guess among the (letter, int) targets: 1 / (n_letters * n_ints) (1/64 in the paper).
+
+    A model that has learnt the format but not the hops still faces every target token: the answer
+    letter is any of the n_letters, its int any of the n_ints."""
+    return 1.0 / (cfg.n_letters * cfg.n_ints)
+
+
+def upgrade(section: dict[str, Any]) -> dict[str, Any]:
+    """A task section saved before each task had its own fields: ``n_letters: null`` meant 8."""
+    out = dict(section)
+    if out.get("n_letters", 0) is None:
+        out.pop("n_letters")
+    return out
+
+
+TASK = Task(
+    name="letter",
+    config=LetterTaskConfig,
+    vocab=vocab,
+    combinations=combinations,
+    sample=sample,
+    solve=solve,
+    chance=chance,
+    draw_prefix=draw_prefix,
+    sample_after=sample_after,
+    prefix_per_hop=PREFIX_PER_HOP,
+    upgrade=upgrade,
+    summary="symbolic multi-hop: a letter names the next token (paper App. B.2)",
+)

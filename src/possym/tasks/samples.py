@@ -1,14 +1,4 @@
-"""A batch of task instances, and the hop paths both tasks share.
-
-Both tasks lay out a window of ``n_target`` targets, ``n_pretarget`` hop tokens and one query, and
-their chains visit the same positions: from the query, leftwards through ``n_hops - 1`` distinct
-pre-target positions, to the answer position in the target window (paper App. B; its
-Fig. 1 and 3 examples all move leftwards). Only what sits at those positions differs by task.
-
-Example (defaults, window positions 0..16): a 3-hop path ``(16, 13, 10, 4, -1)`` starts at the
-query (16), visits the pre-targets 13 and 10, and ends on the answer at position 4; the ``-1`` pads
-it to ``max_hops + 1`` entries.
-"""
+"""A batch of task instances: token ids, answers, hop counts and hop paths, as every task returns them."""
 
 from __future__ import annotations
 
@@ -16,7 +6,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from possym.config import TaskConfig
 from possym.tasks.vocab import Vocab
 
 
@@ -84,22 +73,3 @@ class TaskSamples:
                 self.tokens, self.answer.tolist(), self.n_hops.tolist(), self.path.tolist(), strict=True
             )
         ]
-
-
-def leftward_paths(cfg: TaskConfig, answer_pos: np.ndarray, n_hops: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Hop paths in window coordinates: (batch, max_hops + 1) int64, padded with -1.
-
-    ``path[:, 0]`` is the query, then ``n_hops - 1`` distinct pre-target positions drawn uniformly
-    and visited right to left, then ``answer_pos`` (batch,) at index ``n_hops`` (batch,).
-    """
-    batch = len(n_hops)
-    n_mid = cfg.max_hops - 1
-    # The first n_mid columns of a uniform random permutation, truncated to n_hops - 1 entries per
-    # row, are a uniform random subset of that size.
-    picked = rng.random((batch, cfg.n_pretarget)).argsort(axis=1)[:, :n_mid] + cfg.n_target
-    picked = np.where(np.arange(n_mid) < (n_hops - 1)[:, None], picked, -1)
-    path = np.full((batch, cfg.max_hops + 1), -1, dtype=np.int64)
-    path[:, 0] = cfg.seq_len - 1
-    path[:, 1 : cfg.max_hops] = np.sort(picked, axis=1)[:, ::-1]  # descending; the -1s go last
-    path[np.arange(batch), n_hops] = answer_pos
-    return path

@@ -1,34 +1,27 @@
-"""Token vocabularies of the two tasks, laid out as the paper's tokenizer (paper App. B).
+"""A task's vocabulary: an ordered token list whose index is the token id, ``PAD`` first.
 
-Number task: ``PAD`` = 0, the offsets ``"1"..str(N)`` -> 1..N (N = n_target + n_pretarget, the
-longest possible backward jump), then the letters. At defaults that is "1".."16" -> 1..16 and the
-120 letters a..z, aa..dp -> 17..136: 137 ids.
-
-Letter task: ``PAD`` = 0, every (letter, int) token letter-major (a1..a8, b1, .., h8 -> 1..64), then
-every (letter, letter) token (aa, ab, .., hh -> 65..128): 129 ids at defaults. Each pair is one
-atomic token.
+Each task module builds its own (``possym.tasks.number``, ``possym.tasks.letter``, ...);
+:func:`possym.tasks.task_vocab` looks it up through the task registry and caches it per config.
 
 Example:
-    >>> vocab = task_vocab(TaskConfig(name="number"))
+    >>> from possym.tasks import task_config, task_vocab
+    >>> vocab = task_vocab(task_config("number"))
     >>> len(vocab), vocab.encode(["c", "b", "a", "1", "16", "dp"]).tolist()
     (137, [19, 18, 17, 1, 16, 136])
     >>> vocab.decode([19, 4])
     ['c', '4']
-    >>> letter = task_vocab(TaskConfig(name="letter"))
+    >>> letter = task_vocab(task_config("letter"))
     >>> len(letter), letter.encode(["a1", "h8", "aa", "ca", "hh"]).tolist()
     (129, [1, 64, 65, 81, 128])
 """
 
 from __future__ import annotations
 
-import functools
 import string
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-
-from possym.config import CANONICAL_TASKS, TaskConfig
 
 PAD = "<pad>"
 
@@ -84,35 +77,10 @@ def number_alphabet(n_letters: int) -> tuple[str, ...]:
 
     The paper's 120-letter alphabet is ``number_alphabet(120)``, ending at ``"dp"``; the letter task
     uses the single letters ``number_alphabet(8)`` = a..h.
+
+    >>> number_alphabet(28)[-3:]
+    ('z', 'aa', 'ab')
     """
     if not 1 <= n_letters <= len(_ALL_LETTERS):
         raise ValueError(f"n_letters={n_letters} must lie in 1..{len(_ALL_LETTERS)} (a..z then aa..zz)")
     return _ALL_LETTERS[:n_letters]
-
-
-def number_ints(cfg: TaskConfig) -> tuple[str, ...]:
-    """The number task's offset tokens ``"1"..str(n_target + n_pretarget)``."""
-    return tuple(str(d) for d in range(1, cfg.n_target + cfg.n_pretarget + 1))
-
-
-def letter_int_tokens(cfg: TaskConfig) -> tuple[str, ...]:
-    """The letter task's (letter, int) tokens, letter-major: a1..a{n_ints}, b1, ..."""
-    return tuple(f"{s}{w}" for s in number_alphabet(cfg.letters) for w in range(1, cfg.n_ints + 1))
-
-
-def letter_pair_tokens(cfg: TaskConfig) -> tuple[str, ...]:
-    """The letter task's (letter, letter) tokens, left-letter-major: aa, ab, .., ba, ..."""
-    letters = number_alphabet(cfg.letters)
-    return tuple(x + y for x in letters for y in letters)
-
-
-@functools.lru_cache(maxsize=64)
-def task_vocab(cfg: TaskConfig) -> Vocab:
-    """The vocabulary of ``cfg``'s task, ids as the paper's tokenizer (see the module docstring)."""
-    if cfg.name == "number":
-        return Vocab((PAD, *number_ints(cfg), *number_alphabet(cfg.letters)))
-    if cfg.name in CANONICAL_TASKS:
-        from possym.canonical.adapter import spec_of  # the canonical package imports this module
-
-        return spec_of(cfg).vocab
-    return Vocab((PAD, *letter_int_tokens(cfg), *letter_pair_tokens(cfg)))

@@ -30,7 +30,7 @@ asks 0 < theta < omega / (2 n0)).
 dot-product readout. :func:`run_construction` calls that model's ``embed``, its block's
 :class:`~possym.model.gptj.Attention` module, and its ``unembed`` -- the same RoPE and attention code as the
 trained models -- but skips the LayerNorm and the MLP, which the construction does not have (this is the
-switch the issue allows). The single RoPE plane turns theta_0 = base^0 = 1 rad per position, so angle theta
+switch allowed). The single RoPE plane turns theta_0 = base^0 = 1 rad per position, so angle theta
 is realised by feeding the positions p * theta to ``rope_cos_sin``, exactly as
 ``GPTJ.forward(tokens, positions)`` would. The module divides scores by sqrt(d_head); the query rows carry
 beta sqrt(d_head), so the pre-softmax scores are beta * L.

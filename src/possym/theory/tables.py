@@ -25,7 +25,9 @@ import numpy as np
 import torch
 
 from possym.config import TaskConfig
-from possym.tasks import generate, task_vocab
+from possym.tasks import generate, task_config, task_vocab
+from possym.tasks.letter import LetterTaskConfig
+from possym.tasks.number import NumberTaskConfig
 from possym.theory.constructions import Construction, IndexConstruction, RetrievalConstruction, run_construction
 from possym.theory.discrepancy import (
     bound_checks,
@@ -90,7 +92,7 @@ def input_sets(samples: int, rng: np.random.Generator, quick: bool = False) -> l
     n_idx, n_ret, n_long = (5, 4, 32) if quick else (7, 5, 145)
     return [
         InputSet("index A=2 m=3", idx_small, all_index_inputs(idx_small.symbols, n_idx), "all"),
-        InputSet("index paper", idx_paper, _task_ids(idx_paper, TaskConfig(name="number"), samples, rng), "task"),
+        InputSet("index paper", idx_paper, _task_ids(idx_paper, task_config("number"), samples, rng), "task"),
         InputSet(
             "index long",
             idx_long,
@@ -98,7 +100,7 @@ def input_sets(samples: int, rng: np.random.Generator, quick: bool = False) -> l
             "random",
         ),
         InputSet("retrieval A=3 m=1", ret_small, all_proper_inputs(ret_small.symbols, n_ret), "all"),
-        InputSet("retrieval paper", ret_paper, _task_ids(ret_paper, TaskConfig(name="letter"), samples, rng), "task"),
+        InputSet("retrieval paper", ret_paper, _task_ids(ret_paper, task_config("letter"), samples, rng), "task"),
         InputSet("retrieval long", ret_paper, sample_proper_inputs(ret_paper.symbols, n_long, samples, rng), "random"),
     ]
 
@@ -279,7 +281,7 @@ def witness_records(rng: np.random.Generator, n_heads: int = 20) -> list[dict]:
     gen = torch.Generator().manual_seed(int(rng.integers(2**31)))
     rows = []
     c: Construction
-    number, letter = TaskConfig(name="number"), TaskConfig(name="letter")
+    number, letter = NumberTaskConfig(), LetterTaskConfig()
     nv, lv = task_vocab(number), task_vocab(letter)
 
     pair = index_swap_pair(number, rng)

@@ -14,10 +14,11 @@ predict where the number task's accuracy breaks? :func:`collapse_summary` puts t
 
 Example:
     >>> import numpy as np, torch
-    >>> from possym.config import ModelConfig, TaskConfig
+    >>> from possym.config import ModelConfig
+    >>> from possym.tasks import task_config
     >>> from possym.model.gptj import GPTJ
     >>> from possym.tasks import task_vocab
-    >>> task = TaskConfig(name="number")
+    >>> task = task_config("number")
     >>> cfg = ModelConfig(n_layers=2, d_model=16, d_mlp=32, d_vocab=len(task_vocab(task)))
     >>> model = GPTJ(cfg, torch.Generator().manual_seed(0)).double().eval()
     >>> disc, acc = trained_discrepancy(model, task, extras=[0, 8], n_samples=4, rng=np.random.default_rng(0))

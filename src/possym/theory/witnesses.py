@@ -23,8 +23,8 @@ escape, because a symbolic layer's output is permutation-invariant for every F.
 
 Example:
     >>> import numpy as np
-    >>> from possym.config import TaskConfig
-    >>> pair = index_swap_pair(TaskConfig(name="number"), np.random.default_rng(0))
+    >>> from possym.tasks import task_config
+    >>> pair = index_swap_pair(task_config("number"), np.random.default_rng(0))
     >>> pair.expected_a != pair.expected_b
     True
 """
@@ -38,10 +38,11 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from possym.config import ModelConfig, TaskConfig
+from possym.config import ModelConfig
 from possym.model.gptj import GPTJ
 from possym.model.rope import rope_cos_sin
 from possym.tasks import generate
+from possym.tasks.window import WindowTaskConfig
 from possym.theory.functions import RetrievalSymbols
 
 
@@ -58,7 +59,7 @@ class SwapPair:
     swapped: tuple[int, int]
 
 
-def _one_hop(task: TaskConfig, rng: np.random.Generator, tries: int = 64):
+def _one_hop(task: WindowTaskConfig, rng: np.random.Generator, tries: int = 64):
     one_hop = dataclasses.replace(task, min_hops=1, max_hops=1)
     samples = generate(one_hop, tries, rng)
     for i in range(tries):
@@ -70,7 +71,7 @@ def _one_hop(task: TaskConfig, rng: np.random.Generator, tries: int = 64):
     raise ValueError("no 1-hop instance with two different targets; use a larger alphabet")
 
 
-def index_swap_pair(task: TaskConfig, rng: np.random.Generator) -> SwapPair:
+def index_swap_pair(task: WindowTaskConfig, rng: np.random.Generator) -> SwapPair:
     """A 1-hop number-task input and the same input with its answer letter swapped with another target letter.
 
     Index at the query (one hop) is the answer letter, so the two answers differ.
@@ -83,7 +84,7 @@ def index_swap_pair(task: TaskConfig, rng: np.random.Generator) -> SwapPair:
     return SwapPair("index", toks.copy(), swapped, int(toks[p]), int(swapped[p]), (p, q))
 
 
-def retrieval_swap_pair(task: TaskConfig, rng: np.random.Generator) -> SwapPair:
+def retrieval_swap_pair(task: WindowTaskConfig, rng: np.random.Generator) -> SwapPair:
     """A 1-hop letter-task input and the same input with its answer target swapped with another target.
 
     The query's right letter names the answer's left letter, wherever it sits: both answers are the same token.

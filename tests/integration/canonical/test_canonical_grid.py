@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from possym.canonical.records import PositionRow, RunRow, WmaxRow
+from possym.canonical.records import CellRecord, PositionRecord, WmaxRecord
 from possym.cli import main
 from possym.records import ClaimRecord, read_records
 from possym.runs import RunDir
@@ -22,38 +22,38 @@ def grid_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_grid_writes_its_tables_figures_and_claims(grid_dir: Path) -> None:
-    runs = read_records(grid_dir / "results.csv", RunRow)
+    runs = read_records(grid_dir / "results.csv", CellRecord)
     assert sorted((r.task, r.condition) for r in runs) == [
         ("index", "band1"),
         ("index", "nope"),
         ("retrieval", "band1"),
         ("retrieval", "nope"),
     ]
-    positions = read_records(grid_dir / "positions.csv", PositionRow)
+    positions = read_records(grid_dir / "positions.csv", PositionRecord)
     assert {p.length for p in positions} == {8, 16, 32}
-    assert read_records(grid_dir / "theorem7.csv", WmaxRow)
+    assert read_records(grid_dir / "theorem7.csv", WmaxRecord)
     claims = read_records(grid_dir / "claims.csv", ClaimRecord)
-    assert len({c.claim for c in claims}) == len(claims) == 10  # every claim, n/a where the grid lacks it
+    assert len({c.claim for c in claims}) == len(claims) == 12  # every claim, n/a where the grid lacks it
     assert {c.verdict for c in claims} <= {"match", "partial", "differs", "n/a"}
     for stem in ("fig_accuracy_by_band", "fig_accuracy_by_position", "fig_plane", "fig_theorem7_wmax"):
         assert (grid_dir / f"{stem}.png").stat().st_size > 0
 
 
 def test_each_toy_head_is_an_ordinary_run_directory(grid_dir: Path) -> None:
-    run = RunDir.open(grid_dir / "runs" / "index" / "band1" / "seed0")
+    run = RunDir.open(grid_dir / "runs" / "band1-index-s0")
     cfg = run.config
     assert (cfg.task.name, cfg.model.n_layers, cfg.model.mlp, cfg.model.freq_gate) == ("index", 1, False, "0@1-2")
     assert any(r.get("event") == "final" for r in run.metrics())
 
 
 def test_a_nope_head_cannot_do_index_but_does_retrieval(grid_dir: Path) -> None:
-    acc = {(r.task, r.condition): r.acc for r in read_records(grid_dir / "results.csv", RunRow)}
+    acc = {(r.task, r.condition): r.acc for r in read_records(grid_dir / "results.csv", CellRecord)}
     assert acc[("index", "nope")] < 0.2  # a NoPE one-layer head is permutation-invariant: no better than a guess
     assert acc[("retrieval", "nope")] > acc[("index", "nope")]
 
 
 def test_rerunning_resumes_without_training_again(grid_dir: Path) -> None:
-    ckpt = grid_dir / "runs" / "retrieval" / "nope" / "seed0" / "checkpoints"
+    ckpt = grid_dir / "runs" / "nope-retrieval-s0" / "checkpoints"
     before = {p.name: p.stat().st_mtime_ns for p in ckpt.iterdir()}
     assert main([*ARGS, "--out", str(grid_dir)]) == 0
     assert {p.name: p.stat().st_mtime_ns for p in ckpt.iterdir()} == before
@@ -63,24 +63,24 @@ def test_the_exact_engine_equals_swap_and_rerun_on_the_trained_toy_heads(grid_di
     import numpy as np
     import torch
 
-    from possym.canonical.adapter import spec_of
-    from possym.canonical.tasks import generate
     from possym.scores.swap_and_rerun import reference_head_scores
     from possym.scores.swaps import head_scores
+    from possym.tasks import get_task
 
     for task, cond in (("index", "band1"), ("retrieval", "nope")):
-        run = RunDir.open(grid_dir / "runs" / task / cond / "seed0")
+        run = RunDir.open(grid_dir / "runs" / f"{cond}-{task}-s0")
         model = run.load_model().double().eval()
-        tokens = torch.as_tensor(generate(spec_of(run.config.task), 8, np.random.default_rng(0)).tokens)
+        spec = run.config.task
+        tokens = torch.as_tensor(get_task(spec.name).at_length(spec, 8, np.random.default_rng(0)).tokens)
         fast, slow = head_scores(model, tokens), reference_head_scores(model, tokens)
         assert torch.allclose(fast.s_pos, slow.s_pos, atol=1e-9) and torch.allclose(fast.s_sym, slow.s_sym, atol=1e-9)
 
 
 def test_a_grid_config_names_what_is_wrong() -> None:
-    from possym.canonical.grid import GridConfig
+    from possym.canonical.grid import CanonicalGridConfig
     from possym.config import ConfigError
 
     with pytest.raises(ConfigError, match="n_symbols >= 32"):
-        GridConfig(n_symbols=16)  # Retrieval at 4x the length needs 32 distinct symbols
+        CanonicalGridConfig(n_symbols=16)  # Retrieval at 4x the length needs 32 distinct symbols
     with pytest.raises(ConfigError, match="band1..band8"):
-        GridConfig(conditions=("band9",))
+        CanonicalGridConfig(conditions=("band9",))

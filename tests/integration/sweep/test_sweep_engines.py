@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from possym.sweep.spec import expand, load_spec
 
 from possym.cli import main
-from possym.pipeline.evidence import load_evidence
 from possym.report.claims import frequency_claims, head_claims, learning_claims, length_claims
+from possym.report.evidence import legacy_runs, load_evidence
 from possym.runs import RunDir, read_csv
-from possym.sweep.spec import expand, load_spec
 
 SCORE = {"n_inputs": 4, "figures": False, "frequency": False}
 
@@ -74,7 +74,7 @@ def test_local_engine_runs_every_stage_then_resumes_without_redoing_work(tmp_pat
     assert {(r["variant"], r["seed"]) for r in claims} == {(v, s) for v in ("base", "nope1") for s in ("0", "1")}
     (tmp_path / "alone").mkdir()
     (tmp_path / "alone/number").symlink_to(out / "runs/base-number-s1")
-    ev = load_evidence(tmp_path / "alone")
+    ev = load_evidence(legacy_runs(tmp_path / "alone"), None)
     alone = learning_claims(ev) + head_claims(ev) + frequency_claims(ev) + length_claims(ev)
     mine = [r for r in claims if r["variant"] == "base" and r["seed"] == "1"]
     fields = ("claim", "ours", "verdict")

@@ -15,8 +15,6 @@ def _model_cfg(c):
         "index",
         None,
         [
-            "task.n_pretarget=0",
-            "task.max_hops=1",
             "model.n_layers=1",
             "model.d_model=32",
             "model.mlp=false",

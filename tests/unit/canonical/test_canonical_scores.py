@@ -8,13 +8,17 @@ import torch
 
 from possym.canonical.analysis import accuracy_by_position, plane_alignment
 from possym.canonical.conditions import condition
-from possym.canonical.tasks import CanonicalSpec, generate
 from possym.config import ModelConfig
 from possym.model.gptj import GPTJ
 from possym.scores.swap_and_rerun import reference_head_scores
 from possym.scores.swaps import head_scores
+from possym.tasks import get_task, task_config, task_vocab
 
-SPEC = CanonicalSpec("retrieval", length=8, n_symbols=32, n_attributes=8)
+SPEC = task_config("retrieval", length=8, n_symbols=32, n_attributes=8)
+
+
+def generate(spec, n, rng, length=None):
+    return get_task(spec.name).at_length(spec, n, rng, length)
 
 
 def _toy(cond: str, seed: int = 0, init_range: float = 0.5) -> GPTJ:
@@ -24,7 +28,7 @@ def _toy(cond: str, seed: int = 0, init_range: float = 0.5) -> GPTJ:
         d_model=32,
         mlp=False,
         dropout=0.0,
-        d_vocab=len(SPEC.vocab),
+        d_vocab=len(task_vocab(SPEC)),
         p_rope=c.p_rope,
         freq_gate=c.freq_gate,
         init_range=init_range,

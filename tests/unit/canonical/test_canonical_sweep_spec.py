@@ -1,19 +1,16 @@
-"""The packaged sweep spec trains exactly the toy heads `possym canonical` trains."""
+"""The packaged canonical sweep trains exactly the toy heads `possym canonical` trains."""
 
 from __future__ import annotations
 
-from possym.canonical.grid import GridConfig, run_config
-from possym.sweep.spec import expand, load_spec
+from possym.canonical.grid import CanonicalGridConfig, run_config
+from possym.experiment import load_experiment
+from possym.experiment.canonical import canonical_experiment
 
 
-def test_the_sweep_spec_expands_to_the_grids_run_configs(tmp_path) -> None:
-    trials = {t.id: t for t in expand(load_spec("canonical"), tmp_path)}
-    grid = GridConfig()
-    want = {
-        f"{c.name}-{task}-s{s}": run_config(grid, task, c, s)
-        for c in grid.all_conditions
-        for task in grid.tasks
-        for s in grid.seeds
-    }
-    assert set(trials) == set(want)
-    assert all(trials[k].config() == cfg for k, cfg in want.items())
+def test_the_sweep_spec_expands_to_the_grids_run_configs() -> None:
+    spec = load_experiment("canonical")
+    grid = CanonicalGridConfig()
+    expected = {f"{c.name}-{t}-s{s}": run_config(grid, t, c, s)
+                for t in grid.tasks for c in grid.all_conditions for s in grid.seeds}
+    assert {r.id: r.config() for r in spec.runs()} == expected
+    assert {r.id: r.config() for r in canonical_experiment(grid).runs()} == expected

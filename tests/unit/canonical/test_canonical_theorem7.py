@@ -62,5 +62,5 @@ def test_the_symbolic_head_refuses_the_regime_where_it_no_longer_retrieves() -> 
 
 
 def test_theorem7_curves_cover_both_heads() -> None:
-    curves = theorem7_curves(n_content=8, pos_thetas=(0.1,), sym_thetas=(0.1,))
-    assert [(c.head, c.shape) for c in curves] == [("H_POS", "U"), ("H_SYM", "inverted-U")]
+    curves = theorem7_curves(n_content=8, pos_thetas=(0.1,), sym_thetas=(0.1,), uncentred_thetas=(0.1,))
+    assert [(c.head, c.shape) for c in curves] == [("H_POS", "U"), ("H_SYM", "inverted-U"), ("H_SYM_c0", "none")]

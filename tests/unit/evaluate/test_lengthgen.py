@@ -14,14 +14,14 @@ from possym.evaluate.lengthgen import (
     cluster_interval,
     last_logits_after,
     last_logits_plain,
-    length_curve,
+    measure_length_curve,
     point_samples,
     prefix_cache,
     slice_cache,
     window_counts,
 )
 from possym.model.gptj import GPTJ
-from possym.tasks import draw_prefix, solve, task_vocab
+from possym.tasks import draw_prefix, solve, task_config, task_vocab
 
 
 def random_model(task: TaskConfig) -> GPTJ:
@@ -32,7 +32,7 @@ def random_model(task: TaskConfig) -> GPTJ:
 
 @pytest.mark.parametrize("name", ["number", "letter"])
 def test_cached_prefix_logits_equal_the_plain_forward_pass(name):
-    task = TaskConfig(name=name)
+    task = task_config(name)
     model = random_model(task)
     cfg = LengthGenConfig(grid=(0, 30, 400), n=12, n_prefixes=2, token_budget=2048)
     long = draw_prefix(task, 400, 2, np.random.default_rng(0))
@@ -46,10 +46,10 @@ def test_cached_prefix_logits_equal_the_plain_forward_pass(name):
 
 
 def test_both_modes_give_the_same_curve():
-    task = TaskConfig(name="letter")
+    task = task_config("letter")
     model = random_model(task)
-    cached = length_curve(model, task, LengthGenConfig(grid=(0, 25, 90), n=10, n_prefixes=3))
-    plain = length_curve(model, task, LengthGenConfig(grid=(0, 25, 90), n=10, n_prefixes=3, mode="plain"))
+    cached = measure_length_curve(model, task, LengthGenConfig(grid=(0, 25, 90), n=10, n_prefixes=3))
+    plain = measure_length_curve(model, task, LengthGenConfig(grid=(0, 25, 90), n=10, n_prefixes=3, mode="plain"))
     strip = [{k: v for k, v in r.items() if k != "mode"} for r in cached]
     assert strip == [{k: v for k, v in r.items() if k != "mode"} for r in plain]
 
@@ -65,7 +65,7 @@ class WindowOracle(nn.Module):
     def forward(self, tokens, positions=None, past=None):
         logits = torch.zeros(*tokens.shape, len(self.vocab))
         for i, row in enumerate(tokens[:, -self.task.seq_len :].tolist()):
-            answer = self.fixed or solve(self.vocab.decode(row), self.task.name).answer
+            answer = self.fixed or solve(self.task.name, self.vocab.decode(row)).answer
             logits[i, -1, self.vocab.id(answer)] = 1.0
         return logits
 
@@ -76,14 +76,14 @@ class WindowOracle(nn.Module):
 
 @pytest.mark.parametrize("mode", ["cached", "plain"])
 def test_an_oracle_scores_one_and_a_constant_scores_its_share(mode):
-    task = TaskConfig(name="number")
+    task = task_config("number")
     cfg = LengthGenConfig(grid=(0, 7, 60), n=40, n_prefixes=4, mode=mode)
-    rows = length_curve(WindowOracle(task), task, cfg)
+    rows = measure_length_curve(WindowOracle(task), task, cfg)
     assert [(r["extra"], r["n_hops"]) for r in rows] == [(k, h) for k in (0, 7, 60) for h in (0, 1, 2, 3, 4)]
     assert all(r["accuracy"] == 1.0 and r["ci_high"] == 1.0 and r["ci_low"] > 0.9 for r in rows)
     assert all(r["n"] == (160 if r["n_hops"] == 0 else 40) and r["n_prefixes"] == 4 for r in rows)
     # A model that always says "a" is right exactly on the windows whose answer is "a".
-    const = length_curve(WindowOracle(task, fixed="a"), task, cfg)
+    const = measure_length_curve(WindowOracle(task, fixed="a"), task, cfg)
     samples = [
         point_samples(task, cfg, h, j, 60, draw_prefix(task, 60, h, np.random.default_rng(0)))
         for h in task.hops
@@ -94,8 +94,8 @@ def test_an_oracle_scores_one_and_a_constant_scores_its_share(mode):
 
 
 def test_pooled_rows_add_up_and_intervals_contain_the_accuracy():
-    task = TaskConfig(name="letter")
-    rows = length_curve(random_model(task), task, LengthGenConfig(grid=(0, 50), n=9, n_prefixes=3))
+    task = task_config("letter")
+    rows = measure_length_curve(random_model(task), task, LengthGenConfig(grid=(0, 50), n=9, n_prefixes=3))
     for extra in (0, 50):
         at = [r for r in rows if r["extra"] == extra]
         assert at[0]["correct"] == sum(r["correct"] for r in at[1:]) and at[0]["n"] == 36

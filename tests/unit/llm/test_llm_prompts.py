@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from possym.llm.prompts import (
+from possym.one_hop import (
     LETTERS,
     PAPER_LENGTHS,
     PROMPT_TASKS,
@@ -18,9 +18,9 @@ from possym.llm.prompts import (
     make_cell,
     make_grid,
     normalise_reply,
+    one_hop_answer,
     sample_letter,
     sample_number,
-    solve,
 )
 
 EXAMPLE = re.compile(r'Input: "([^"{}]+)"\nOutput: (\S+)')
@@ -42,13 +42,13 @@ def test_the_oracle_reproduces_every_worked_example_in_table_2(task):
     examples = EXAMPLE.findall(getattr(load_templates(), task))
     assert len(examples) == 3
     for sequence, answer in examples:
-        assert solve(task, sequence) == answer
+        assert one_hop_answer(task, sequence) == answer
 
 
 def test_every_sampled_instance_is_solved_by_the_oracle_with_its_target():
     for inst in make_grid(PROMPT_TASKS, PAPER_LENGTHS, (1, 2), 20):
         assert len(inst.window) == inst.length
-        assert solve(inst.task, inst.sequence) == inst.target
+        assert one_hop_answer(inst.task, inst.sequence) == inst.target
 
 
 def test_number_task_uses_single_letters_and_an_offset_inside_the_window():
@@ -130,8 +130,8 @@ def test_normalise_reply_strips_nested_quotes_and_spaces():
 
 def test_the_oracle_rejects_ill_posed_sequences():
     with pytest.raises(ValueError, match="outside"):
-        solve("number", "a b 3")
+        one_hop_answer("number", "a b 3")
     with pytest.raises(ValueError, match="exactly one"):
-        solve("letter", "a1 a2 xa")
+        one_hop_answer("letter", "a1 a2 xa")
     with pytest.raises(ValueError, match="not a 1-hop task"):
-        solve("other", "a b")
+        one_hop_answer("other", "a b")

@@ -9,11 +9,11 @@ import zlib
 import pytest
 
 from possym.llm.plots import load_paper_table3, plot_accuracy
-from possym.llm.prompts import load_templates, solve
 from possym.llm.results import CellResult, pivot, screen, summarise, table3_markdown
 from possym.llm.retry import RetryPolicy
-from possym.llm.run import GridConfig, RunnerConfig, run_grid
+from possym.llm.run import LLMGridConfig, RunnerConfig, run_llm_grid
 from possym.llm.store import AnswerStore
+from possym.one_hop import load_templates, one_hop_answer
 
 TEMPLATES = load_templates()
 
@@ -55,7 +55,7 @@ class OracleProvider:
                 raise exc
             sequence = p.rsplit('Input: "', 1)[1].split('"', 1)[0]
             task = "number" if sequence.split()[-1].isdigit() else "letter"
-            answer = solve(task, sequence)
+            answer = one_hop_answer(task, sequence)
             out.append("wrong" if self.wrong_on(p) else f' "{answer}"\n')
         return out
 
@@ -74,13 +74,13 @@ def _window_length(prompt: str) -> int:
 
 
 FAST = RunnerConfig(concurrency=3, retry=RetryPolicy(max_attempts=4, base_delay=0.0, max_delay=0.0))
-GRID = GridConfig(lengths=(12, 24), runs=2, n=3)
+GRID = LLMGridConfig(lengths=(12, 24), runs=2, n=3)
 
 
 def test_every_prompt_is_answered_scored_and_stored_once(tmp_path):
     provider = OracleProvider(batch_size=2)
     with AnswerStore(tmp_path / "a.sqlite") as store:
-        result = run_grid(provider, store, GRID, TEMPLATES, FAST)
+        result = run_llm_grid(provider, store, GRID, TEMPLATES, FAST)
         assert store.count("ok") == GRID.size == 24
     assert result.n_sent == 24 and result.n_skipped == 0
     assert all(r.correct and r.single_token for r in result.records)
@@ -93,22 +93,22 @@ def test_every_prompt_is_answered_scored_and_stored_once(tmp_path):
 def test_a_rerun_sends_nothing_and_a_larger_grid_sends_only_the_new_prompts(tmp_path):
     path = tmp_path / "a.sqlite"
     with AnswerStore(path) as store:
-        run_grid(OracleProvider(), store, GRID, TEMPLATES, FAST)
+        run_llm_grid(OracleProvider(), store, GRID, TEMPLATES, FAST)
     again = OracleProvider()
     with AnswerStore(path) as store:
-        result = run_grid(again, store, GRID, TEMPLATES, FAST)
+        result = run_llm_grid(again, store, GRID, TEMPLATES, FAST)
     assert again.calls == [] and result.n_skipped == 24 and len(result.records) == 24
-    bigger = GridConfig(lengths=(12, 24), runs=2, n=5)
+    bigger = LLMGridConfig(lengths=(12, 24), runs=2, n=5)
     more = OracleProvider()
     with AnswerStore(path) as store:
-        result = run_grid(more, store, bigger, TEMPLATES, FAST)
+        result = run_llm_grid(more, store, bigger, TEMPLATES, FAST)
     assert sum(len(c) for c in more.calls) == 2 * 2 * 2 * 2 and result.n_skipped == 24
 
 
 def test_progress_callbacks_count_stored_and_new_answers(tmp_path):
     seen: list[tuple[str, int, int]] = []
     with AnswerStore(tmp_path / "a.sqlite") as store:
-        run_grid(
+        run_llm_grid(
             OracleProvider(batch_size=3), store, GRID, TEMPLATES, FAST,
             on_start=lambda total, stored: seen.append(("start", total, stored)),
             on_advance=lambda k: seen.append(("advance", k, 0)),
@@ -120,7 +120,7 @@ def test_progress_callbacks_count_stored_and_new_answers(tmp_path):
 def test_transient_failures_are_retried_and_the_attempts_recorded(tmp_path):
     provider = OracleProvider(fail=lambda p, attempt: Transient("429") if attempt <= 2 else None)
     with AnswerStore(tmp_path / "a.sqlite") as store:
-        result = run_grid(provider, store, GRID, TEMPLATES, FAST)
+        result = run_llm_grid(provider, store, GRID, TEMPLATES, FAST)
     assert all(r.ok and r.correct and r.attempts == 3 for r in result.records)
     assert len(provider.calls) == 3 * 24
 
@@ -129,7 +129,7 @@ def test_failures_after_the_cap_are_counted_not_scored_and_secrets_are_redacted(
     # Half the prompts fail for good; the accuracy of the rest stays 1.0: a failure is not a wrong answer.
     provider = OracleProvider(permanent=lambda p: zlib.crc32(p.encode()) % 2 == 0)
     with AnswerStore(tmp_path / "a.sqlite") as store:
-        result = run_grid(provider, store, GRID, TEMPLATES, FAST)
+        result = run_llm_grid(provider, store, GRID, TEMPLATES, FAST)
         raw = list(store._conn.execute("SELECT error FROM answers WHERE status = 'error'"))
     failed = [r for r in result.records if not r.ok]
     assert 0 < len(failed) < 24 and result.n_failed_now == len(failed) == len(raw)
@@ -143,12 +143,12 @@ def test_failures_after_the_cap_are_counted_not_scored_and_secrets_are_redacted(
 def test_failed_prompts_are_retried_on_the_next_run(tmp_path):
     path = tmp_path / "a.sqlite"
     with AnswerStore(path) as store:
-        run_grid(OracleProvider(permanent=lambda p: _window_length(p) == 12), store, GRID, TEMPLATES, FAST)
+        run_llm_grid(OracleProvider(permanent=lambda p: _window_length(p) == 12), store, GRID, TEMPLATES, FAST)
         n_ok = store.count("ok")
     assert n_ok == 12
     healed = OracleProvider()
     with AnswerStore(path) as store:
-        result = run_grid(healed, store, GRID, TEMPLATES, FAST)
+        result = run_llm_grid(healed, store, GRID, TEMPLATES, FAST)
         assert store.count("ok") == 24
     assert sum(len(c) for c in healed.calls) == 24 - n_ok and all(r.ok for r in result.records)
 

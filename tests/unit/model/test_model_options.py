@@ -1,4 +1,4 @@
-"""The plane options of ModelConfig (issue 8): frequency gating, p-RoPE, NoPE from a layer on.
+"""The plane options of ModelConfig: frequency gating, p-RoPE, NoPE from a layer on.
 
 Each is checked against an independent computation (zeroed weights, an explicit rotation loop,
 positions that do not matter), the score engine against swap-and-rerun, and HF export.

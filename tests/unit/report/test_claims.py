@@ -1,142 +1,279 @@
-"""The claim rules on hand-made evidence: each verdict can come out either way."""
+"""The claims on hand-made evidence over seeds: each verdict can come out either way, and a result on the
+wrong side of its rule's threshold flips it."""
 
 import dataclasses
 
 import pytest
 
-from possym.records import BoundCheckRecord, LengthPoint, PurityRecord, ScoreRecord
-from possym.report.claims import (
-    Evidence,
-    TaskEvidence,
-    check_claims,
-    verdict_for_set,
-    verdict_for_value,
-)
+from possym.records import BoundCheckRecord, ClaimRecord, LengthRecord, ScoreRecord, Table1Record
+from possym.report.claims import Evidence, TaskEvidence, check_claims
+from possym.report.rules import VERDICTS
+
+VALUE = {"positional": (1.0, 0.0), "symbolic": (0.0, 1.0), "": (0.5, 0.5)}
+PAPER_NUMBER = ["positional"] * 4 + ["symbolic"] * 8  # Fig. 2C's sets
 
 
 def metrics(first: dict[str, int], total: int = 1000) -> list[dict]:
     """Eval records in which each accuracy key jumps from 0 to 1 at its given step."""
-    keys = list(first)
-    return [{"event": "eval", "step": s, **{k: float(s >= first[k]) for k in keys}} for s in range(0, total + 1, 50)]
+    return [{"event": "eval", "step": s, **{k: float(s >= first[k]) for k in first}} for s in range(0, total + 1, 50)]
 
 
-def claim(claims: list[dict], text: str) -> dict:
-    return next(c for c in claims if text in c["claim"])
+def claim(claims: list[ClaimRecord], text: str) -> ClaimRecord:
+    return next(c for c in claims if text in c.claim)
 
 
 def scores(kinds: list[str], step: int = 1000) -> list[ScoreRecord]:
-    value = {"positional": (1.0, 0.0), "symbolic": (0.0, 1.0), "": (0.5, 0.5)}
-    return [ScoreRecord(step, "last", i, 0, value[k][0], value[k][1], entropy=0.0, n_inputs=1)
+    return [ScoreRecord(step, "last", i, 0, VALUE[k][0], VALUE[k][1], entropy=0.0, n_inputs=1)
             for i, k in enumerate(kinds)]
 
 
-def purity(kinds: list[str]) -> list[PurityRecord]:
-    return [PurityRecord(i, 0, "last", 0.1, k, step=0 if k else None, final_kind=k, final_kind_step=0 if k else None)
-            for i, k in enumerate(kinds)]
+def te(seed: int, **kw) -> TaskEvidence:
+    return TaskEvidence(n_layers=kw.pop("n_layers", 12), seed=seed, **kw)
 
 
-def test_value_and_set_rules():
-    assert verdict_for_value(0.78, 0.74) == "match"
-    assert verdict_for_value(0.85, 0.74) == "partial"
-    assert verdict_for_value(0.90, 0.74, half_width=0.2) == "match"
-    assert verdict_for_value(0.20, 0.74) == "differs"
-    assert verdict_for_set({0, 1, 2, 3}, {0, 1, 2, 3}) == "match"
-    assert verdict_for_set({5, 6}, {0, 1, 2, 3}) == "differs"
+def verdict(ev: Evidence, text: str) -> str:
+    return claim(check_claims(ev), text).verdict
 
 
-@pytest.mark.parametrize("steps,verdict", [((100, 200, 300, 300), "match"), ((300, 200, 300, 400), "differs")])
-def test_hop_order(steps, verdict):
-    m = metrics({f"acc_hop{h}": s for h, s in zip(range(1, 5), steps, strict=True)} | {"accuracy": 400})
-    ev = Evidence(tasks={"number": TaskEvidence(n_layers=12, metrics=m)})
-    assert claim(check_claims(ev), "learned in order")["verdict"] == verdict
-
-
-def test_layer_sets_need_the_papers_twelve_layers_and_follow_jaccard():
-    twelve = ["positional"] * 4 + ["symbolic"] * 8
-    ev = Evidence(tasks={"number": TaskEvidence(n_layers=12, purity=purity(twelve), scores=scores(twelve))})
-    assert claim(check_claims(ev), "become pure positional")["verdict"] == "match"
-    for shift, verdict in ((1, "partial"), (2, "differs")):  # J = 3/5, then 2/6
-        shifted = ["symbolic"] * shift + ["positional"] * 4 + ["symbolic"] * (8 - shift)
-        ev = Evidence(tasks={"number": TaskEvidence(n_layers=12, purity=purity(shifted), scores=scores(shifted))})
-        assert claim(check_claims(ev), "become pure positional")["verdict"] == verdict
-    six = ["positional"] * 2 + ["symbolic"] * 4
-    ev = Evidence(tasks={"number": TaskEvidence(n_layers=6, purity=purity(six), scores=scores(six))})
-    assert claim(check_claims(ev), "become pure positional")["verdict"] == "n/a"
-
-
-def test_positional_layers_in_the_number_task_only():
-    number = TaskEvidence(n_layers=12, scores=scores(["positional"] + ["symbolic"] * 11))
-    clean = TaskEvidence(n_layers=12, scores=scores(["symbolic"] * 12))
-    dirty = TaskEvidence(n_layers=12, scores=scores(["positional"] + ["symbolic"] * 11))
-    assert claim(check_claims(Evidence({"number": number, "letter": clean})), "number task only")["verdict"] == "match"
-    assert (
-        claim(check_claims(Evidence({"number": number, "letter": dirty})), "number task only")["verdict"] == "differs"
-    )
-
-
-def curve(values: dict[int, float], half: float = 0.01) -> list[LengthPoint]:
-    return [LengthPoint(extra=k, n_hops=0, seq_len=k + 40, accuracy=v, n=100, correct=round(100 * v), ci_low=v - half,
-                        ci_high=v + half, n_prefixes=8, prefix_sd=0.0, cluster_low=v - half, cluster_high=v + half,
-                        mode="cached")
-            for k, v in values.items()]
-
-
-def test_length_claims_compare_with_the_digitised_curve_and_each_other():
-    letter = TaskEvidence(n_layers=12, lengthgen=curve({50: 1.0, 100: 1.0, 800: 0.90, 5000: 0.2}))
-    number = TaskEvidence(n_layers=12, lengthgen=curve({50: 0.9, 100: 0.72, 800: 0.6, 5000: 0.04}))
-    claims = check_claims(Evidence({"number": number, "letter": letter}))
-    assert claim(claims, "letter task: accuracy at +800")["verdict"] == "match"  # paper 0.89
-    assert claim(claims, "letter task: accuracy at +5000")["verdict"] == "differs"  # paper 0.48
-    assert claim(claims, "number task: accuracy at +800")["verdict"] == "differs"  # paper 0.25
-    assert claim(claims, "number task: accuracy at +100")["verdict"] == "match"  # paper 0.74
-    assert claim(claims, "extrapolates much further")["verdict"] == "match"
-    swapped = check_claims(Evidence({"number": letter, "letter": number}))
-    assert claim(swapped, "extrapolates much further")["verdict"] == "differs"
-
-
-@pytest.mark.parametrize(
-    "failed,verdict",
-    [({"max": 0, "min": 0}, "match"), ({"max": 3, "min": 0}, "partial"), ({"max": 3, "min": 1}, "differs")],
-)
-def test_bound_claims_read_the_definition_that_holds(failed, verdict):
-    bounds = [BoundCheckRecord("index", d, "tasks", 0.8, "2..100", "2..100", 99, n, None, "", None, None, 0)
-              for d, n in failed.items()]
-    assert claim(check_claims(Evidence({}, bounds=bounds)), "Δ_Index")["verdict"] == verdict
-
-
-def test_every_claim_carries_its_rule_and_a_known_verdict():
-    claims = check_claims(Evidence({}))
-    assert claims and all(c["rule"] and c["verdict"] in ("match", "partial", "differs", "n/a") for c in claims)
-
-
-def _with_interval(rows: list[ScoreRecord], layer: int, s_pos: float, s_sym: float, half: float) -> list[ScoreRecord]:
+def with_interval(rows: list[ScoreRecord], layer: int, s_pos: float, s_sym: float, half: float) -> list[ScoreRecord]:
     return [dataclasses.replace(r, s_pos=s_pos, s_sym=s_sym, s_pos_low=s_pos - half, s_pos_high=s_pos + half,
                                 s_sym_low=s_sym - half, s_sym_high=s_sym + half) if r.layer == layer else r
             for r in rows]
 
 
-def test_a_layer_that_straddles_gamma_neither_makes_nor_breaks_a_layer_set_claim():
-    """L0 at (0.88, 0.06): mixed by its point estimate, positional within its interval. With the interval,
-    the positional claim (paper: L0-L3) matches and says L0 straddles; without it, L0 is left out (partial).
-    A straddling layer the paper does not list (L4) cannot break the match either."""
-    kinds = ["positional"] * 4 + ["symbolic"] * 8
-    base = scores(kinds)
-    noisy = _with_interval(base, 0, 0.88, 0.06, 0.04)
-    ev = Evidence(tasks={"number": TaskEvidence(n_layers=12, purity=purity(kinds), scores=noisy)})
-    c = claim(check_claims(ev), "become pure positional")
-    assert c["verdict"] == "match" and "L0 straddle" in c["ours"]
-    point = [dataclasses.replace(r, s_pos_low=None, s_pos_high=None, s_sym_low=None, s_sym_high=None) for r in noisy]
-    ev = Evidence(tasks={"number": TaskEvidence(n_layers=12, purity=purity(kinds), scores=point)})
-    assert claim(check_claims(ev), "become pure positional")["verdict"] == "partial"
-    also = _with_interval(noisy, 4, 0.5, 0.9, 0.06)  # L4 mixed, possibly symbolic; possibly-positional? no
-    also = _with_interval(also, 5, 0.88, 0.06, 0.04)  # L5 possibly positional, not in the paper's set
-    ev = Evidence(tasks={"number": TaskEvidence(n_layers=12, purity=purity(kinds), scores=also)})
-    c = claim(check_claims(ev), "become pure positional")
-    assert c["verdict"] == "match" and "L0, L5 straddle" in c["ours"]
+IN_ORDER = {"acc_hop1": 100, "acc_hop2": 200, "acc_hop3": 300, "acc_hop4": 300, "accuracy": 400}
+OUT_OF_ORDER = {"acc_hop1": 300, "acc_hop2": 200, "acc_hop3": 300, "acc_hop4": 400, "accuracy": 400}
 
 
-def test_a_layer_surely_pure_still_breaks_a_claim():
-    kinds = ["positional"] * 5 + ["symbolic"] * 7  # L4 surely positional, the paper says symbolic
-    rows = _with_interval(scores(kinds), 4, 0.99, 0.01, 0.005)
-    ev = Evidence(tasks={"number": TaskEvidence(n_layers=12, purity=purity(kinds), scores=rows)})
-    assert claim(check_claims(ev), "become pure positional")["verdict"] == "partial"  # J = 4/5
+@pytest.mark.parametrize("n_ordered,want", [(3, "match"), (2, "partial"), (1, "differs")])
+def test_hop_order_must_hold_at_every_seed_to_match(n_ordered, want):
+    runs = [te(s, metrics=metrics(IN_ORDER if s < n_ordered else OUT_OF_ORDER)) for s in range(3)]
+    c = claim(check_claims(Evidence({"number": runs})), "learned in order")
+    assert c.verdict == want and c.seeds == "0,1,2" and c.per_seed.startswith("s0 100 / 200")
+
+
+def test_layer_sets_are_graded_on_the_set_most_seeds_give():
+    shifted = ["symbolic"] + ["positional"] * 4 + ["symbolic"] * 7  # L1-L4: J = 3/5
+    far = ["symbolic"] * 2 + ["positional"] * 4 + ["symbolic"] * 6  # L2-L5: J = 2/6
+    cases = [([PAPER_NUMBER] * 3, "match"), ([PAPER_NUMBER, shifted, shifted], "partial"),
+             ([PAPER_NUMBER, far, far], "differs")]
+    for kinds, want in cases:
+        ev = Evidence({"number": [te(s, scores=scores(k)) for s, k in enumerate(kinds)]})
+        assert verdict(ev, "become pure positional") == want
+    six = ["positional"] * 2 + ["symbolic"] * 4
+    assert verdict(Evidence({"number": [te(0, n_layers=6, scores=scores(six))]}), "become pure positional") == "n/a"
+
+
+def test_a_tie_for_most_seeds_is_graded_on_the_set_furthest_from_the_paper():
+    shifted = ["symbolic"] + ["positional"] * 4 + ["symbolic"] * 7
+    far = ["symbolic"] * 2 + ["positional"] * 4 + ["symbolic"] * 6
+    ev = Evidence({"number": [te(0, scores=scores(PAPER_NUMBER)), te(1, scores=scores(shifted)),
+                              te(2, scores=scores(far))]})
+    c = claim(check_claims(ev), "become pure positional")
+    assert c.verdict == "differs" and "{L2, L3, L4, L5}" in c.ours and "tie" in c.ours
+
+
+def test_a_layer_that_straddles_gamma_is_listed_and_never_counted():
+    """L0 at (0.88, 0.06): mixed by its point estimate, positional within its interval. It is left out of the set
+    (partial against the paper's L0-L3) and named beside it; a straddler the paper does not list (L5) is left
+    out too, so it cannot break a match either."""
+    noisy = with_interval(scores(PAPER_NUMBER), 0, 0.88, 0.06, 0.04)
+    c = claim(check_claims(Evidence({"number": [te(0, scores=noisy)]})), "become pure positional")
+    assert c.verdict == "partial" and "{L0} at s0" in c.ours and c.per_seed == "s0 {L1, L2, L3}"
+    extra = with_interval(scores(PAPER_NUMBER), 5, 0.88, 0.06, 0.04)
+    c = claim(check_claims(Evidence({"number": [te(0, scores=extra)]})), "become pure positional")
+    assert c.verdict == "match" and "{L5} at s0" in c.ours
+
+
+def test_positional_layers_in_the_number_task_only_by_point_estimates():
+    number = scores(["", "positional"] + ["symbolic"] * 10)
+    clean = scores(["symbolic"] * 12)
+    dirty = scores(["positional"] + ["symbolic"] * 11)
+    maybe = with_interval(clean, 0, 0.88, 0.06, 0.04)  # might be pure positional: does not count
+    for letter, want in ((clean, "match"), (maybe, "match"), (dirty, "differs")):
+        ev = Evidence({"number": [te(0, scores=number)], "letter": [te(0, scores=letter)]})
+        assert verdict(ev, "number task only") == want
+    only_maybe = with_interval(scores(["symbolic"] * 12), 1, 0.88, 0.06, 0.04)  # a number layer that might be
+    ev = Evidence({"number": [te(0, scores=only_maybe)], "letter": [te(0, scores=clean)]})
+    assert verdict(ev, "number task only") == "differs"
+    two = Evidence({"number": [te(0, scores=number), te(1, scores=number)],
+                    "letter": [te(0, scores=clean), te(1, scores=dirty)]})
+    assert verdict(two, "number task only") == "differs"  # 1 of 2 seeds is not most
+
+
+@pytest.mark.parametrize("n_pure,want", [(11, "match"), (10, "match"), (9, "partial"), (8, "partial"), (7, "differs")])
+def test_the_count_of_pure_heads_at_the_end_flips_past_one_and_three(n_pure, want):
+    kinds = [""] * (12 - n_pure) + ["symbolic"] * n_pure
+    ev = Evidence({"letter": [te(s, scores=scores(kinds)) for s in range(2)]})
+    assert verdict(ev, "letter task: pure heads at the end") == want
+
+
+def curve(values: dict[int, float], half: float = 0.01, step: int | None = None) -> list[LengthRecord]:
+    return [LengthRecord(extra=k, n_hops=0, seq_len=k + 40, accuracy=v, n=100, correct=round(100 * v), ci_low=v - half,
+                        ci_high=v + half, n_prefixes=8, prefix_sd=0.0, cluster_low=v - half, cluster_high=v + half,
+                        mode="cached", step=step)
+            for k, v in values.items()]
+
+
+def test_an_accuracy_is_graded_on_the_seed_range_widened_by_each_seeds_interval():
+    """The paper's +100 is 0.74: seeds at 0.33 / 0.54 / 0.37 differ; a seed reaching it makes a match."""
+    far = [te(s, lengthgen=curve({100: a}, 0.04)) for s, a in enumerate((0.33, 0.54, 0.37))]
+    c = claim(check_claims(Evidence({"number": far})), "number task: accuracy at +100")
+    assert c.verdict == "differs" and c.paper_value == 0.74 and (c.seed_min, c.seed_max) == (0.33, 0.54)
+    assert c.seed_sd is not None and c.per_seed.count("s") >= 3
+    near = [te(s, lengthgen=curve({100: a}, 0.04)) for s, a in enumerate((0.33, 0.71, 0.37))]
+    assert verdict(Evidence({"number": near}), "number task: accuracy at +100") == "match"  # 0.71 + 0.04 >= 0.74
+    part = [te(s, lengthgen=curve({100: a}, 0.04)) for s, a in enumerate((0.33, 0.62, 0.37))]
+    assert verdict(Evidence({"number": part}), "number task: accuracy at +100") == "partial"
+
+
+def test_an_accuracy_at_the_floor_for_us_and_the_paper_is_uninformative():
+    """The paper's +5000 is 0.04 on the number task, chance 1/120: at the floor, so 0.02 says nothing."""
+    low = [te(s, chance=1 / 120, lengthgen=curve({5000: 0.02})) for s in range(2)]
+    c = claim(check_claims(Evidence({"number": low})), "number task: accuracy at +5000")
+    assert c.verdict == "uninformative" and "chance 0.0083" in c.ours
+    high = [te(s, chance=1 / 120, lengthgen=curve({5000: a})) for s, a in enumerate((0.02, 0.30))]
+    assert verdict(Evidence({"number": high}), "number task: accuracy at +5000") == "match"  # one seed off the floor
+    high = [te(s, chance=1 / 120, lengthgen=curve({5000: a})) for s, a in enumerate((0.30, 0.35))]
+    assert verdict(Evidence({"number": high}), "number task: accuracy at +5000") == "differs"
+
+
+def test_the_length_claims_name_each_seeds_checkpoint():
+    runs = [te(s, lengthgen=curve({100: 1.0}), lengthgen_step=f"best {100 * (s + 1)}") for s in range(2)]
+    c = claim(check_claims(Evidence({"letter": runs})), "letter task: accuracy at +100")
+    assert c.step == "s0 best 100; s1 best 200" and c.verdict == "match"
+    same = [dataclasses.replace(r, lengthgen_step="best 100") for r in runs]
+    assert claim(check_claims(Evidence({"letter": same})), "letter task: accuracy at +100").step == "best 100"
+
+
+def test_the_letter_model_extrapolating_further_is_checked_seed_by_seed():
+    letter = curve({50: 1.0, 100: 1.0, 800: 0.9})
+    number = curve({50: 0.9, 100: 0.7, 800: 0.2})
+    ev = Evidence({"number": [te(0, lengthgen=number), te(1, lengthgen=number)],
+                   "letter": [te(0, lengthgen=letter), te(1, lengthgen=letter)]})
+    assert verdict(ev, "extrapolates much further") == "match"
+    ev = Evidence({"number": [te(0, lengthgen=number), te(1, lengthgen=letter)],
+                   "letter": [te(0, lengthgen=letter), te(1, lengthgen=number)]})
+    assert verdict(ev, "extrapolates much further") == "differs"
+
+
+def test_the_letter_task_before_the_number_task_pairs_seeds_and_reports_a_two_group_test():
+    early, late = metrics({"accuracy": 200}), metrics({"accuracy": 400})
+    ev = Evidence({"number": [te(s, metrics=late) for s in range(3)],
+                   "letter": [te(s, metrics=early) for s in range(3)]})
+    c = claim(check_claims(ev), "letter task is learned before")
+    assert c.verdict == "match" and "exact permutation p" in c.ours
+    ev = Evidence({"number": [te(s, metrics=late if s else early) for s in range(3)],
+                   "letter": [te(s, metrics=early if s else late) for s in range(3)]})
+    assert verdict(ev, "letter task is learned before") == "partial"
+
+
+def test_the_step_of_maximum_accuracy_is_a_number_with_the_evaluation_spacing_as_its_interval():
+    log = [{"event": "eval", "step": 6750, "accuracy": 1.0}]
+
+    def runs(*best):
+        return [te(s, best_step=b, eval_every=50, metrics=log) for s, b in enumerate(best)]
+
+    assert verdict(Evidence({"number": runs(4700, 4750)}), "number task: step of maximum") == "match"  # 4800 in reach
+    assert verdict(Evidence({"number": runs(4300, 4400)}), "number task: step of maximum") == "partial"  # 4450 + 480
+    assert verdict(Evidence({"number": runs(4200, 4250)}), "number task: step of maximum") == "differs"  # 4300 + 480
+    short = [te(0, best_step=4800, eval_every=50, metrics=[{"event": "eval", "step": 30, "accuracy": 1.0}])]
+    assert verdict(Evidence({"number": short}), "number task: step of maximum") == "n/a"  # not the paper's 6750 steps
+
+
+def steps_of(kinds_by_step: dict[int, list[str]]) -> list[ScoreRecord]:
+    return [r for step, kinds in kinds_by_step.items() for r in scores(kinds, step)]
+
+
+def test_accuracy_converging_before_a_head_turns_pure_differs_and_after_matches():
+    """Sec. 3.1: L0 turns pure at step 200. The best checkpoint at 300 comes after it (holds); at 100, before it.
+    A seed that never reaches 0.9 cannot judge the claim; one that does with no pure layer refutes it."""
+    rows = steps_of({100: [""] * 12, 200: ["symbolic"] * 12, 300: ["symbolic"] * 12})
+    acc = metrics({"accuracy": 100})
+    after = [te(s, scores=rows, metrics=acc, best_step=300) for s in range(2)]
+    assert verdict(Evidence({"letter": after}), "letter task: accuracy converges only once") == "match"
+    before = [te(0, scores=rows, metrics=acc, best_step=300), te(1, scores=rows, metrics=acc, best_step=100)]
+    c = claim(check_claims(Evidence({"letter": before})), "letter task: accuracy converges only once")
+    assert c.verdict == "differs" and "not yet pure" in c.per_seed
+    unlearned = [*after, te(2, scores=rows, metrics=metrics({"accuracy": 5000}), best_step=300)]
+    c = claim(check_claims(Evidence({"letter": unlearned})), "letter task: accuracy converges only once")
+    assert c.verdict == "match" and c.seeds == "0,1"
+    mixed = steps_of({100: [""] * 12, 300: [""] * 12})
+    none = [te(s, scores=mixed, metrics=acc, best_step=300) for s in range(2)]
+    assert verdict(Evidence({"letter": none}), "letter task: accuracy converges only once") == "differs"
+
+
+def test_k_hop_accuracy_above_0_9_with_fewer_than_k_positional_layers_refutes_the_hop_claim():
+    """Sec. 3.3 on constructed runs: a seed solving 4 hops with 1 pure positional layer is a counterexample;
+    with 4 it is not; a 4-hop accuracy of 0.89 is not "solved" and cannot be one."""
+    one = scores(["", "positional"] + ["symbolic"] * 10, 1000)
+    four = scores(["positional"] * 4 + ["symbolic"] * 8, 1000)
+
+    def run(seed, rows, acc4):
+        m = [{"event": "eval", "step": 1000, "accuracy": 1.0, "acc_hop1": 1.0, "acc_hop2": 1.0, "acc_hop3": 0.5,
+              "acc_hop4": acc4}]
+        return te(seed, scores=rows, metrics=m)
+
+    c = claim(check_claims(Evidence({"number": [run(0, one, 0.95), run(1, one, 0.95)]})), "n hops need n")
+    assert c.verdict == "differs" and "4-hop 0.95 with 1 pure positional" in c.per_seed
+    assert verdict(Evidence({"number": [run(0, four, 0.95), run(1, four, 0.95)]}), "n hops need n") == "match"
+    assert verdict(Evidence({"number": [run(0, one, 0.89), run(1, one, 0.89)]}), "n hops need n") == "differs"  # hop 2
+    two = scores(["", "positional", "positional"] + ["symbolic"] * 9, 1000)
+    assert verdict(Evidence({"number": [run(0, two, 0.89)]}), "n hops need n") == "match"  # 2 hops, 2 layers
+    unsolved = te(0, scores=one, metrics=[{"event": "eval", "step": 1000, "accuracy": 0.3, "acc_hop1": 0.5}])
+    assert verdict(Evidence({"number": [unsolved]}), "n hops need n") == "n/a"  # nothing solved: nothing to test
+
+
+def table1(ids: list[float], step: int = 1000) -> list[Table1Record]:
+    return [Table1Record(step, layer, 0, i, 1, 1.0, 1) for layer, i in enumerate(ids)]
+
+
+def test_table1_counts_only_valid_ids_within_three_of_the_papers():
+    paper = [1, 2, 2, 2, 10, 39, 38, 38, 38, 37, 37, 38]
+    ev = Evidence({"number": [te(0, table1=table1(paper))]})
+    assert verdict(ev, "number task: Table 1") == "match"
+    invalid = [0.5, -1.0, 0.0, 2.0, *paper[4:]]  # within 3 of 1, 2, 2 but outside the plane range
+    c = claim(check_claims(Evidence({"number": [te(0, table1=table1(invalid))]})), "number task: Table 1")
+    assert c.verdict == "partial" and "invalid" in c.per_seed and "9 of 12" in c.ours
+    ten = [*paper[:10], 30.0, 30.0]  # 10 agree: match; 9: partial
+    assert verdict(Evidence({"number": [te(0, table1=table1(ten))]}), "number task: Table 1") == "match"
+    nine = [*paper[:9], 30.0, 30.0, 30.0]
+    assert verdict(Evidence({"number": [te(0, table1=table1(nine))]}), "number task: Table 1") == "partial"
+
+
+def test_fast_positional_and_slow_symbolic_ids_must_hold_at_every_seed():
+    kinds = scores(["positional"] * 2 + ["symbolic"] * 10)
+    fast = table1([1, 2] + [38] * 10)
+    slowish = table1([14, 2] + [38] * 10)  # a positional ID above 12: only the weaker form holds
+    ev = Evidence({"number": [te(s, scores=kinds, table1=fast) for s in range(2)]})
+    assert verdict(ev, "fastest rotations") == "match"
+    ev = Evidence({"number": [te(0, scores=kinds, table1=fast), te(1, scores=kinds, table1=slowish)]})
+    assert verdict(ev, "fastest rotations") == "partial"
+    reversed_ids = table1([38, 38] + [2] * 10)
+    ev = Evidence({"number": [te(0, scores=kinds, table1=fast), te(1, scores=kinds, table1=reversed_ids)]})
+    assert verdict(ev, "fastest rotations") == "differs"
+
+
+@pytest.mark.parametrize(
+    "failed,want",
+    [({"max": 0, "min": 0}, "match"), ({"max": 3, "min": 0}, "partial"), ({"max": 3, "min": 1}, "differs")],
+)
+def test_bound_claims_read_the_definition_that_holds(failed, want):
+    bounds = [BoundCheckRecord("index", d, "tasks", 0.8, "2..100", "2..100", 99, n, None, "", None, None, 0)
+              for d, n in failed.items()]
+    assert verdict(Evidence({}, bounds=bounds), "Δ_Index") == want
+
+
+def test_every_claim_is_a_record_with_its_rule_a_known_verdict_and_every_seed():
+    rows = steps_of({500: PAPER_NUMBER, 1000: PAPER_NUMBER})
+    runs = [te(s, scores=rows, metrics=metrics(IN_ORDER), best_step=1000, lengthgen=curve({100: 0.7, 800: 0.2}),
+               table1=table1([1] * 12)) for s in (0, 1, 2)]
+    claims = check_claims(Evidence({"number": runs, "letter": runs}))
+    assert claims and all(isinstance(c, ClaimRecord) and c.rule and c.verdict in VERDICTS for c in claims)
+    assert all(c.seeds == "0,1,2" for c in claims if c.per_seed)
+
+
+def test_evidence_refuses_a_seed_twice():
+    assert Evidence({"number": [te(3)]}).tasks["number"] == (te(3),)
+    with pytest.raises(ValueError, match="repeat"):
+        Evidence({"number": [te(0), te(0)]})

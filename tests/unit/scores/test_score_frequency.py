@@ -42,6 +42,54 @@ def test_weighted_and_dominant_frequency_ids():
     assert dominant_frequency_id(use).tolist() == [3, 1]
 
 
+def test_the_weighted_id_never_leaves_the_plane_range_whatever_the_signs_of_the_uses():
+    use = torch.randn(2000, 64, generator=torch.Generator().manual_seed(0), dtype=torch.float64) - 0.5
+    ids = weighted_frequency_id(use)
+    some = (use > 0).any(-1)
+    assert ((ids[some] >= 1) & (ids[some] <= 64)).all() and ids[~some].isnan().all()
+    # The mean of the IDs weighted by the positive uses, computed plane by plane.
+    row = use[0].tolist()
+    brute = sum((k + 1) * max(u, 0.0) for k, u in enumerate(row)) / sum(max(u, 0.0) for u in row)
+    assert math.isclose(float(ids[0]), brute)
+    assert weighted_frequency_id(-torch.ones(3, 8)).isnan().all()
+
+
+def _signed_planes_model(positive: dict[int, float], negative: dict[int, float]):
+    """Layer 0's head with key = +c·query on the ``positive`` planes and key = −c·query on the ``negative`` ones
+    (0-based planes, GPT-J dims 2k, 2k+1), every other plane silent. On an input of one repeated token every
+    position has the same query and key, so plane k's partial logit at offset δ is ±c·|q_k|²·cos(δθ_k)/√d_head:
+    its maximum over keys is positive on a positive plane (δ = 0) and negative on a slow negative plane."""
+    model = random_model()
+    with torch.no_grad():
+        w = model.blocks[0].attn.qkv.weight
+        w_q, w_k = w[:16], w[16:32]
+        w_k.zero_()
+        signs = {**{k: c for k, c in positive.items()}, **{k: -c for k, c in negative.items()}}
+        for plane in range(8):
+            rows = slice(2 * plane, 2 * plane + 2)
+            if plane in signs:
+                w_k[rows] = signs[plane] * w_q[rows]
+            else:
+                w_q[rows] = 0.0
+    return model
+
+
+def test_a_constructed_head_whose_only_raising_plane_is_known_has_that_weighted_id():
+    """Plane 1 (ID 1, the fastest) raises its key; plane 8 (ID 8, nearly static) lowers every key by almost as
+    much. The signed weighting put the ID far outside 1..8; the weighted ID is exactly the raising plane's."""
+    tokens = torch.arange(6)[:, None].expand(6, 10) + 3  # six inputs, each one token repeated
+    model = _signed_planes_model({0: 1.0}, {7: 1.0})
+    use = frequency_use(model, tokens, layers=[0])[0, 0]
+    assert use[0] > 0 and use[7] < 0 and (use[1:7] == 0).all()
+    signed = float((use * torch.arange(1, 9, dtype=use.dtype)).sum() / use.sum())
+    assert not 1 <= signed <= 8  # the old definition leaves the plane range on this head
+    assert float(weighted_frequency_id(use)) == 1.0 and int(dominant_frequency_id(use)) == 1
+    two = _signed_planes_model({1: 1.0, 5: 1.0}, {7: 1.0})  # IDs 2 and 6 raise, ID 8 lowers
+    use = frequency_use(two, tokens, layers=[0])[0, 0]
+    want = (2 * use[1] + 6 * use[5]) / (use[1] + use[5])
+    assert math.isclose(float(weighted_frequency_id(use)), float(want)) and 2 < float(want) < 6
+
+
 def _one_plane_model(plane: int):
     """A head whose query and key projections live on a single RoPE plane (GPT-J dims 2k, 2k+1)."""
     model = random_model()

@@ -30,7 +30,7 @@ def test_dynamics_figures_have_a_panel_per_layer_and_per_gamma():
     metrics = [{"event": "eval", "step": s, "accuracy": s / 100, "acc_hop1": 1.0, "acc_hop2": 0.5} for s in steps]
     tally = [{"step": s, "positional": 0, "symbolic": int(s > 0)} for s in steps]
     first = [{"layer": 1, "head": 0, "kind": "symbolic", "step": 50}]
-    fig = fig2_dynamics(_scores(), metrics, tally, first, layers=(1, 2), max_acc_step=50)
+    fig = fig2_dynamics(_scores(), metrics, tally, first, layers=(1, 2), best_step=50)
     assert isinstance(fig, Figure) and len(fig.axes) == 4  # accuracy, two layers, tally
     assert len(fig6_layer_scores(_scores(n_layers=5)).axes) == 8  # 2 rows of 4; 3 switched off
     assert len(fig7_purity({0.1: tally, 0.05: tally}, {0.1: first}).axes) == 2

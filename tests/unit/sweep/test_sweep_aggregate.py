@@ -7,10 +7,10 @@ import statistics
 from pathlib import Path
 
 import pytest
+from possym.sweep.spec import spec_from_dict
 
 from possym.sweep.aggregate import hop_order, summarise, summary_markdown
 from possym.sweep.run import run_sweep
-from possym.sweep.spec import spec_from_dict
 
 
 def evals(rows):
@@ -83,12 +83,13 @@ def test_trial_facts_read_the_best_and_the_final_curve_and_the_layers_ever_pure(
     """A hand-made run: best = the earliest step at the maximum validation accuracy (50, not 100); the
     length curve of each checkpoint lands under its own key; L0 possibly positional, L1 surely."""
 
+    from possym.sweep.spec import Trial
+
     from possym.config import load_config
     from possym.model.gptj import GPTJ
-    from possym.records import LengthPoint, ScoreRecord
+    from possym.records import LengthRecord, ScoreRecord
     from possym.runs import RunDir
     from possym.sweep.aggregate import arms_markdown, trial_facts
-    from possym.sweep.spec import Trial
 
     run = RunDir.create(tmp_path / "run", load_config("number", None, tiny_overrides), argv=["test"])
     model = GPTJ(run.model_config)
@@ -98,7 +99,7 @@ def test_trial_facts_read_the_best_and_the_final_curve_and_the_layers_ever_pure(
     run.log({"event": "final", "step": 100, "accuracy": 0.9, "acc_hop1": 0.9})
     point = dict(n_hops=0, seq_len=20, n=10, ci_low=0.0, ci_high=1.0, n_prefixes=1, prefix_sd=0.0,
                  cluster_low=0.0, cluster_high=1.0, mode="shared")
-    run.write("lengthgen", [LengthPoint(extra=100, accuracy=a, correct=int(10 * a), step=s, **point)
+    run.write("lengthgen", [LengthRecord(extra=100, accuracy=a, correct=int(10 * a), step=s, **point)
                             for s, a in ((50, 0.7), (100, 0.4))])
     rows = []
     for step in (50, 100):

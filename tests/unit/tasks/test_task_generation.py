@@ -3,20 +3,19 @@
 import numpy as np
 import pytest
 
-from possym.config import TaskConfig
-from possym.tasks import generate, solve, task_vocab
+from possym.tasks import generate, solve, task_config, task_vocab
 
 SMALL = dict(n_target=4, n_pretarget=6, min_hops=1, max_hops=3)
 CONFIGS = {
-    "number-default": TaskConfig(name="number"),
-    "number-small": TaskConfig(name="number", n_letters=5, **SMALL),
-    "number-2to4": TaskConfig(name="number", min_hops=2, max_hops=4),
-    "number-1hop": TaskConfig(name="number", min_hops=1, max_hops=1),
-    "number-9hops": TaskConfig(name="number", min_hops=9, max_hops=9),
-    "letter-default": TaskConfig(name="letter"),
-    "letter-small": TaskConfig(name="letter", n_letters=4, n_ints=3, **SMALL),
-    "letter-3to4": TaskConfig(name="letter", min_hops=3, max_hops=4),
-    "letter-7hops": TaskConfig(name="letter", n_letters=12, min_hops=7, max_hops=7),
+    "number-default": task_config("number"),
+    "number-small": task_config("number", n_letters=5, **SMALL),
+    "number-2to4": task_config("number", min_hops=2, max_hops=4),
+    "number-1hop": task_config("number", min_hops=1, max_hops=1),
+    "number-9hops": task_config("number", min_hops=9, max_hops=9),
+    "letter-default": task_config("letter"),
+    "letter-small": task_config("letter", n_letters=4, n_ints=3, **SMALL),
+    "letter-3to4": task_config("letter", min_hops=3, max_hops=4),
+    "letter-7hops": task_config("letter", n_letters=12, min_hops=7, max_hops=7),
 }
 
 
@@ -27,7 +26,7 @@ def test_the_solver_agrees_with_every_generated_sample(key, extra):
     samples = generate(cfg, 400, np.random.default_rng(1), extra=extra)
     assert samples.tokens.shape == (400, extra + cfg.seq_len) and samples.extra == extra
     for record in samples.records(task_vocab(cfg)):
-        solution = solve(record["tokens"], cfg.name)
+        solution = solve(cfg.name, record["tokens"])
         assert (solution.answer, solution.n_hops, list(solution.path)) == (
             record["answer"],
             record["n_hops"],
@@ -38,7 +37,7 @@ def test_the_solver_agrees_with_every_generated_sample(key, extra):
 @pytest.mark.parametrize("extra", [0, 7])
 @pytest.mark.parametrize("name", ["number", "letter"])
 def test_chains_move_leftwards_from_the_query_to_the_target_window(name, extra):
-    cfg = TaskConfig(name=name)
+    cfg = task_config(name)
     samples = generate(cfg, 2000, np.random.default_rng(2), extra=extra)
     rows = np.arange(len(samples))
     path, n_hops = samples.path - extra, samples.n_hops
@@ -55,7 +54,7 @@ def test_chains_move_leftwards_from_the_query_to_the_target_window(name, extra):
 
 
 def test_number_windows_hold_letters_then_offsets_that_stay_inside_the_window():
-    cfg = TaskConfig(name="number")
+    cfg = task_config("number")
     extra = 3
     samples = generate(cfg, 1000, np.random.default_rng(3), extra=extra)
     first_offset = task_vocab(cfg).id("1")
@@ -69,7 +68,7 @@ def test_number_windows_hold_letters_then_offsets_that_stay_inside_the_window():
 
 
 def test_number_distractors_point_to_every_earlier_position():
-    cfg = TaskConfig(name="number", min_hops=1, max_hops=1)
+    cfg = task_config("number", min_hops=1, max_hops=1)
     samples = generate(cfg, 3000, np.random.default_rng(4))
     offsets = samples.tokens[:, cfg.n_target : -1] - task_vocab(cfg).id("1") + 1  # all distractors at 1 hop
     for column, p in enumerate(range(cfg.n_target, cfg.seq_len - 1)):
@@ -79,7 +78,7 @@ def test_number_distractors_point_to_every_earlier_position():
 
 @pytest.mark.parametrize("extra", [0, 6])
 def test_letter_chain_letters_appear_nowhere_off_the_chain(extra):
-    cfg = TaskConfig(name="letter")
+    cfg = task_config("letter")
     samples = generate(cfg, 500, np.random.default_rng(5), extra=extra)
     for record in samples.records(task_vocab(cfg)):
         tokens, path = record["tokens"], record["path"]
@@ -96,7 +95,7 @@ def test_letter_chain_letters_appear_nowhere_off_the_chain(extra):
 
 
 def test_letter_windows_hold_letter_int_targets_then_letter_pairs():
-    cfg = TaskConfig(name="letter")
+    cfg = task_config("letter")
     extra = 4
     samples = generate(cfg, 500, np.random.default_rng(6), extra=extra)
     for record in samples.records(task_vocab(cfg)):
@@ -105,7 +104,7 @@ def test_letter_windows_hold_letter_int_targets_then_letter_pairs():
 
 
 def test_take_subsets_every_array_together():
-    samples = generate(TaskConfig(name="letter"), 50, np.random.default_rng(7), extra=2)
+    samples = generate(task_config("letter"), 50, np.random.default_rng(7), extra=2)
     idx = np.array([4, 0, 49])
     part = samples.take(idx)
     assert len(part) == 3 and part.extra == 2
@@ -117,6 +116,6 @@ def test_take_subsets_every_array_together():
 
 def test_generating_a_negative_number_of_samples_or_extras_is_an_error():
     with pytest.raises(ValueError, match="n=-1"):
-        generate(TaskConfig(), -1, np.random.default_rng(0))
+        generate(task_config("number"), -1, np.random.default_rng(0))
     with pytest.raises(ValueError, match="extra=-2"):
-        generate(TaskConfig(), 3, np.random.default_rng(0), extra=-2)
+        generate(task_config("number"), 3, np.random.default_rng(0), extra=-2)

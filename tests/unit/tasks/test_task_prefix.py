@@ -5,13 +5,12 @@ import hashlib
 import numpy as np
 import pytest
 
-from possym.config import TaskConfig
-from possym.tasks import draw_prefix, generate, generate_after, solve, task_vocab
+from possym.tasks import draw_prefix, generate, generate_after, solve, task_config, task_vocab
 
 CONFIGS = {
-    "number": TaskConfig(name="number"),
-    "letter": TaskConfig(name="letter"),
-    "letter-small": TaskConfig(name="letter", n_letters=4, n_ints=3, n_target=4, n_pretarget=6, max_hops=3),
+    "number": task_config("number"),
+    "letter": task_config("letter"),
+    "letter-small": task_config("letter", n_letters=4, n_ints=3, n_target=4, n_pretarget=6, max_hops=3),
 }
 
 
@@ -27,7 +26,7 @@ def test_every_window_after_a_shared_prefix_solves_to_its_answer(key, length):
         assert samples.extra == length and (samples.tokens[:, :length] == prefix).all()
         assert (samples.n_hops == n_hops).all()
         for record in samples.records(task_vocab(cfg)):
-            solution = solve(record["tokens"], cfg.name)
+            solution = solve(cfg.name, record["tokens"])
             assert (solution.answer, solution.n_hops, list(solution.path)) == (
                 record["answer"],
                 n_hops,
@@ -36,19 +35,19 @@ def test_every_window_after_a_shared_prefix_solves_to_its_answer(key, length):
 
 
 def test_letter_prefixes_leave_exactly_the_chain_letters_free():
-    cfg = TaskConfig(name="letter")
+    cfg = task_config("letter")
     vocab, rng = task_vocab(cfg), np.random.default_rng(0)
     for n_hops in cfg.hops:
         prefix = draw_prefix(cfg, 2000, n_hops, rng)
         letters = {t[0] for t in vocab.decode(prefix)}
-        assert len(letters) == cfg.letters - n_hops  # 2,000 draws use every letter allowed
+        assert len(letters) == cfg.n_letters - n_hops  # 2,000 draws use every letter allowed
         samples = generate_after(cfg, prefix, 200, n_hops, rng)
         answers = {vocab.tokens[a][0] for a in samples.answer}
         assert not answers & letters and len(answers) == n_hops
 
 
 def test_answers_of_windows_after_a_prefix_stay_balanced_over_position():
-    cfg = TaskConfig(name="number")
+    cfg = task_config("number")
     rng = np.random.default_rng(1)
     samples = generate_after(cfg, draw_prefix(cfg, 10, 2, rng), 800, 2, rng)
     answer_pos = samples.path[np.arange(800), samples.n_hops] - 10
@@ -56,7 +55,7 @@ def test_answers_of_windows_after_a_prefix_stay_balanced_over_position():
 
 
 def test_a_prefix_that_uses_too_many_letters_or_a_bad_hop_count_is_refused():
-    cfg = TaskConfig(name="letter")
+    cfg = task_config("letter")
     rng = np.random.default_rng(2)
     everything = draw_prefix(cfg, 3000, 1, rng)  # 7 letters used: only one is free
     with pytest.raises(ValueError, match="too few for 3-hop chains"):
@@ -71,13 +70,13 @@ def test_a_prefix_that_uses_too_many_letters_or_a_bad_hop_count_is_refused():
 def test_plain_generation_is_unchanged_by_the_prefix_machinery(name, digest):
     # Training data must stay bit-identical to the runs already made: these digests were computed with
     # the generator as it was before shared prefixes existed (commit 01f24a9).
-    s = generate(TaskConfig(name=name), 500, np.random.default_rng(7), extra=3)
+    s = generate(task_config(name), 500, np.random.default_rng(7), extra=3)
     assert hashlib.sha256(s.tokens.tobytes()).hexdigest()[:16] == digest
 
 
 def test_windows_after_any_cut_of_a_letter_prefix_keep_the_whole_prefix_letters_off_the_chain():
     # Nested prefixes: the K = 10 windows must use the same chain letters as the K = 5,000 ones.
-    cfg = TaskConfig(name="letter")
+    cfg = task_config("letter")
     vocab, rng = task_vocab(cfg), np.random.default_rng(5)
     prefix = draw_prefix(cfg, 3000, 2, rng)
     letters = {t[0] for t in vocab.decode(prefix)}
@@ -86,4 +85,4 @@ def test_windows_after_any_cut_of_a_letter_prefix_keep_the_whole_prefix_letters_
         assert samples.extra == length and (samples.tokens[:, :length] == prefix[:length]).all()
         assert not {vocab.tokens[a][0] for a in samples.answer} & letters
         for record in samples.records(vocab):
-            assert solve(record["tokens"], "letter").answer == record["answer"]
+            assert solve("letter", record["tokens"]).answer == record["answer"]

@@ -20,12 +20,12 @@ from possym.tasks import Solution, solve
     ids=["fig1-number", "fig3a-number", "fig1-letter", "fig3b-letter"],
 )
 def test_the_solver_gives_the_paper_answers_to_the_paper_examples(text, task, expected):
-    assert solve(text.split(), task) == expected
+    assert solve(task, text.split()) == expected
 
 
 def test_the_solver_follows_a_number_chain_of_any_length():
     tokens = ["zz", "q"] + ["1"] * 30
-    assert solve(tokens, "number") == Solution("q", 30, tuple(range(31, 0, -1)))
+    assert solve("number", tokens) == Solution("q", 30, tuple(range(31, 0, -1)))
 
 
 def test_the_solver_follows_a_letter_chain_of_any_length_in_either_direction():
@@ -33,7 +33,7 @@ def test_the_solver_follows_a_letter_chain_of_any_length_in_either_direction():
     letters = "abcdefghijklmnopqrstuvwxyz"
     pairs = [letters[i] + letters[i - 1] for i in range(25, 0, -1)]
     tokens = ["a1"] + pairs[1::2] + pairs[0::2][::-1] + ["Az"]
-    solution = solve(tokens, "letter")
+    solution = solve("letter", tokens)
     assert solution.answer == "a1" and solution.n_hops == 26
     assert [tokens[p][0] for p in solution.path[1:]] == list(letters[::-1])
 
@@ -56,11 +56,11 @@ def test_the_solver_follows_a_letter_chain_of_any_length_in_either_direction():
 )
 def test_the_solver_rejects_an_ill_posed_input_saying_why(text, task, reason):
     with pytest.raises(ValueError, match=reason):
-        solve(text.split(), task)
+        solve(task, text.split())
 
 
 def test_the_solver_rejects_an_empty_input_and_an_unknown_task():
     with pytest.raises(ValueError, match="empty"):
-        solve([], "number")
+        solve("number", [])
     with pytest.raises(ValueError, match="'word'"):
-        solve(["a", "1"], "word")
+        solve("word", ["a", "1"])

@@ -3,8 +3,7 @@
 import numpy as np
 import pytest
 
-from possym.config import TaskConfig
-from possym.tasks import TASKS, balanced_combinations, generate, make_splits
+from possym.tasks import TASKS, balanced_combinations, generate, make_splits, task_config
 
 N_COMBOS = {"number": 8 * 120 * 4, "letter": 8 * 8 * 8 * 4}
 
@@ -19,7 +18,7 @@ def classes(samples):
 @pytest.mark.parametrize("name", ["number", "letter"])
 def test_a_split_of_twice_the_combinations_holds_each_hop_answer_and_position_exactly_twice(name):
     n = 2 * N_COMBOS[name]
-    cfg = TaskConfig(name=name, n_train=n, n_val=0, n_test=0)
+    cfg = task_config(name, n_train=n, n_val=0, n_test=0)
     train = make_splits(cfg, seed=3)["train"]
     unique, counts = np.unique(classes(train), axis=0, return_counts=True)
     assert len(unique) == N_COMBOS[name]
@@ -30,7 +29,7 @@ def test_a_split_of_twice_the_combinations_holds_each_hop_answer_and_position_ex
 @pytest.mark.parametrize("name", ["number", "letter"])
 def test_a_remainder_keeps_hop_counts_equal_and_answer_positions_within_one(name):
     n = N_COMBOS[name] + 1000
-    samples = generate(TaskConfig(name=name), n, np.random.default_rng(8))
+    samples = generate(task_config(name), n, np.random.default_rng(8))
     unique, counts = np.unique(classes(samples), axis=0, return_counts=True)
     assert len(unique) == N_COMBOS[name] and set(counts) == {1, 2} and counts.sum() == n
     assert np.bincount(samples.n_hops).tolist() == [0] + [n // 4] * 4
@@ -41,7 +40,7 @@ def test_a_remainder_keeps_hop_counts_equal_and_answer_positions_within_one(name
 
 @pytest.mark.parametrize("name", ["number", "letter"])
 def test_the_paper_split_sizes_have_exactly_equal_hop_proportions(name):
-    cfg = TaskConfig(name=name)
+    cfg = task_config(name)
     combos = TASKS[name].combinations(cfg)
     assert len(combos) == N_COMBOS[name]
     for size in (cfg.n_train, cfg.n_val, cfg.n_test):
@@ -50,7 +49,7 @@ def test_the_paper_split_sizes_have_exactly_equal_hop_proportions(name):
 
 
 def test_balanced_combinations_are_shuffled():
-    combos = TASKS["number"].combinations(TaskConfig())
+    combos = TASKS["number"].combinations(task_config("number"))
     picked = balanced_combinations(combos, 2 * len(combos), np.random.default_rng(0))
     assert not (picked[: len(combos)] == combos).all()
     assert len(np.unique(picked[:100, -1])) == 4
@@ -58,7 +57,7 @@ def test_balanced_combinations_are_shuffled():
 
 @pytest.mark.parametrize("name", ["number", "letter"])
 def test_split_sizes_follow_the_config(name):
-    cfg = TaskConfig(name=name, n_train=1000, n_val=30, n_test=70)
+    cfg = task_config(name, n_train=1000, n_val=30, n_test=70)
     splits = make_splits(cfg, seed=0)
     assert list(splits) == ["train", "val", "test"]
     assert {k: len(v) for k, v in splits.items()} == {"train": 1000, "val": 30, "test": 70}
@@ -68,7 +67,7 @@ def test_split_sizes_follow_the_config(name):
 
 
 # A task with about 300 distinct sequences, so that independent draws of the splits overlap.
-TINY = TaskConfig(name="number", n_target=2, n_pretarget=2, n_letters=3, max_hops=2, n_train=240, n_val=24, n_test=24)
+TINY = task_config("number", n_target=2, n_pretarget=2, n_letters=3, max_hops=2, n_train=240, n_val=24, n_test=24)
 
 
 def test_splits_share_no_token_sequence_even_when_independent_draws_would():
@@ -91,14 +90,14 @@ def test_redrawn_rows_keep_the_split_balanced_and_well_formed():
 
 
 def test_a_task_too_small_for_disjoint_splits_is_an_error():
-    cfg = TaskConfig(name="number", n_target=1, n_pretarget=1, n_letters=1, max_hops=1, n_train=1, n_val=1, n_test=0)
+    cfg = task_config("number", n_target=1, n_pretarget=1, n_letters=1, max_hops=1, n_train=1, n_val=1, n_test=0)
     with pytest.raises(ValueError, match="cannot make val disjoint"):
         make_splits(cfg, seed=0)
 
 
 @pytest.mark.parametrize("name", ["number", "letter"])
 def test_the_same_seed_gives_identical_splits_and_another_seed_different_ones(name):
-    cfg = TaskConfig(name=name, n_train=500, n_val=50, n_test=50)
+    cfg = task_config(name, n_train=500, n_val=50, n_test=50)
     first, again, other = make_splits(cfg, seed=11), make_splits(cfg, seed=11), make_splits(cfg, seed=12)
     for split in ("train", "val", "test"):
         for array in ("tokens", "answer", "n_hops", "path"):

@@ -5,8 +5,7 @@ import string
 import numpy as np
 import pytest
 
-from possym.config import TaskConfig
-from possym.tasks import PAD, Vocab, number_alphabet, task_vocab
+from possym.tasks import PAD, Vocab, number_alphabet, task_config, task_vocab
 
 
 def test_the_paper_alphabet_has_120_letters_ending_at_dp():
@@ -28,14 +27,14 @@ def test_an_alphabet_beyond_zz_is_an_error():
 
 
 def test_the_number_vocab_has_137_ids_in_the_paper_tokenizer_order():
-    vocab = task_vocab(TaskConfig(name="number"))
+    vocab = task_vocab(task_config("number"))
     assert len(vocab) == 137
     assert vocab.id(PAD) == 0
     assert [vocab.id(t) for t in ("1", "9", "16", "a", "z", "aa", "dp")] == [1, 9, 16, 17, 42, 43, 136]
 
 
 def test_the_letter_vocab_has_129_ids_with_letter_int_tokens_before_letter_pairs():
-    vocab = task_vocab(TaskConfig(name="letter"))
+    vocab = task_vocab(task_config("letter"))
     assert len(vocab) == 129
     assert vocab.id(PAD) == 0
     ids = [vocab.id(t) for t in ("a1", "a8", "b1", "h8", "aa", "ah", "ba", "hh")]
@@ -43,13 +42,13 @@ def test_the_letter_vocab_has_129_ids_with_letter_int_tokens_before_letter_pairs
 
 
 def test_the_number_vocab_has_one_offset_per_possible_jump_of_a_custom_window():
-    vocab = task_vocab(TaskConfig(name="number", n_target=4, n_pretarget=6, n_letters=5, max_hops=3))
+    vocab = task_vocab(task_config("number", n_target=4, n_pretarget=6, n_letters=5, max_hops=3))
     assert vocab.tokens == (PAD, *(str(d) for d in range(1, 11)), "a", "b", "c", "d", "e")
 
 
 @pytest.mark.parametrize("name", ["number", "letter"])
 def test_encoding_then_decoding_returns_the_tokens(name):
-    vocab = task_vocab(TaskConfig(name=name))
+    vocab = task_vocab(task_config(name))
     tokens = list(vocab.tokens[::-1])
     ids = vocab.encode(tokens)
     assert ids.dtype == np.int64
@@ -59,11 +58,11 @@ def test_encoding_then_decoding_returns_the_tokens(name):
 
 def test_an_unknown_token_is_an_error_that_names_it():
     with pytest.raises(ValueError, match="'i9'"):
-        task_vocab(TaskConfig(name="letter")).encode(["a1", "i9"])
+        task_vocab(task_config("letter")).encode(["a1", "i9"])
 
 
 def test_decoding_an_id_outside_the_vocabulary_is_an_error():
-    vocab = task_vocab(TaskConfig(name="letter"))
+    vocab = task_vocab(task_config("letter"))
     with pytest.raises(ValueError, match=r"\[129\]"):
         vocab.decode([1, 129])
     with pytest.raises(ValueError, match=r"\[-1\]"):

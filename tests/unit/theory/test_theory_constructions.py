@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from possym.config import TaskConfig
 from possym.model.gptj import Attention
-from possym.tasks import generate, task_vocab
+from possym.tasks import generate, task_config, task_vocab
 from possym.theory.constructions import (
     IndexConstruction,
     RetrievalConstruction,
@@ -89,7 +88,7 @@ def test_t_retrieval_computes_retrieval_on_every_proper_input_with_decoding_gap_
 
 
 def test_t_index_is_exact_on_number_task_instances_with_the_papers_vocabulary():
-    task = TaskConfig(name="number")
+    task = task_config("number")
     c = IndexConstruction(IndexSymbols(120, 16), theta=0.8)
     vocab = task_vocab(task)
     ids = np.stack([c.symbols.encode(vocab.decode(r)) for r in generate(task, 400, np.random.default_rng(0)).tokens])
@@ -97,7 +96,7 @@ def test_t_index_is_exact_on_number_task_instances_with_the_papers_vocabulary():
 
 
 def test_t_retrieval_is_exact_on_letter_task_instances_where_retrieval_is_defined():
-    task = TaskConfig(name="letter")
+    task = task_config("letter")
     c = RetrievalConstruction(RetrievalSymbols(8, 8), theta=0.0027)
     vocab = task_vocab(task)
     ids = np.stack([c.symbols.encode(vocab.decode(r)) for r in generate(task, 400, np.random.default_rng(0)).tokens])

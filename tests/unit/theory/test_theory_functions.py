@@ -3,8 +3,7 @@
 import numpy as np
 import pytest
 
-from possym.config import TaskConfig
-from possym.tasks import generate, task_vocab
+from possym.tasks import generate, task_config, task_vocab
 from possym.theory.functions import (
     IndexSymbols,
     RetrievalSymbols,
@@ -107,7 +106,7 @@ def test_samplers_only_produce_inputs_in_the_domain():
 
 
 def test_task_instances_are_in_the_domain_of_the_functions():
-    number, letter = TaskConfig(name="number"), TaskConfig(name="letter")
+    number, letter = task_config("number"), task_config("letter")
     rng = np.random.default_rng(3)
     sym = IndexSymbols(120, 16)
     nv = task_vocab(number)

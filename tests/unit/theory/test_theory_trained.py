@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 import torch
 
-from possym.config import ModelConfig, TaskConfig
+from possym.config import ModelConfig
 from possym.model.gptj import GPTJ
-from possym.tasks import generate, task_vocab
+from possym.tasks import generate, task_config, task_vocab
 from possym.theory.trained import collapse_summary, last_query_scores, top_gap, trained_discrepancy
 
-TASK = TaskConfig(name="number")
+TASK = task_config("number")
 
 
 def _model(n_layers: int = 2) -> GPTJ:
@@ -51,7 +51,13 @@ def test_trained_discrepancy_gives_one_record_per_layer_head_and_length():
     assert len(disc) == 2 * 2 * 3 and [r["extra"] for r in acc] == [0, 5, 300]
     for r in disc:
         assert 0 <= r["min"] <= r["q10"] <= r["median"] <= r["q90"] <= r["max"]
-        assert 0.0 <= acc[0]["accuracy"] <= 1.0
+    # Accuracy on the very inputs it measured: redrawn from the same seed and run through the plain forward.
+    again = np.random.default_rng(0)
+    for record, extra in zip(acc, [0, 5, 300], strict=True):
+        samples = generate(TASK, 3, again, extra=extra)
+        with torch.no_grad():
+            predicted = model(torch.as_tensor(samples.tokens))[:, -1].argmax(-1).numpy()
+        assert record["accuracy"] == pytest.approx(float((predicted == samples.answer).mean()))
 
 
 def test_collapse_summary_finds_where_discrepancy_halves_and_accuracy_breaks():

@@ -3,8 +3,7 @@
 import numpy as np
 import torch
 
-from possym.config import TaskConfig
-from possym.tasks import task_vocab
+from possym.tasks import task_config, task_vocab
 from possym.theory.constructions import IndexConstruction, RetrievalConstruction, run_construction
 from possym.theory.functions import IndexSymbols, RetrievalSymbols, all_proper_inputs, retrieval
 from possym.theory.witnesses import (
@@ -15,7 +14,7 @@ from possym.theory.witnesses import (
     symbolic_heads_on_swap,
 )
 
-NUMBER, LETTER = TaskConfig(name="number"), TaskConfig(name="letter")
+NUMBER, LETTER = task_config("number"), task_config("letter")
 
 
 def _construction_answers(c, pair, task) -> list[str]:

@@ -7,9 +7,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from possym.config import ModelConfig, TaskConfig
+from possym.config import ModelConfig
 from possym.model.gptj import GPTJ
-from possym.tasks import generate
+from possym.tasks import generate, task_config
 from possym.train.fused import (
     DropoutMasks,
     cxx_compiler,
@@ -153,7 +153,7 @@ def test_compiled_step_is_bitwise_repeatable_on_two_threads():
 
 
 def test_masks_rate_scale_shapes_and_determinism():
-    cfg = ModelConfig(n_layers=3, d_model=32, n_heads=2, d_mlp=64, d_vocab=11, dropout=0.1)
+    cfg = ModelConfig(n_layers=3, d_model=32, n_heads=2, d_mlp=64, d_vocab=11, dropout=0.1, embd_dropout=None)
     masks = draw_masks(cfg, 64, 17, torch.Generator().manual_seed(0))
     again = draw_masks(cfg, 64, 17, torch.Generator().manual_seed(0))
     other = draw_masks(cfg, 64, 17, torch.Generator().manual_seed(1))
@@ -171,10 +171,10 @@ def test_masks_rate_scale_shapes_and_determinism():
 
 
 def test_embedding_dropout_has_a_rate_of_its_own():
-    """embd_dropout=None is today's stream bit for bit (one rate everywhere); 0 draws no embedding
-    mask and leaves the other masks at their rate; an attention-only block has no MLP mask."""
+    """embd_dropout=None (as dropout) is the stream of one rate everywhere, bit for bit; 0 draws no
+    embedding mask and leaves the other masks at their rate; an attention-only block has no MLP mask."""
     base = dict(n_layers=2, d_model=32, d_mlp=64, d_vocab=11, dropout=0.1)
-    same = draw_masks(ModelConfig(**base), 64, 17, torch.Generator().manual_seed(0))
+    same = draw_masks(ModelConfig(**base, embd_dropout=None), 64, 17, torch.Generator().manual_seed(0))
     spelt = draw_masks(ModelConfig(**base, embd_dropout=0.1), 64, 17, torch.Generator().manual_seed(0))
     assert torch.equal(same.embed, spelt.embed) and all(
         torch.equal(a, b) for la, lb in zip(same.layers, spelt.layers, strict=True) for a, b in zip(la, lb, strict=True)
@@ -227,7 +227,7 @@ def test_compiled_eval_logits_equal_the_module():
 def test_compiled_evaluate_pads_the_last_batch_and_agrees():
     """11 samples in batches of 4: the compiled evaluation pads the last batch to 4 rows (one shape
     for every batch) and gives the eager evaluation's accuracies and loss."""
-    task = TaskConfig(name="letter", n_train=0, n_val=11, n_test=0)
+    task = task_config("letter", n_train=0, n_val=11, n_test=0)
     samples = generate(task, 11, np.random.default_rng(0))
     cfg = ModelConfig(n_layers=2, d_model=16, d_mlp=32, d_vocab=int(samples.tokens.max()) + 1)
     model = GPTJ(cfg, torch.Generator().manual_seed(0)).double().eval()

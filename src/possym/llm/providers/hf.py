@@ -7,9 +7,9 @@ from typing import TYPE_CHECKING, Any
 
 from possym.errors import PossymError
 from possym.llm.decode import PrefixCache, eos_ids, greedy_generate
-from possym.llm.prompts import reply_is_decided
 from possym.llm.providers.base import GenerationSettings
 from possym.local_models import input_device, load_local_model, resolve_local_model
+from possym.one_hop import reply_is_decided
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, PreTrainedTokenizerBase

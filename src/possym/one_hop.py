@@ -1,5 +1,8 @@
 """The 1-hop tasks of the paper's LLM experiment (Section 3.7, Appendix H, Table 2): samplers, prompts, oracle.
 
+Below both of their users: :mod:`possym.llm` puts these prompts to LLMs, and :mod:`possym.heads`
+scores the heads of a pretrained model on them.
+
 A 1-hop instance is a *target window* of ``length`` tokens followed by one *query* token; the answer
 is one token of the window.
 
@@ -22,7 +25,7 @@ Sampling choices the paper does not state, and which we therefore name:
     prompts do not depend on which other lengths are in the grid ("a fresh dataset seeded by the run
     number", with the cell as a further key).
 
-``solve`` is the oracle: it reads only the sequence text and knows nothing of the samplers. It
+``one_hop_answer`` is the oracle: it reads only the sequence text and knows nothing of the samplers. It
 reproduces the six worked examples of Table 2, and every sampled instance is checked against it.
 """
 
@@ -148,10 +151,13 @@ def make_grid(tasks: Sequence[str], lengths: Sequence[int], runs: Sequence[int],
     return [inst for run in runs for task in tasks for length in lengths for inst in make_cell(task, length, run, n)]
 
 
-def solve(task: str, sequence: str) -> str:
+def one_hop_answer(task: str, sequence: str) -> str:
     """The answer to a 1-hop sequence, read from the text alone (the oracle).
 
-    >>> solve("number", "a z b y c x d w 5"), solve("letter", "w9 t7 l5 g1 n4 l6 u9 k7 m5 p8 gk")
+    Not :func:`possym.tasks.solve`: a 1-hop letter query's first letter plays no part and may repeat
+    a window letter, which the multi-hop letter task's solver would call ambiguous.
+
+    >>> one_hop_answer("number", "a z b y c x d w 5"), one_hop_answer("letter", "w9 t7 l5 g1 n4 l6 u9 k7 m5 p8 gk")
     ('y', 'k7')
 
     Raises ValueError when the sequence has no unique answer.

@@ -16,29 +16,21 @@ import pytest
 from safetensors.torch import load_file
 
 from possym.cli import main
-from possym.records import LengthPoint
+from possym.records import LengthRecord
 from possym.runs import RunDir, read_csv
 
-FAST = [
-    "--lengthgen-grid",
-    "0,10,100",
-    "--lengthgen-n",
-    "8",
-    "--lengthgen-prefixes",
-    "2",
-    "--score-inputs",
-    "8",
-    "--discrepancy-extras",
-    "0,10",
-    "--discrepancy-samples",
-    "4",
-]
+FAST = ["lengthgen.grid=[0,10,100]", "lengthgen.n=8", "lengthgen.n_prefixes=2", "score.n_inputs=8",
+        "discrepancy.extras=[0,10]", "discrepancy.samples=4"]
 
 
 def reproduce_args(out, tiny, skip=("theory", "canonical")):
     # The theory and canonical stages have their own tests (tests/integration/theory, .../canonical); here
     # they would only add minutes. The canonical section of the report is tested below on a tiny grid.
-    return ["reproduce", "--preset", "quick", "--out", str(out), *FAST, "--skip", ",".join(skip), *tiny]
+    return ["reproduce", "--preset", "quick", "--out", str(out), "--skip", ",".join(skip), *FAST, *tiny]
+
+
+def log(out, owner):
+    return json.loads((out / "log" / f"{owner}.json").read_text())["stages"]
 
 
 @pytest.fixture(scope="module")
@@ -50,24 +42,15 @@ def tiny_reproduction(tmp_path_factory, tiny_session_overrides):
 
 def test_every_stage_ran_once_and_left_its_outputs(tiny_reproduction):
     out = tiny_reproduction
-    stages = json.loads((out / "stages.json").read_text())["stages"]
-    assert list(stages) == [
-        "data",
-        "train",
-        "score:number",
-        "score:letter",
-        "discrepancy:number",
-        "discrepancy:letter",
-        "lengthgen:number",
-        "lengthgen:letter",
-        "report",
-    ]
-    assert all(s["status"] == "done" and s["runs"] == 1 and s["seconds"] >= 0 for s in stages.values())
+    assert list(log(out, "experiment")) == ["data", "report"]
+    for task in ("number", "letter"):
+        stages = log(out, f"{task}-s0")
+        assert list(stages) == ["train", "score", "discrepancy", "lengthgen"]
+        assert all(s["status"] == "done" and s["attempts"] == 1 and s["seconds"] >= 0 for s in stages.values())
+        assert (out / "runs" / f"{task}-s0" / "scores.csv").exists()
+        assert (out / "runs" / f"{task}-s0" / "lengthgen.csv").exists()
     data = read_csv(out / "tables" / "data.csv")
     assert len(data) == 6 and all(r["solver_agrees"] == r["solver_checked"] for r in data)
-    for task in ("number", "letter"):
-        assert (out / task / "scores.csv").exists() and (out / task / "lengthgen.csv").exists()
-        assert (out / "logs" / f"score_{task}.log").exists()  # library stages print nothing; the log is there
     claims = read_csv(out / "claims.csv")
     assert {"claim", "paper", "ours", "verdict", "rule", "step"} <= set(claims[0]) and len(claims) >= 15
 
@@ -75,15 +58,15 @@ def test_every_stage_ran_once_and_left_its_outputs(tiny_reproduction):
 def test_length_curves_are_measured_at_the_best_checkpoint_and_the_final_one_and_claims_say_which(tiny_reproduction):
     out = tiny_reproduction
     for task in ("number", "letter"):
-        run = RunDir.open(out / task)
+        run = RunDir.open(out / "runs" / f"{task}-s0")
         best, final = run.best(), run.checkpoint_steps()[-1]
-        assert {p.step for p in run.read("lengthgen", LengthPoint)} == {best, final}
-        assert json.loads((out / task / "best.json").read_text())["step"] == best
+        assert {p.step for p in run.read("lengthgen", LengthRecord)} == {best, final}
+        assert json.loads((run.path / "best.json").read_text())["step"] == best
     claims = read_csv(out / "claims.csv")
     length = [c for c in claims if "accuracy at +100 tokens" in c["claim"]]
     assert len(length) == 2 and all(c["step"].startswith("best") for c in length)  # "best 20", "best = final 30"
     scores = [c for c in claims if c["claim"].startswith("number task: pure heads")]
-    assert scores and scores[0]["step"].endswith(str(RunDir.open(out / "number").checkpoint_steps()[-1]))
+    assert scores and scores[0]["step"].endswith(str(RunDir.open(out / "runs" / "number-s0").checkpoint_steps()[-1]))
 
 
 def test_the_report_embeds_every_figure_it_names_and_each_decodes(tiny_reproduction):
@@ -100,8 +83,8 @@ def test_the_report_embeds_every_figure_it_names_and_each_decodes(tiny_reproduct
         "compare_fig2a_accuracy",
         "compare_fig5b_length",
         "compare_fig6_final_scores",
-        "number_fig2_dynamics",
-        "letter_fig8_frequency_use",
+        "number_s0_fig2_dynamics",
+        "letter_s0_fig8_frequency_use",
     } <= set(pngs)
     assert len(images) == len(pngs)
 
@@ -112,11 +95,10 @@ def test_a_second_call_only_rebuilds_the_report_and_other_settings_are_refused(
     TINY = tiny_session_overrides
     out = tiny_reproduction
     assert main(reproduce_args(out, TINY)) == 0
-    stages = json.loads((out / "stages.json").read_text())["stages"]
-    assert stages["train"]["runs"] == 1 and stages["report"]["runs"] == 2
+    assert log(out, "number-s0")["train"]["attempts"] == 1 and log(out, "experiment")["report"]["attempts"] == 2
     capsys.readouterr()
     assert main(reproduce_args(out, [*TINY, "train.lr=0.01"])) == 2
-    assert "was made with other settings (overrides differ" in capsys.readouterr().err
+    assert "holds a run with another config (train.lr differ)" in capsys.readouterr().err
 
 
 def test_the_report_renders_in_headless_chromium_with_no_missing_image(tiny_reproduction):
@@ -151,24 +133,23 @@ def test_a_killed_reproduction_resumes_where_it_stopped(tmp_path, tiny_overrides
     argv = [sys.executable, "-m", "possym", *args]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    ckpts = out / "number" / "checkpoints"
+    ckpts = out / "runs" / "number-s0" / "checkpoints"
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and len(list(ckpts.glob("*.safetensors"))) < 3 and proc.poll() is None:
         time.sleep(0.2)
     assert proc.poll() is None, "the reproduction ended before it could be killed"
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    stages = json.loads((out / "stages.json").read_text())["stages"]
-    assert stages["data"]["status"] == "done" and stages["train"]["status"] == "running"
+    assert log(out, "experiment")["data"]["status"] == "done"
+    assert log(out, "number-s0")["train"]["status"] == "running"
 
     assert main(args) == 0
-    stages = json.loads((out / "stages.json").read_text())["stages"]
-    assert stages["data"]["runs"] == 1 and stages["train"]["runs"] == 2
-    assert all(s["status"] == "done" for s in stages.values())
+    assert log(out, "experiment")["data"]["attempts"] == 1 and log(out, "number-s0")["train"]["attempts"] == 2
+    assert all(s["status"] == "done" for owner in ("number-s0", "letter-s0") for s in log(out, owner).values())
     # The resumed training ends exactly where an uninterrupted one does.
     fresh = tmp_path / "fresh"
     assert main(["train", "--task", "number", "--preset", "quick", "--out", str(fresh), *tiny]) == 0
-    a = load_file(RunDir.open(out / "number").checkpoint_path(400))
+    a = load_file(RunDir.open(out / "runs" / "number-s0").checkpoint_path(400))
     b = load_file(RunDir.open(fresh).checkpoint_path(400))
     assert all((a[k] == b[k]).all() for k in a)
 
@@ -190,29 +171,24 @@ def test_a_sweep_given_to_the_report_becomes_a_section_with_its_figures(tiny_rep
     ax.plot([0, 1])
     fig.savefig(sweep / "figures" / "sweep_accuracy.png")
     plt.close(fig)
-    args = reproduce_args(tiny_reproduction, [])
-    assert main([*args, "--sweep", str(sweep), *tiny_session_overrides]) == 0
+    args = ["--sweep", str(sweep), *reproduce_args(tiny_reproduction, tiny_session_overrides)[1:]]
+    assert main(["reproduce", *args]) == 0
     page = (tiny_reproduction / "report.html").read_text()
     assert "Sweep: sweep" in page and "sweep: sweep_accuracy" in page and "1&lt;2&lt;3&lt;4" in page
     assert (tiny_reproduction / "tables" / "sweep_seeds.csv").exists()
     assert "the claims table, seed by seed" in page and "match: order 1" in page and "holds for every seed" in page
-    assert main([*args, "--sweep", str(sweep / "nowhere"), *tiny_session_overrides]) == 2
+    args[1] = str(sweep / "nowhere")
+    assert main(["reproduce", *args]) == 2
 
 
-def test_the_canonical_stage_runs_the_grid_of_its_preset(monkeypatch, tmp_path, tiny_session_overrides):
-    """The stage is one library call: the quick grid for the quick preset, the default grid otherwise."""
-    import possym.canonical.grid as grid
-    from possym.pipeline.reproduce import build_stages, resolve
+def test_the_canonical_part_is_the_grid_of_its_preset():
+    """A reproduction's canonical part is the quick grid for the quick preset and the default grid otherwise."""
+    from possym.canonical.grid import CanonicalGridConfig
+    from possym.experiment.reproduce import reproduction
 
-    calls = []
-    monkeypatch.setattr(grid, "run_grid", lambda cfg, out, **kw: calls.append((cfg, out)))
-    for preset, want in (("quick", grid.GridConfig.quick()), ("paper", grid.GridConfig())):
-        stages = build_stages(tmp_path, resolve(preset, []), jobs=1)
-        stage = next(s for s in stages if s.name == "canonical")
-        stage.run()
-        assert calls[-1] == (want, tmp_path / "canonical")
-    skipped = build_stages(tmp_path, resolve("quick", [], skip=("canonical",)), jobs=1)
-    assert "canonical" not in [s.name for s in skipped]
+    assert dict(reproduction("quick").parts) == {"canonical": CanonicalGridConfig.quick()}
+    assert dict(reproduction("paper").parts) == {"canonical": CanonicalGridConfig()}
+    assert dict(reproduction("quick", skip=("canonical",)).parts) == {}
 
 
 def test_a_canonical_grid_in_the_directory_becomes_a_section_of_the_report(tiny_reproduction, tiny_session_overrides):
@@ -222,7 +198,7 @@ def test_a_canonical_grid_in_the_directory_becomes_a_section_of_the_report(tiny_
     assert main([*tiny_grid, "--out", str(out / "canonical")]) == 0
     assert main(reproduce_args(out, tiny_session_overrides)) == 0
     page = (out / "report.html").read_text()
-    assert "The metric paper&#x27;s canonical tasks" in page or "The metric paper's canonical tasks" in page
+    assert "The metric paper&#x27;s canonical tasks" in page  # escaped as html.escape writes a quote
     assert "Theorem 7: w_max(j)" in page and (out / "figures" / "canonical_fig_plane.png").exists()
     claims = read_csv(out / "tables" / "canonical_claims.csv")
     assert claims and {"claim", "verdict", "rule"} <= set(claims[0])

@@ -1,0 +1,37 @@
+"""One experiment, one executor: a reproduction, a sweep and a canonical grid are three uses of one thing.
+
+>>> exp = load_experiment("quick", seeds=(0, 1, 2), overrides=["score.n_inputs=100"])
+>>> len(exp.runs()), exp.stage_names[:3]
+(6, ('data', 'train', 'score'))
+
+``run_experiment(exp, out="runs/quick")`` runs it, resumably: a rerun does only what is missing.
+"""
+
+from possym.experiment.config import (
+    Experiment,
+    RunSpec,
+    Variant,
+    apply_overrides,
+    dump_experiment,
+    experiment_from_dict,
+    experiment_names,
+    experiment_to_dict,
+    load_experiment,
+)
+from possym.experiment.executor import ExperimentOutcome, run_canonical_grid, run_experiment, run_unit
+
+__all__ = [
+    "Experiment",
+    "ExperimentOutcome",
+    "RunSpec",
+    "Variant",
+    "apply_overrides",
+    "dump_experiment",
+    "experiment_from_dict",
+    "experiment_names",
+    "experiment_to_dict",
+    "load_experiment",
+    "run_canonical_grid",
+    "run_experiment",
+    "run_unit",
+]

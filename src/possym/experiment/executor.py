@@ -1,0 +1,344 @@
+"""The one executor: runs an experiment's stages over its runs into one directory, resumably.
+
+Layout of ``OUT``::
+
+    experiment.yaml      the experiment as last run (a rerun with other settings says what differs)
+    runs/ID/             each run's directory (``possym.open_run`` reads it)
+    log/ID.json          the resume log (:mod:`possym.stages.log`), one file per run and one for
+                         the experiment-scope stages
+    logs/ID.log          what each run's stages (and the experiment's) printed
+    NAME/                each part (a sub-experiment, e.g. the canonical grid)
+
+Order. Parts run first. Then the stages, in the experiment's order: experiment-scope stages run
+here, once; each maximal stretch of run-scope stages (``train`` included) runs as one *unit of work
+per run*, either here, stage by stage over the runs (training every run before scoring any), or on
+an engine (:mod:`possym.sweep.engines`: a process pool, Ray, Slurm), where a unit is one run's
+stretch of stages in one worker. What is done with today's settings is skipped; a unit that fails is
+retried ``retries`` times; a run that still fails is reported, later stages leave it out, and the
+experiment's own stages (the report) run on what exists.
+
+Every call leaves the caller's process as it found it: thread counts are set per unit and restored.
+
+Example:
+    >>> import tempfile
+    >>> from possym.experiment.config import load_experiment
+    >>> exp = load_experiment("quick", overrides=["experiment.tasks=[number]", "train.steps=4"])  # doctest: +SKIP
+    >>> run_experiment(exp, tempfile.mkdtemp()).failed   # doctest: +SKIP
+    {}
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pandas as pd
+import yaml
+from tqdm import tqdm
+
+from possym.canonical.grid import CanonicalGridConfig
+from possym.devices import torch_threads
+from possym.errors import PossymError
+from possym.experiment.config import Experiment, RunSpec, dump_experiment, experiment_differences, experiment_to_dict
+from possym.experiment.migrate import migrate
+from possym.runs import RunDir, atomic_write_text, ensure_run
+from possym.stages.log import EXPERIMENT, ResumeLog, ResumeRecord
+from possym.stages.registry import ExperimentDir, Stage, get_stage
+
+if TYPE_CHECKING:
+    from possym.canonical.grid import GridResults
+
+EXPERIMENT_FILE = "experiment.yaml"
+
+
+@dataclass
+class ExperimentOutcome:
+    """What a call did: stages run and skipped, runs that failed (with their last error) or were retried,
+    the settings that differ from the previous call, and each experiment-scope stage's return value."""
+
+    out: Path
+    ran: list[tuple[str, str]] = field(default_factory=list)  # (owner, stage)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)  # run id (or "experiment") -> last error
+    retried: list[str] = field(default_factory=list)  # run ids whose unit ran more than once in this call
+    changed: list[str] = field(default_factory=list)  # experiment.yaml keys that differ from the last call
+    migrated: list[str] = field(default_factory=list)  # what migrating an older layout did (experiment.migrate)
+    results: dict[str, Any] = field(default_factory=dict)  # experiment-scope stage -> what it returned
+    parts: dict[str, ExperimentOutcome] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def log(self) -> pd.DataFrame:
+        """The resume log of the directory as a table: owner, stage, status, seconds, attempts, ..."""
+        columns = [f.name for f in dataclasses.fields(ResumeRecord)]
+        return pd.DataFrame([dataclasses.asdict(r) for r in ResumeLog(self.out).records()], columns=columns)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One run's stretch of run-scope stages: plain, picklable data, so that every engine ships it as is."""
+
+    out: str
+    run: RunSpec
+    stages: tuple[tuple[Stage, Any], ...]
+    threads: int | None
+
+
+def run_experiment(exp: Experiment, out: str | Path, *, engine: Any = None, progress: bool = True,
+                   on_unit: Callable[[Unit, str], None] | None = None) -> ExperimentOutcome:
+    """Run every stage of ``exp`` not yet done with today's settings into ``out``; see the module docstring.
+
+    ``engine``: None runs everything in this process; else an object with ``map(fn, items)`` yielding
+    ``(item, result, error)`` (:func:`possym.sweep.engines.make_engine`). ``on_unit(unit, "done" |
+    "retry" | "failed")`` reports each run's outcome (a progress bar's hook).
+    """
+    t0 = time.perf_counter()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    exp = exp.with_stages()
+    outcome = ExperimentOutcome(out)
+    outcome.migrated = migrate(out, exp)
+    specs = exp.runs()
+    # Every run is opened or created before anything runs: a run that holds another config is refused here.
+    runs = {spec.id: ensure_run(out / "runs" / spec.id, spec.config(), argv=["possym.run_experiment", str(out)])
+            for spec in specs}
+    outcome.changed = _record_experiment(out, exp)
+    for name, part in exp.parts:
+        sub = _part_experiment(part)
+        outcome.parts[name] = run_experiment(sub, out / name, engine=engine, progress=progress)
+    log = ResumeLog(out)
+    failed: set[str] = set()
+    context = ExperimentDir(out, runs, {s.id: s.task for s in specs}, {s.id: s.seed for s in specs},
+                            {s.id: s.variant for s in specs}, exp.preset)
+    for segment in _segments(exp):
+        if segment[0][0].scope == "experiment":
+            stage, cfg = segment[0]
+            _experiment_stage(stage, cfg, context, log, outcome, exp.threads)
+            continue
+        alive = [s for s in specs if s.id not in failed]
+        units = [Unit(str(out), s, segment, exp.threads) for s in alive]
+        todo = [u for u in units if not _unit_done(u, log, outcome)]
+        if not todo:
+            continue
+        if engine is None:
+            _run_here(todo, log, outcome, exp.retries, progress, on_unit)
+        else:
+            _run_on(engine, todo, outcome, exp.retries, on_unit)
+        failed |= set(outcome.failed)
+    outcome.seconds = time.perf_counter() - t0
+    return outcome
+
+
+def run_unit(unit: Unit) -> dict[str, Any]:
+    """Run one unit's stages that are not done (a worker's function: top level, plain data in and out)."""
+    log = ResumeLog(Path(unit.out))
+    run = RunDir.open(Path(unit.out) / "runs" / unit.run.id)
+    ran = []
+    with torch_threads(unit.threads), _output_to(Path(unit.out) / "logs" / f"{unit.run.id}.log", stderr=True):
+        for stage, cfg in unit.stages:
+            key = stage.key_of(cfg)
+            if log.done(unit.run.id, stage.name, key, _defaults(stage)):
+                continue
+            log.start(unit.run.id, stage.name, key)
+            t0 = time.perf_counter()
+            try:
+                stage.run([run], cfg) if stage.scope == "runs" else stage.run(run, cfg)
+            except Exception as exc:
+                log.fail(unit.run.id, stage.name, time.perf_counter() - t0, _error(exc))
+                raise
+            log.finish(unit.run.id, stage.name, time.perf_counter() - t0)
+            ran.append(stage.name)
+    return {"run": unit.run.id, "ran": ran}
+
+
+# ---- the parts of one call -------------------------------------------------------------------------
+
+def _segments(exp: Experiment) -> list[tuple[tuple[Stage, Any], ...]]:
+    """The stages in order, each experiment-scope stage alone, consecutive run-scope stages together."""
+    out: list[list[tuple[Stage, Any]]] = []
+    for name, cfg in exp.stages:
+        stage = get_stage(name)
+        if stage.scope == "experiment" or not out or out[-1][0][0].scope == "experiment":
+            out.append([(stage, cfg)])
+        else:
+            out[-1].append((stage, cfg))
+    return [tuple(s) for s in out]
+
+
+def _unit_done(unit: Unit, log: ResumeLog, outcome: ExperimentOutcome) -> bool:
+    done = [log.done(unit.run.id, s.name, s.key_of(c), _defaults(s)) for s, c in unit.stages]
+    outcome.skipped += [(unit.run.id, s.name) for (s, _), d in zip(unit.stages, done, strict=True) if d]
+    return all(done)
+
+
+def _run_here(units: list[Unit], log: ResumeLog, outcome: ExperimentOutcome, retries: int, progress: bool,
+              on_unit: Callable[[Unit, str], None] | None) -> None:
+    """In this process, stage by stage over every run (a ``runs``-scope stage sees them all at once)."""
+    alive = list(units)
+    for index in range(len(units[0].stages)):
+        stage, cfg = units[0].stages[index]
+        key = stage.key_of(cfg)
+        todo = [u for u in alive if not log.done(u.run.id, stage.name, key, _defaults(stage))]
+        if not todo:
+            continue
+        bar = tqdm(total=len(todo), desc=stage.name, unit="run", disable=not progress or len(todo) < 2,
+                   dynamic_ncols=True, leave=False)
+        for attempt in range(retries + 1):
+            if not todo:
+                break
+            if stage.scope == "runs":
+                todo = _attempt(todo, stage, cfg, log, outcome, together=True)
+            else:
+                todo = [u for u in todo if _attempt([u], stage, cfg, log, outcome, together=False)]
+            bar.update(bar.total - len(todo) - bar.n)
+            if todo and attempt < retries:
+                outcome.retried += [u.run.id for u in todo if u.run.id not in outcome.retried]
+                for u in todo:
+                    if on_unit:
+                        on_unit(u, "retry")
+        bar.close()
+        for u in todo:
+            alive.remove(u)
+            if on_unit:
+                on_unit(u, "failed")
+    for u in alive:
+        if on_unit:
+            on_unit(u, "done")
+
+
+def _attempt(units: list[Unit], stage: Stage, cfg: Any, log: ResumeLog, outcome: ExperimentOutcome,
+             together: bool) -> list[Unit]:
+    """Run ``stage`` on ``units`` (all at once when ``together``); returns the units that failed."""
+    key = stage.key_of(cfg)
+    for u in units:
+        log.start(u.run.id, stage.name, key)
+    runs = [RunDir.open(Path(u.out) / "runs" / u.run.id) for u in units]
+    t0 = time.perf_counter()
+    owner = units[0].run.id if len(units) == 1 else EXPERIMENT
+    try:
+        with torch_threads(units[0].threads), _output_to(Path(units[0].out) / "logs" / f"{owner}.log"):
+            stage.run(runs, cfg) if together else stage.run(runs[0], cfg)
+    except Exception as exc:
+        error = _error(exc)
+        for u in units:
+            log.fail(u.run.id, stage.name, time.perf_counter() - t0, error)
+            outcome.failed[u.run.id] = error
+        return units
+    seconds = time.perf_counter() - t0
+    for u in units:
+        log.finish(u.run.id, stage.name, seconds / len(units))
+        outcome.ran.append((u.run.id, stage.name))
+        outcome.failed.pop(u.run.id, None)
+    return []
+
+
+def _run_on(engine: Any, units: list[Unit], outcome: ExperimentOutcome, retries: int,
+            on_unit: Callable[[Unit, str], None] | None) -> None:
+    todo = list(units)
+    for attempt in range(retries + 1):
+        if not todo:
+            break
+        again = []
+        for unit, result, error in engine.map(run_unit, todo):
+            if error is None:
+                outcome.ran += [(unit.run.id, s) for s in (result or {}).get("ran", [])]
+                outcome.failed.pop(unit.run.id, None)
+                state = "done"
+            else:
+                outcome.failed[unit.run.id] = error
+                state = "failed" if attempt == retries else "retry"
+                if state == "retry":
+                    again.append(unit)
+                    if unit.run.id not in outcome.retried:
+                        outcome.retried.append(unit.run.id)
+            if on_unit:
+                on_unit(unit, state)
+        todo = again
+
+
+def _experiment_stage(stage: Stage, cfg: Any, context: ExperimentDir, log: ResumeLog, outcome: ExperimentOutcome,
+                      threads: int | None) -> None:
+    key = stage.key_of(cfg)
+    if log.done(EXPERIMENT, stage.name, key, _defaults(stage)) and not stage.always:
+        outcome.skipped.append((EXPERIMENT, stage.name))
+        return
+    log.start(EXPERIMENT, stage.name, key)
+    t0 = time.perf_counter()
+    alive = ExperimentDir(context.path, {k: v for k, v in context.runs.items() if k not in outcome.failed},
+                          context.tasks, context.seeds, context.variants, context.preset)
+    try:
+        with torch_threads(threads), _output_to(context.path / "logs" / f"{EXPERIMENT}.log"):
+            outcome.results[stage.name] = stage.run(alive, cfg)
+    except Exception as exc:
+        log.fail(EXPERIMENT, stage.name, time.perf_counter() - t0, _error(exc))
+        raise
+    log.finish(EXPERIMENT, stage.name, time.perf_counter() - t0)
+    outcome.ran.append((EXPERIMENT, stage.name))
+
+
+def _defaults(stage: Stage) -> dict[str, Any]:
+    """The stage's settings at their defaults (what a setting added since an entry was written held then)."""
+    try:
+        return stage.key_of(stage.settings_from({}))
+    except (TypeError, ValueError):  # a stage whose settings have no defaults
+        return {}
+
+
+def _part_experiment(part: Any) -> Experiment:
+    if isinstance(part, CanonicalGridConfig):
+        from possym.experiment.canonical import canonical_experiment
+
+        return canonical_experiment(part)
+    return part
+
+
+def _record_experiment(out: Path, exp: Experiment) -> list[str]:
+    """Write ``OUT/experiment.yaml``; return the keys on which it differs from the one there before."""
+    file = out / EXPERIMENT_FILE
+    now = experiment_to_dict(exp)
+    before = yaml.safe_load(file.read_text()) if file.is_file() else None
+    atomic_write_text(file, dump_experiment(exp))
+    return [] if before is None else experiment_differences(before, now)
+
+
+def _error(exc: BaseException) -> str:
+    """The exception's last lines, short enough for a log entry and a report."""
+    return "".join(traceback.format_exception(exc)[-3:]).strip()[-1500:]
+
+
+@contextlib.contextmanager
+def _output_to(path: Path, stderr: bool = False) -> Iterator[None]:
+    """What a stage prints goes to its log file; progress bars (stderr) stay on screen, unless ``stderr``
+    (a worker of an engine, whose screen nobody watches)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as f, contextlib.redirect_stdout(f):
+        if stderr:
+            with contextlib.redirect_stderr(f):
+                yield
+        else:
+            yield
+
+
+def run_canonical_grid(grid: CanonicalGridConfig, out: str | Path, *, progress: bool = False) -> GridResults:
+    """Train, analyse and report the canonical grid into ``out``, resumably (a finished cell is neither
+    retrained nor re-analysed); returns the grid's records (:class:`~possym.canonical.grid.GridResults`)."""
+    from possym.experiment.canonical import canonical_experiment
+
+    outcome = run_experiment(canonical_experiment(grid), out, progress=progress)
+    if outcome.failed:
+        raise PossymError(f"{len(outcome.failed)} canonical cell(s) failed: {next(iter(outcome.failed.items()))}")
+    return outcome.results["canonical_report"]
+
+
+def stage_rows(out: str | Path) -> list[dict[str, Any]]:
+    """The resume log as plain rows (the report's timing table)."""
+    return [{"owner": r.owner, "stage": r.stage, "status": r.status, "seconds": r.seconds, "runs": r.attempts}
+            for r in ResumeLog(Path(out)).records()]
+
+
+__all__ = ["ExperimentOutcome", "Unit", "run_canonical_grid", "run_experiment", "run_unit", "stage_rows"]

@@ -1,0 +1,175 @@
+"""Output directories written before the executor, read once into its layout: nothing finished is redone.
+
+Three older layouts, each recognised by a file only it had, and moved (renames within ``OUT``, never
+copies) and recorded in the resume log (:mod:`possym.stages.log`) with the settings it was made
+with. An entry is recorded only where those settings are today's: a finished stage whose settings
+have since changed runs again, as it would have then.
+
+- a reproduction (``OUT/stages.json``, runs in ``OUT/{number,letter}``): each run moves to
+  ``OUT/runs/TASK-sSEED``; its stages' old flat settings (``score_inputs``, ``lengthgen_grid``, ...)
+  become the stages' typed settings; ``stages.json`` is kept as ``stages.v1.json``;
+- a sweep (``OUT/trials/ID/STAGE.done`` with ``trial.json``): the runs stay in ``OUT/runs/ID``; each
+  marked stage is recorded with the settings ``trial.json`` holds; ``trials/`` becomes ``trials.v1/``;
+- a canonical grid (``OUT/runs/TASK/CONDITION/seedS`` with ``canonical.json``): each cell moves to
+  ``OUT/runs/CONDITION-TASK-sS`` and its analysis is rewritten as the ``canonical_cell`` stage's.
+
+:func:`migrate` is called by :func:`~possym.experiment.executor.run_experiment` on every call and does
+nothing on a directory already in today's layout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from possym.experiment.config import Experiment
+from possym.runs import RunDir, atomic_write_text
+from possym.stages.log import EXPERIMENT, ResumeLog
+from possym.stages.registry import get_stage
+
+
+def migrate(out: Path, exp: Experiment) -> list[str]:
+    """Bring ``out`` into today's layout for ``exp``; returns what it did, one line per change."""
+    out = Path(out)
+    done: list[str] = []
+    if (out / "stages.json").is_file():
+        done += _reproduction(out, exp)
+    if (out / "trials").is_dir():
+        done += _sweep(out, exp)
+    if any(p.is_file() for p in (out / "runs").glob("*/*/seed*/canonical.json")):
+        done += _canonical(out, exp)
+    return done
+
+
+def _mark(log: ResumeLog, owner: str, name: str, old: Any, exp: Experiment) -> bool:
+    """Record stage ``name`` done for ``owner`` if ``old`` (its settings then, typed) are today's."""
+    if name not in exp.stage_names:
+        return False
+    stage = get_stage(name)
+    key = stage.key_of(old)
+    if key != stage.key_of(exp.stage(name)):
+        return False
+    log.mark_done(owner, name, key)
+    return True
+
+
+def _finished(run: RunDir) -> bool:
+    return any(m.get("event") == "final" for m in run.metrics())
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in str(text).split(","))
+
+
+def _reproduction(out: Path, exp: Experiment) -> list[str]:
+    from possym.evaluate.lengthgen import LengthGenConfig
+    from possym.stages.data import AuditConfig
+    from possym.stages.lengthgen import LengthStageConfig
+    from possym.stages.score import ScoreConfig
+    from possym.stages.theory import DiscrepancyConfig, TheoryConfig
+
+    record = json.loads((out / "stages.json").read_text())
+    settings, stages = record["settings"], record["stages"]
+    status = {name: info.get("status") for name, info in stages.items()}
+    log, notes = ResumeLog(out), []
+    typed = {
+        "score": ScoreConfig(n_inputs=settings["score_inputs"]),
+        "discrepancy": DiscrepancyConfig(extras=_ints(settings["discrepancy_extras"]),
+                                         samples=settings["discrepancy_samples"], step="best"),
+        "lengthgen": LengthStageConfig(curve=LengthGenConfig(grid=_ints(settings["lengthgen_grid"]),
+                                                             n=settings["lengthgen_n"],
+                                                             n_prefixes=settings["lengthgen_prefixes"]),
+                                       steps=("best", "final")),
+    }
+    by_task = {spec.task: spec for spec in exp.runs() if spec.seed == 0}
+    for task, spec in by_task.items():
+        old = out / task
+        if not (old / "config.yaml").is_file():
+            continue
+        new = out / "runs" / spec.id
+        new.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(old, new)
+        notes.append(f"moved {old} to {new}")
+        if _finished(RunDir.open(new)):
+            _mark(log, spec.id, "train", get_stage("train").settings_from({}), exp)
+        for name, cfg in typed.items():
+            if status.get(f"{name}:{task}") == "done" and _mark(log, spec.id, name, cfg, exp):
+                notes.append(f"{spec.id}: {name} recognised as done")
+    if status.get("data") == "done":
+        _mark(log, EXPERIMENT, "data", AuditConfig(), exp)
+    if status.get("theory") == "done":
+        _mark(log, EXPERIMENT, "theory", TheoryConfig(quick=settings["theory"] == "quick"), exp)
+    os.replace(out / "stages.json", out / "stages.v1.json")
+    return notes
+
+
+def _sweep(out: Path, exp: Experiment) -> list[str]:
+    log, notes = ResumeLog(out), []
+    for state in sorted((out / "trials").iterdir()):
+        trial = state / "trial.json"
+        if not trial.is_file():
+            continue
+        recorded = json.loads(trial.read_text()).get("stages", {})
+        for marker in state.glob("*.done"):
+            name = marker.stem
+            if name == "train":
+                _mark(log, state.name, "train", get_stage("train").settings_from({}), exp)
+                continue
+            plain = dict(recorded.get(name) or {})
+            if name == "lengthgen" and "curve" in plain:  # the stage's nested form, flattened
+                plain = {**plain.pop("curve"), **plain}
+            try:
+                old = get_stage(name).settings_from(plain)
+            except ValueError:
+                continue  # a stage whose settings no longer exist reruns
+            if _mark(log, state.name, name, old, exp):
+                notes.append(f"{state.name}: {name} recognised as done")
+    os.replace(out / "trials", out / "trials.v1")
+    return notes
+
+
+def _canonical(out: Path, exp: Experiment) -> list[str]:
+    from possym.canonical.grid import CellConfig
+
+    log, notes = ResumeLog(out), []
+    for cache in sorted((out / "runs").glob("*/*/seed*/canonical.json")):
+        cell = cache.parent
+        task, cond, seed = cell.parent.parent.name, cell.parent.name, int(cell.name.removeprefix("seed"))
+        new = out / "runs" / f"{cond}-{task}-s{seed}"
+        os.replace(cell, new)
+        notes.append(f"moved {cell} to {new}")
+        data = json.loads((new / "canonical.json").read_text())
+        key, runs, positions = data["grid"], data["runs"], data["positions"]
+        cfg = CellConfig(key["n_eval_per_position"], tuple(key["length_factors"]), key["n_score"], key["n_geometry"])
+        first = runs[0]
+        heads = {k: [float(r[k]) if k not in ("dominant_id",) else int(r[k]) for r in runs]
+                 for k in ("s_pos", "s_sym", "entropy", "dominant_id", "dominant_s_pos", "dominant_s_sym",
+                           "key_collapse", "query_alignment", "query_alignment_shuffled")}
+        accuracy = {"1": float(first["acc"]), "2": float(first["acc_2x"]), "4": float(first["acc_4x"])}
+        rewritten = {"settings": {**_asdict(cfg), "length_factors": list(cfg.length_factors)},
+                     "accuracy": {f: a for f, a in accuracy.items() if int(f) in cfg.length_factors},
+                     "positions": [{k: int(p[k]) for k in ("length", "position", "correct", "total")}
+                                   for p in positions],
+                     "heads": heads, "train_s": float(first["train_s"])}
+        atomic_write_text(new / "canonical.json", json.dumps(rewritten, indent=1) + "\n")
+        run = RunDir.open(new)
+        if _finished(run):
+            _mark(log, new.name, "train", get_stage("train").settings_from({"monitor": False, "progress": False}),
+                  exp)
+        _mark(log, new.name, "canonical_cell", cfg, exp)
+    for task_dir in (out / "runs").iterdir():  # the emptied TASK/CONDITION folders
+        if task_dir.is_dir() and not (task_dir / "config.yaml").exists():
+            for cond_dir in task_dir.iterdir():
+                if cond_dir.is_dir() and not any(cond_dir.iterdir()):
+                    cond_dir.rmdir()
+            if not any(task_dir.iterdir()):
+                task_dir.rmdir()
+    return notes
+
+
+def _asdict(cfg: Any) -> dict[str, Any]:
+    import dataclasses
+
+    return dataclasses.asdict(cfg)

@@ -1,1 +1,0 @@
-"""The whole reproduction as resumable stages over one output directory (``possym reproduce``)."""

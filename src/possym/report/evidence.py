@@ -1,0 +1,112 @@
+"""Read trained runs, one per seed and task, into the typed records the report and claims take.
+
+:func:`load_evidence` takes per task a list of run directories (one per seed; ``possym score``,
+``lengthgen`` and ``discrepancy`` write into each) and the directory of ``possym theory``'s tables.
+A table that is not there yet reads as empty. :func:`legacy_runs` reads the single-seed layout of
+``possym reproduce`` (``DIR/{number,letter}``, ``DIR/theory``).
+
+Example:
+    >>> runs = {"number": [RunDir.open(f"runs/p/runs/number-s{s}") for s in (0, 1)]}  # doctest: +SKIP
+    >>> ev = load_evidence(runs, Path("runs/p/theory"))                            # doctest: +SKIP
+    >>> [te.seed for te in ev.tasks["number"]]                                      # doctest: +SKIP
+    [0, 1]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from possym.config import RunConfig
+from possym.records import (
+    BoundCheckRecord,
+    Fig5aRecord,
+    LengthRecord,
+    PurityRecord,
+    ScoreRecord,
+    Table1Record,
+    VerificationRecord,
+    points_at,
+    read_records,
+)
+from possym.report.claims import Evidence, TaskEvidence
+from possym.runs import RunDir, read_csv, typed_row
+from possym.tasks import get_task
+
+TASK_DIRS = ("number", "letter")
+
+
+def table(path: Path) -> list[dict[str, Any]]:
+    return [typed_row(r) for r in read_csv(path)] if path.exists() else []
+
+
+def _label(run: RunDir, step: int | None) -> str:
+    """How a claim names a checkpoint: "best 4800", "final 6750", or "best = final 6750"."""
+    if step is None:
+        return ""
+    steps = run.checkpoint_steps()
+    names = [n for n, s in (("best", run.best()), ("final", steps[-1] if steps else None)) if s == step]
+    return f"{' = '.join(names) or 'step'} {step}"
+
+
+def run_seed(cfg: RunConfig) -> int:
+    """A run's seed, as the report names it: its init seed (a reproduction sets every seed to the same number)."""
+    return cfg.seeds.init
+
+
+def chance(cfg: RunConfig) -> float:
+    """A uniform guess's accuracy over the task's possible answers, as the task declares it
+    (:attr:`possym.tasks.Task.chance`: 1/120 on the number task, 1/64 on the letter task)."""
+    return get_task(cfg.task.name).chance(cfg.task)
+
+
+def task_evidence(run: RunDir) -> TaskEvidence:
+    """A run's tables; the length curve at the best checkpoint (as the authors evaluated), the final one beside."""
+    steps = run.checkpoint_steps()
+    final = steps[-1] if steps else None
+    points = run.read("lengthgen", LengthRecord)
+    best = run.best() if steps else None
+    at_best = points_at(points, best) if best is not None and any(p.step == best for p in points) else []
+    at_final = points_at(points, final) if final is not None else []
+    curve = at_best or at_final
+    curve_step = best if at_best else (final if at_final else None)
+    scores = run.read("scores", ScoreRecord)
+    table1 = run.read("table1", Table1Record)
+    cfg = run.config
+    return TaskEvidence(
+        n_layers=cfg.model.n_layers,
+        seed=run_seed(cfg),
+        chance=chance(cfg),
+        n_planes=cfg.model.n_planes,
+        metrics=run.metrics(),
+        purity=run.read("purity", PurityRecord),
+        scores=scores,
+        table1=table1,
+        lengthgen=curve,
+        lengthgen_final=at_final if at_best and best != final else [],
+        best_step=best,
+        eval_every=cfg.train.eval_every,
+        lengthgen_step=_label(run, curve_step),
+        scores_step=_label(run, max((r.step for r in scores), default=None)),
+        table1_step=_label(run, table1[0].step if table1 else None),
+    )
+
+
+def load_evidence(runs: Mapping[str, Sequence[RunDir]], theory_dir: Path | None) -> Evidence:
+    """Per task, every run's evidence in seed order, and the theory's tables from ``theory_dir`` (None: none)."""
+    tasks = {task: sorted((task_evidence(r) for r in dirs), key=lambda te: te.seed)
+             for task, dirs in runs.items() if dirs}
+    if theory_dir is None:
+        return Evidence(tasks=tasks)
+    return Evidence(
+        tasks=tasks,
+        bounds=read_records(theory_dir / "bounds.csv", BoundCheckRecord),
+        verification=read_records(theory_dir / "verification.csv", VerificationRecord),
+        fig5a=read_records(theory_dir / "fig5a.csv", Fig5aRecord),
+    )
+
+
+def legacy_runs(out: Path) -> dict[str, list[RunDir]]:
+    """The runs of a single-seed reproduction directory: ``DIR/{task}``, each read as its one seed."""
+    return {name: [RunDir.open(out / name)] for name in TASK_DIRS if (out / name / "config.yaml").exists()}

@@ -1,0 +1,167 @@
+"""The one registry of stages: each a function of (a run, its runs, or an experiment directory) and its
+typed config, returning records.
+
+A stage is declared where it lives, as ``STAGE = Stage(...)`` (or ``STAGES = (...)``) at the end of
+its module in :mod:`possym.stages`; :func:`stages` imports every such module once, so adding a stage
+is one new file. A notebook or a test adds its own with :func:`register_stage`.
+
+Scopes:
+
+- ``"run"``: ``fn(run: RunDir, cfg)``, once per run of an experiment (scores, length curves, ...);
+- ``"runs"``: ``fn(runs: list[RunDir], cfg)``, once over every run that needs it (training, which
+  groups the runs that can share a step);
+- ``"experiment"``: ``fn(exp: ExperimentDir, cfg)``, once per experiment directory (the data audit,
+  the theory, the report).
+
+A stage's settings are a frozen dataclass (its ``config``), built from plain data with
+:meth:`Stage.settings_from` (an unknown key is an error naming the known ones) and written back with
+:meth:`Stage.settings_of`; the executor keys its resume log on them.
+
+Example:
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class CountConfig:
+    ...     n: int = 3
+    >>> stage = Stage("count", CountConfig, lambda run, cfg: [cfg.n], scope="run")
+    >>> stage.settings_from({"n": 5}), stage.settings_of(CountConfig(5))
+    (CountConfig(n=5), {'n': 5})
+    >>> stage.settings_from({"m": 1})   # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    possym.errors.ConfigError: count: unknown key(s) ['m']; known: ['n']
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import pkgutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from possym.errors import ConfigError
+from possym.runs import RunDir
+
+Scope = Literal["run", "runs", "experiment"]
+SCOPES = ("run", "runs", "experiment")
+# Settings that say where and how fast a stage runs, not what it computes: the resume log ignores them,
+# so a rerun with more threads or on another device does not redo finished work.
+EXECUTION_KEYS = ("threads", "device", "force", "progress")
+
+
+@dataclass(frozen=True)
+class ExperimentDir:
+    """What an experiment-scope stage sees: the output directory and the experiment's runs by id
+    (run directories that exist; a stage reads what it needs from them)."""
+
+    path: Path
+    runs: Mapping[str, RunDir] = field(default_factory=dict)
+    tasks: Mapping[str, str] = field(default_factory=dict)  # run id -> task name
+    seeds: Mapping[str, int] = field(default_factory=dict)  # run id -> seed
+    variants: Mapping[str, str] = field(default_factory=dict)  # run id -> variant ("" for none)
+    preset: str | None = None
+
+    def runs_of(self, task: str, variant: str = "") -> list[RunDir]:
+        """The runs of ``task`` (and ``variant``), in seed order."""
+        ids = sorted((i for i in self.runs if self.tasks.get(i) == task and self.variants.get(i, "") == variant),
+                     key=lambda i: self.seeds.get(i, 0))
+        return [self.runs[i] for i in ids]
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, tuple | list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+@dataclass(frozen=True)
+class Stage:
+    """A named capability of the pipeline: its settings class, its function and its scope.
+
+    ``always``: rerun on every call (a report reads whatever the others produced). ``from_dict`` /
+    ``to_dict``: how plain settings map onto ``config`` when it is not flat (the length stage nests
+    its curve's settings); by default every field is a key.
+    """
+
+    name: str
+    config: type
+    run: Callable[..., Any]
+    scope: Scope = "run"
+    always: bool = False
+    from_dict: Callable[[dict[str, Any]], Any] | None = None
+    to_dict: Callable[[Any], dict[str, Any]] | None = None
+    summary: str = ""
+
+    def __post_init__(self) -> None:
+        if self.scope not in SCOPES:
+            raise ConfigError(f"stage {self.name!r}: scope={self.scope!r}; allowed: {SCOPES}")
+        if not dataclasses.is_dataclass(self.config):
+            raise ConfigError(f"stage {self.name!r}: its config must be a dataclass, not {self.config!r}")
+
+    def settings_from(self, data: Mapping[str, Any] | None) -> Any:
+        """The typed config from plain settings (None: the defaults); unknown keys name the known ones."""
+        data = dict(data or {})
+        if self.from_dict is not None:
+            return self.from_dict(data)
+        known = sorted(f.name for f in dataclasses.fields(self.config))
+        unknown = sorted(set(data) - set(known))
+        if unknown:
+            raise ConfigError(f"{self.name}: unknown key(s) {unknown}; known: {known}")
+        return self.config(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+
+    def settings_of(self, cfg: Any) -> dict[str, Any]:
+        """The plain settings of a typed config, as written into an experiment's config."""
+        if self.to_dict is not None:
+            return _plain(self.to_dict(cfg))
+        return _plain(dataclasses.asdict(cfg))
+
+    def key_of(self, cfg: Any) -> dict[str, Any]:
+        """What the resume log compares: the settings less :data:`EXECUTION_KEYS`."""
+        return {k: v for k, v in self.settings_of(cfg).items() if k not in EXECUTION_KEYS}
+
+
+_REGISTRY: dict[str, Stage] = {}
+_DISCOVERED = False
+
+
+def register_stage(stage: Stage, *, replace: bool = False) -> Stage:
+    """Add ``stage`` under its name; a taken name is an error unless ``replace``."""
+    if not isinstance(stage, Stage):
+        raise ConfigError(f"register_stage takes a possym.stages.Stage, not {type(stage).__name__}")
+    if stage.name in _REGISTRY and not replace and _REGISTRY[stage.name] is not stage:
+        raise ConfigError(f"stage {stage.name!r} is already registered")
+    _REGISTRY[stage.name] = stage
+    return stage
+
+
+def unregister_stage(name: str) -> None:
+    """Remove a stage added with :func:`register_stage` (tests and notebooks clean up after themselves)."""
+    _REGISTRY.pop(name, None)
+
+
+def stages() -> dict[str, Stage]:
+    """Every registered stage by name: those declared in :mod:`possym.stages` (imported on first call) and
+    any registered since."""
+    global _DISCOVERED
+    if not _DISCOVERED:
+        import possym.stages as package
+
+        for info in pkgutil.iter_modules(package.__path__):
+            module = importlib.import_module(f"{package.__name__}.{info.name}")
+            declared = getattr(module, "STAGES", ()) or ((module.STAGE,) if hasattr(module, "STAGE") else ())
+            for stage in declared:
+                register_stage(stage)
+        _DISCOVERED = True
+    return dict(_REGISTRY)
+
+
+def get_stage(name: str) -> Stage:
+    """The registered stage ``name``; an unknown name is a ConfigError listing the known ones."""
+    known = stages()
+    if name not in known:
+        raise ConfigError(f"unknown stage {name!r}; known: {sorted(known)}")
+    return known[name]

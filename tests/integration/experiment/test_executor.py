@@ -1,0 +1,145 @@
+"""The one executor: a stage defined in this file runs through a reproduction and through a sweep; a rerun
+does only what is missing; a changed stage setting reruns that stage alone; a changed run setting is
+refused; a failing run is retried, then reported, while the others finish; the caller's threads stay."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+
+from possym.errors import PossymError
+from possym.experiment import apply_overrides, experiment_from_dict, run_experiment
+from possym.experiment.reproduce import reproduction
+from possym.runs import RunDir
+from possym.stages.registry import Stage, get_stage, register_stage, unregister_stage
+from possym.sweep.engines import LocalEngine
+from possym.sweep.run import run_sweep
+
+
+@dataclass(frozen=True)
+class CountConfig:
+    """A stage of this file: it counts the run's checkpoints and writes the count into the run directory."""
+
+    tag: str = "a"
+
+
+def count_checkpoints(run: RunDir, cfg: CountConfig) -> int:
+    n = len(run.checkpoint_steps())
+    calls = run.path / "count_calls.txt"
+    calls.write_text(calls.read_text() + f"{cfg.tag}\n" if calls.exists() else f"{cfg.tag}\n")
+    (run.path / "count.json").write_text(json.dumps({"tag": cfg.tag, "checkpoints": n}))
+    return n
+
+
+COUNT = Stage("count_checkpoints", CountConfig, count_checkpoints, scope="run")
+
+
+@pytest.fixture
+def count_stage():
+    register_stage(COUNT, replace=True)
+    yield COUNT
+    unregister_stage(COUNT.name)
+
+
+def tiny_experiment(tiny, stages, **fields):
+    return experiment_from_dict({"tasks": ["number"], "seeds": [0, 1], "overrides": tiny, "retries": 0,
+                                 "stages": stages, **fields})
+
+
+def calls(out: Path, rid: str) -> list[str]:
+    return (out / "runs" / rid / "count_calls.txt").read_text().split()
+
+
+def test_a_stage_defined_in_a_test_file_runs_through_a_reproduction(tmp_path, tiny_overrides, count_stage):
+    exp = reproduction("quick", seeds=(0,), skip=("data", "theory", "discrepancy", "lengthgen", "canonical", "score"),
+                       overrides=tiny_overrides)
+    exp = dataclasses.replace(exp, tasks=("number",),
+                              stages=(*[(n, c) for n, c in exp.stages if n != "report"],
+                                      ("count_checkpoints", CountConfig("r"))))
+    outcome = run_experiment(exp, tmp_path, progress=False)
+    assert outcome.failed == {}
+    assert json.loads((tmp_path / "runs" / "number-s0" / "count.json").read_text()) == {"tag": "r", "checkpoints": 4}
+
+
+def test_a_stage_defined_in_a_test_file_runs_through_a_sweep_on_worker_processes(tmp_path, tiny_overrides,
+                                                                                  count_stage):
+    exp = tiny_experiment(tiny_overrides, {"count_checkpoints": {"tag": "s"}}, variants={"a": [], "b": []})
+    outcome = run_sweep(exp, tmp_path, LocalEngine(2), summary=False)
+    assert outcome.failed == {} and sorted(outcome.ran) == sorted(
+        (f"{v}-number-s{s}", stage) for v in "ab" for s in (0, 1) for stage in ("train", "count_checkpoints"))
+    for rid in ("a-number-s0", "b-number-s1"):
+        assert calls(tmp_path, rid) == ["s"]
+
+
+def test_a_rerun_does_only_what_is_missing_and_a_changed_setting_reruns_that_stage_alone(
+        tmp_path, tiny_overrides, count_stage):
+    exp = tiny_experiment(tiny_overrides, {"count_checkpoints": {"tag": "a"},
+                                           "score": {"n_inputs": 4, "figures": False, "frequency": False}})
+    first = run_experiment(exp, tmp_path, progress=False)
+    assert len(first.ran) == 6 and first.changed == []
+    ckpt = tmp_path / "runs" / "number-s0" / "checkpoints" / "step_000030.safetensors"
+    before = ckpt.stat().st_mtime_ns
+    again = run_experiment(exp, tmp_path, progress=False)
+    assert again.ran == [] and len(again.skipped) == 6
+    changed = run_experiment(apply_overrides(exp, ["count_checkpoints.tag=b"]), tmp_path, progress=False)
+    assert sorted(changed.ran) == [("number-s0", "count_checkpoints"), ("number-s1", "count_checkpoints")]
+    assert changed.changed == ["stages.count_checkpoints.tag"]
+    assert calls(tmp_path, "number-s0") == ["a", "b"] and ckpt.stat().st_mtime_ns == before
+    # threads or a device are where a stage runs, not what it computes: nothing reruns
+    assert run_experiment(apply_overrides(exp, ["count_checkpoints.tag=b", "score.threads=2"]), tmp_path,
+                          progress=False).ran == []
+
+
+def test_a_changed_run_setting_is_refused_before_anything_runs(tmp_path, tiny_overrides):
+    exp = tiny_experiment(tiny_overrides, {})
+    run_experiment(exp, tmp_path, progress=False)
+    with pytest.raises(PossymError, match="train.lr differ"):
+        run_experiment(apply_overrides(exp, ["train.lr=0.5"]), tmp_path, progress=False)
+
+
+def failing(run: RunDir, cfg: CountConfig) -> None:
+    if run.config.seeds.init == 1:
+        raise RuntimeError("seed 1 fails on purpose")
+
+
+def test_a_failing_run_is_retried_then_reported_and_the_others_and_the_experiment_stages_go_on(
+        tmp_path, tiny_overrides, count_stage):
+    stage = register_stage(Stage("fails_for_seed_1", CountConfig, failing, scope="run"), replace=True)
+    try:
+        exp = tiny_experiment(tiny_overrides, {"fails_for_seed_1": {}, "count_checkpoints": {}}, retries=1)
+        outcome = run_experiment(exp, tmp_path, progress=False)
+    finally:
+        unregister_stage(stage.name)
+    assert list(outcome.failed) == ["number-s1"] and "on purpose" in outcome.failed["number-s1"]
+    assert outcome.retried == ["number-s1"]
+    assert (tmp_path / "runs" / "number-s0" / "count.json").exists()
+    assert not (tmp_path / "runs" / "number-s1" / "count.json").exists()  # later stages leave it out
+    entry = json.loads((tmp_path / "log" / "number-s1.json").read_text())["stages"]["fails_for_seed_1"]
+    assert entry["status"] == "failed" and entry["attempts"] == 2
+
+
+def test_the_executor_leaves_the_callers_thread_count_as_it_found_it(tmp_path, tiny_overrides):
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        exp = tiny_experiment(tiny_overrides, {"score": {"n_inputs": 4, "figures": False, "threads": 1}}, threads=1)
+        run_experiment(exp, tmp_path, progress=False)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_an_unknown_stage_or_setting_is_an_error_that_names_the_known_ones(tiny_overrides):
+    with pytest.raises(PossymError, match="unknown stage 'scores'; known"):
+        tiny_experiment(tiny_overrides, {"scores": {}})
+    with pytest.raises(PossymError, match="score: unknown key"):
+        tiny_experiment(tiny_overrides, {"score": {"inputs": 3}})
+    exp = tiny_experiment(tiny_overrides, {"score": {}})
+    with pytest.raises(PossymError, match="neither a run section"):
+        apply_overrides(exp, ["lengthgen.n=5"])
+    assert get_stage("score").settings_from({"n_inputs": 7}).n_inputs == 7
