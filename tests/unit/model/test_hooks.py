@@ -54,7 +54,9 @@ def test_a_hook_is_called_with_the_activation_and_its_named_hook_point():
     assert all(not m._forward_hooks for m in model.modules())
 
 
-@pytest.mark.parametrize("options", [{}, {"mlp": False}, {"freq_gate": "0@2-3", "rotary_dim": 6}])
+@pytest.mark.parametrize(
+    "options", [{}, {"activation": "gelu_new"}, {"mlp": False}, {"freq_gate": "0@2-3", "rotary_dim": 6}]
+)
 def test_every_block_hook_is_recomputed_from_the_one_before_with_the_stacked_weights(options):
     # A second, hand-written forward pass from the stacked TransformerLens-shaped weights: the hooks
     # hold what their names say, and W_Q ... b_out are the weights the model uses.
@@ -79,7 +81,7 @@ def test_every_block_hook_is_recomputed_from_the_one_before_with_the_stacked_wei
         if cfg.mlp:
             pre = h @ model.W_in[layer] + model.b_in[layer]
             torch.testing.assert_close(cache["pre", layer], pre)
-            torch.testing.assert_close(cache["post", layer], F.gelu(pre, approximate="tanh"))
+            torch.testing.assert_close(cache["post", layer], F.gelu(pre, approximate="tanh" if cfg.activation == "gelu_new" else "none"))
             mlp_out = cache["post", layer] @ model.W_out[layer] + model.b_out[layer]
             torch.testing.assert_close(cache["mlp_out", layer], mlp_out)
             attn_out = attn_out + mlp_out
