@@ -41,10 +41,13 @@ from possym.scores.metric import TAU
 
 if TYPE_CHECKING:
     import pandas as pd
+    from transformer_lens import HookedTransformer
+    from transformer_lens.model_bridge import TransformerBridge
 
     from possym.model.gptj import GPTJ
 
-__all__ = ["Run", "head_scores", "load_config", "load_model", "open_run", "to_hooked_transformer", "train_model"]
+__all__ = ["Run", "head_scores", "load_config", "load_model", "open_run", "to_hooked_transformer",
+           "to_transformer_bridge", "train_model"]
 
 
 def load_config(task: str, preset: str | None = None, overrides: list[str] | None = None,
@@ -119,15 +122,18 @@ def head_scores(model: torch.nn.Module, tokens: Any, **options: Any):
     (:class:`possym.heads.prompts.EncodedPrompt`; options as :func:`possym.heads.scores.score_heads`),
     or a LongTensor scored as a possym model's is (the last token queries, blocks of ``block_size``
     tile the keys before it; :func:`possym.heads.layout.token_prompts`). Either way the result has
-    ``s_pos`` and ``s_sym`` tensors [input, layer, head].
+    ``s_pos`` and ``s_sym`` tensors [input, layer, head]. An empty batch, or a token id outside the
+    model's vocabulary, raises :class:`~possym.errors.PossymError`.
     """
+    from possym.heads.layout import check_token_ids, token_prompts
     from possym.model.gptj import GPTJ
 
     if isinstance(model, GPTJ):
         from possym.scores.swaps import head_scores as gptj_scores
 
-        return gptj_scores(model, torch.as_tensor(tokens), **{"tau": TAU, **options})
-    from possym.heads.layout import token_prompts
+        tokens = torch.as_tensor(tokens)
+        check_token_ids(tokens, model.cfg.d_vocab)
+        return gptj_scores(model, tokens, **{"tau": TAU, **options})
     from possym.heads.tl import is_transformer_lens
 
     if isinstance(tokens, torch.Tensor):
@@ -148,14 +154,27 @@ def head_scores(model: torch.nn.Module, tokens: Any, **options: Any):
     return score_heads(model, list(tokens), **options)
 
 
-def to_hooked_transformer(model: torch.nn.Module, **options: Any):  # -> transformer_lens.HookedTransformer
+def to_hooked_transformer(model: GPTJ, **options: Any) -> HookedTransformer:
     """A possym GPT-J as a TransformerLens ``HookedTransformer`` with exactly its weights and RoPE
-    (needs ``pip install "possym[tl]"``; options: ``n_ctx``, ``tokenizer``; see :mod:`possym.model.tl`).
+    (needs ``pip install "possym[tl]"``, transformer-lens 3.x; options: ``n_ctx``, ``tokenizer``; see
+    :mod:`possym.model.tl`).
 
     >>> ht = possym.to_hooked_transformer(run.model())              # doctest: +SKIP
     >>> logits, cache = ht.run_with_cache(tokens)                    # doctest: +SKIP
     """
     from possym.model.tl import to_hooked_transformer as convert
+
+    return convert(model, **options)
+
+
+def to_transformer_bridge(model: GPTJ, **options: Any) -> TransformerBridge:
+    """A possym GPT-J as a TransformerLens ``TransformerBridge`` (transformer-lens 3.9 or 4.x) over its exact
+    Hugging Face export (option: ``tokenizer``; see :func:`possym.model.tl.to_transformer_bridge`).
+
+    >>> bridge = possym.to_transformer_bridge(run.model())          # doctest: +SKIP
+    >>> logits, cache = bridge.run_with_cache(tokens)                # doctest: +SKIP
+    """
+    from possym.model.tl import to_transformer_bridge as convert
 
     return convert(model, **options)
 
@@ -190,7 +209,7 @@ class Run:
         return self.dir.load_model(step, dtype, None if device is None else resolve_device(device))
 
     def hooked_transformer(self, step: StepSpec = "final", dtype: torch.dtype = torch.float32,
-                           device: str | None = None):  # -> transformer_lens.HookedTransformer
+                           device: str | None = None) -> HookedTransformer:
         """The model at ``step`` as a TransformerLens ``HookedTransformer`` (:func:`to_hooked_transformer`), with
         the task's vocabulary as its tokenizer, so ``to_str_tokens`` shows the task's tokens."""
         from possym.model.hf import hf_tokenizer

@@ -67,3 +67,28 @@ def token_prompts(tokens: Tensor, block_size: int = 1) -> list[EncodedPrompt]:
         raise PossymError(f"tokens have shape {tuple(tokens.shape)}; expected [batch, pos]")
     layout = BlockLayout(0, block_size, (tokens.shape[1] - 1) // block_size)
     return [EncodedPrompt(tuple(row), layout, None, "tokens") for row in tokens.tolist()]
+
+
+def check_token_ids(ids: Tensor, d_vocab: int) -> None:
+    """Raise :class:`~possym.errors.PossymError` unless ``ids`` is a non-empty [batch, pos] batch of
+    integer token ids in 0..d_vocab−1 (the model's embedding rows), so a bad batch reads as what it is,
+    not as an ``IndexError`` deep inside the embedding.
+
+    >>> check_token_ids(torch.tensor([[0, 9]]), d_vocab=10)
+    >>> check_token_ids(torch.tensor([[0, 10]]), d_vocab=10)
+    Traceback (most recent call last):
+    ...
+    possym.errors.PossymError: token ids must lie in 0..9 (the model's vocabulary of 10); got ids from 0 to 10
+    """
+    if ids.ndim != 2 or ids.shape[0] == 0 or ids.shape[1] == 0:
+        raise PossymError(
+            f"head_scores needs at least one input of at least one token, as token ids [batch, pos] "
+            f"(or a non-empty list of prompts); got shape {tuple(ids.shape)}"
+        )
+    if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+        raise PossymError(f"token ids must be integers; got dtype {ids.dtype}")
+    lo, hi = int(ids.min()), int(ids.max())
+    if lo < 0 or hi >= d_vocab:
+        raise PossymError(
+            f"token ids must lie in 0..{d_vocab - 1} (the model's vocabulary of {d_vocab}); got ids from {lo} to {hi}"
+        )

@@ -25,7 +25,7 @@ merge on each RoPE plane's partial logits alone.
 Example (a tiny random Llama built locally; a real model comes from
 :func:`possym.local_models.load_local_model` and its prompts from :func:`possym.heads.prompts.encode`):
     >>> import transformers
-    >>> from possym.heads.layout import BlockLayout, EncodedPrompt
+    >>> from possym.heads.layout import BlockLayout, EncodedPrompt, check_token_ids
     >>> cfg = transformers.LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
     ...                                num_attention_heads=4, num_key_value_heads=2)
     >>> model = transformers.AutoModelForCausalLM.from_config(cfg).eval()
@@ -49,7 +49,7 @@ from torch import Tensor
 
 from possym.errors import PossymError
 from possym.heads.capture import AttentionRecord, RopeSpec, capture_attention, rope_spec
-from possym.heads.layout import BlockLayout, EncodedPrompt
+from possym.heads.layout import BlockLayout, EncodedPrompt, check_token_ids
 from possym.local_models import input_device
 from possym.scores.metric import TAU, attention_entropy
 from possym.scores.swaps import SwapAttention, content_position_logits, rope_planes, swap_attention
@@ -209,6 +209,7 @@ def score_prompts(
     rope: Callable[[int], RopeSpec],
     layers: list[int],
     n_heads: int,
+    d_vocab: int,
     *,
     tau: float = TAU,
     batch_size: int = 8,
@@ -218,13 +219,17 @@ def score_prompts(
     layer's rotated q and k; ``rope(layer)`` says how that layer rotates; the engine does the rest.
 
     :func:`score_heads` (Hugging Face) and :func:`possym.heads.tl.score_transformer_lens` differ only
-    in the two functions they pass.
+    in the two functions they pass. Raises :class:`~possym.errors.PossymError` for no prompts or a
+    token id outside 0..d_vocab−1.
     """
+    if not prompts:
+        raise PossymError("head_scores needs at least one prompt (or a [batch, pos] tensor with batch >= 1); got none")
     shape = (len(prompts), len(layers), n_heads)
     s_pos, s_sym, ent = (torch.full(shape, float("nan"), dtype=torch.float64) for _ in range(3))
     correct = torch.full((len(prompts),), float("nan"), dtype=torch.float64)
     for idx in _groups(prompts, batch_size):
         ids = torch.tensor([prompts[i].ids for i in idx])
+        check_token_ids(ids, d_vocab)
         records, logits = forward(ids, layers)
         query, layout = ids.shape[1] - 1, prompts[idx[0]].layout
         for li, layer in enumerate(layers):
@@ -238,6 +243,13 @@ def score_prompts(
         if progress is not None:
             progress(len(idx))
     return PromptScores(s_pos, s_sym, ent, tuple(layers), correct)
+
+
+def _n_embeddings(model: PreTrainedModel) -> int:
+    """The embedding rows, which bound the valid token ids (a config's vocab_size may differ)."""
+    weight = model.get_input_embeddings().weight
+    assert isinstance(weight, Tensor)
+    return int(weight.shape[0])
 
 
 def score_heads(
@@ -262,6 +274,7 @@ def score_heads(
         lambda layer: rope_spec(model, layer),
         layers,
         model.config.num_attention_heads,
+        _n_embeddings(model),
         tau=tau,
         batch_size=batch_size,
         progress=progress,

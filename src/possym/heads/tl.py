@@ -4,15 +4,20 @@ Two kinds of TransformerLens model are scored, by the engine and loop of :mod:`p
 
 - a rotary ``HookedTransformer`` (transformer-lens 3.x; any, e.g. one from
   :func:`possym.model.tl.to_hooked_transformer`);
-- a ``TransformerBridge`` (TransformerLens's wrapper over a Hugging Face model) whose attention fires
-  ``hook_rot_q``/``hook_rot_k`` (Llama, Qwen, Gemma, Mistral, ...; in transformer-lens 3.9 not GPT-J
-  or GPT-NeoX, whose bridges list the hooks but rotate inside the HF module, so they never fire:
-  those are refused, with the advice to score ``bridge.original_model``, the same weights, instead).
+- a ``TransformerBridge`` (TransformerLens's wrapper over a Hugging Face model, transformer-lens 3.9
+  and 4.x). Llama, Qwen, Gemma, Mistral, ... bridges fire ``hook_rot_q``/``hook_rot_k``; GPT-J's and
+  GPT-NeoX's list them but rotate inside the HF module, so they never fire. For those, the q and k of
+  ``hook_q``/``hook_k`` (before RoPE) are rotated here with the HF model's own RoPE
+  (:func:`possym.heads.capture.rope_spec`): R_p x on each plane (x0, x1) is
+  (x0 cos pθ − x1 sin pθ, x0 sin pθ + x1 cos pθ). ``bridge.original_model`` cannot be scored
+  through the Hugging Face path instead: the bridge has replaced its attention modules.
 
 One forward pass per batch reads, per layer, ``hook_rot_q`` [batch, pos, head, d_head] and
-``hook_rot_k`` [batch, pos, kv_head, d_head] (after RoPE), the mask at the last query from
-``hook_attn_scores`` (a masked key's score is −inf, or the dtype's most negative number), and the
-model's own attention row from ``hook_pattern``. The rest is what the Hugging Face path knows:
+``hook_rot_k`` [batch, pos, kv_head, d_head] (after RoPE; or ``hook_q``/``hook_k``, rotated as
+above), the mask at the last query from ``hook_attn_scores`` (a masked key's score is −inf, or the
+dtype's most negative number; GPT-J's bridge fires it after the softmax, where nothing reads as
+masked, right for a causal row), and the model's own attention row from ``hook_pattern``. The rest
+is what the Hugging Face path knows:
 
 - the logit scale: a HookedTransformer divides by ``attn.attn_scale``; a bridge's HF attention
   module multiplies by its ``scaling``; the soft-cap is ``cfg.attn_scores_soft_cap`` (HookedTransformer)
@@ -47,8 +52,9 @@ from possym.heads.capture import AttentionRecord, RopeSpec, attention_module, de
 from possym.heads.layout import EncodedPrompt
 from possym.heads.scores import PromptScores, score_prompts
 from possym.scores.metric import TAU
+from possym.scores.swaps import rope_planes
 
-_NEEDED = ("hook_rot_q", "hook_rot_k", "hook_attn_scores", "hook_pattern")
+_NEEDED = ("hook_q", "hook_k", "hook_attn_scores", "hook_pattern")  # and hook_rot_q/k, or q/k rotated here
 
 
 def is_transformer_lens(model: Any) -> bool:
@@ -95,31 +101,42 @@ def _scale_and_cap(model: Any, layer: int) -> tuple[float, float | None]:
     return 1.0 / float(model.blocks[layer].attn.attn_scale), cap if cap > 0 else None
 
 
+def rotate(x: Tensor, rope: RopeSpec) -> Tensor:
+    """x [batch, head, pos, d_head] rotated by RoPE at each position: R_p x, plane by plane, in float64."""
+    angles = torch.arange(x.shape[-2], dtype=torch.float64, device=x.device)[:, None] * rope.thetas.to(x.device)
+    cos, sin = angles.cos(), angles.sin()  # [pos, plane]
+    x0, x1, rest = rope_planes(x.double(), rope.rot_dim, rope.pairing)
+    y0, y1 = x0 * cos - x1 * sin, x0 * sin + x1 * cos
+    rot = torch.stack((y0, y1), -1).flatten(-2) if rope.pairing == "gptj" else torch.cat((y0, y1), -1)
+    return torch.cat((rot, rest.double()), -1)
+
+
 def tl_forward(model: Any, ids: Tensor, layers: list[int]) -> tuple[dict[int, AttentionRecord], Tensor]:
     """One pass over ``ids`` [batch, pos]: each layer's record for the last query, and the last-token logits."""
     acts: dict[str, Tensor] = {}
 
-    def keep(t: Tensor, hook: Any) -> None:
-        acts[hook.name] = t.detach()
+    # Kept under the name asked for, not hook.name: a bridge's hook_q is an alias of its q.hook_out.
+    def keep(name: str) -> Callable[[Tensor, Any], None]:
+        return lambda t, hook: acts.__setitem__(name, t.detach())
 
-    def keep_last(t: Tensor, hook: Any) -> None:  # [batch, head, query_pos, key_pos] -> the last query's row
-        acts[hook.name] = t[:, :, -1].detach()
+    def keep_last(name: str) -> Callable[[Tensor, Any], None]:  # [batch, head, query_pos, key_pos] -> last row
+        return lambda t, hook: acts.__setitem__(name, t[:, :, -1].detach())
 
-    hooks: list[tuple[str, Callable[..., None]]] = []
+    rotated = [h for h in ("hook_rot_q", "hook_rot_k") if f"blocks.{layers[0]}.attn.{h}" in model.hook_dict]
+    hooks: list[tuple[str, Callable[[Tensor, Any], None]]] = []
     for layer in layers:
         p = f"blocks.{layer}.attn."
-        hooks += [(p + "hook_rot_q", keep), (p + "hook_rot_k", keep)]
-        hooks += [(p + "hook_attn_scores", keep_last), (p + "hook_pattern", keep_last)]
+        hooks += [(p + h, keep(p + h)) for h in ("hook_q", "hook_k", *rotated)]
+        hooks += [(p + h, keep_last(p + h)) for h in ("hook_attn_scores", "hook_pattern")]
     with torch.no_grad():
         logits = model.run_with_hooks(ids.to(next(model.parameters()).device), fwd_hooks=hooks)[:, -1]
-    silent = [name for name, _ in hooks if name not in acts]
+    silent = [name for name, _ in hooks if name not in acts and "hook_rot_" not in name]
     if silent:
         advice = ""
-        if _is_bridge(model):
-            advice = (" This bridge's attention rotates inside its Hugging Face module (GPT-J's and GPT-NeoX's do); "
-                      "score that model instead: possym.head_scores(bridge.original_model, prompts).")
-        name = type(model).__name__
-        raise PossymError(f"{name}'s hook point {silent[0]} never fired ({len(silent)} silent).{advice}")
+        if _is_bridge(model) and any("attn_scores" in n or "pattern" in n for n in silent):
+            advice = (": its Hugging Face attention returned no weights; build the HF model with "
+                      'attn_implementation="eager" before wrapping it in a TransformerBridge')
+        raise PossymError(f"{type(model).__name__}'s hook point {silent[0]} never fired ({len(silent)} silent){advice}")
     batch, n = ids.shape
     records = {}
     for layer in layers:
@@ -130,7 +147,11 @@ def tl_forward(model: Any, ids: Tensor, layers: list[int]) -> tuple[dict[int, At
         # broadcast over the query positions instead of stored pos times.
         mask = row[:, None, None, :].expand(batch, 1, n, n)
         scale, cap = _scale_and_cap(model, layer)
-        q, k = (acts[p + h].transpose(1, 2) for h in ("hook_rot_q", "hook_rot_k"))  # [batch, (kv_)head, pos, d]
+        if p + "hook_rot_q" in acts and p + "hook_rot_k" in acts:
+            q, k = (acts[p + h].transpose(1, 2) for h in ("hook_rot_q", "hook_rot_k"))  # [batch, (kv_)head, pos, d]
+        else:  # a bridge whose HF attention rotates out of the hooks' sight (GPT-J, GPT-NeoX)
+            rope = tl_rope_spec(model, layer)
+            q, k = (rotate(acts[p + h].transpose(1, 2), rope) for h in ("hook_q", "hook_k"))
         records[layer] = AttentionRecord(q, k, scale, cap, mask, last_row=acts[p + "hook_pattern"])
     return records, logits
 
@@ -154,6 +175,7 @@ def score_transformer_lens(
         lambda layer: tl_rope_spec(model, layer),
         layers,
         model.cfg.n_heads,
+        model.cfg.d_vocab,
         tau=tau,
         batch_size=batch_size,
         progress=progress,

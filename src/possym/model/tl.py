@@ -27,14 +27,17 @@ The plane options of :class:`~possym.config.ModelConfig`:
 - ``nope_from_layer`` is refused: TransformerLens rotates every layer alike.
 
 Rotary tables. TransformerLens builds its sin/cos tables in the model's dtype from float32 angles
-(for a float32 model), whose error grows with the position (~1e-4 rad at position 5,000). The
-conversion writes possym's exact tables (float64 angles, cast at the end) into the first
-``min(n_ctx, 2048)`` rows, TransformerLens's initial cache; a longer input makes TransformerLens
-rebuild the table with its own float32 angles.
+(for a float32 model), whose error grows with the position (~1e-4 rad at position 5,000), and only
+for the first 2,048 positions, rebuilding them the same way for a longer input. The conversion writes
+possym's exact tables (float64 angles, cast at the end) for all ``n_ctx`` positions, so no input
+shorter than ``n_ctx`` (default 8,192, past the paper's +5,000 length grid) ever sees TransformerLens's own.
 
-TransformerLens 4.0 removed ``HookedTransformer`` (its successor, ``TransformerBridge``, wraps a
-Hugging Face model, and its native models have neither a parallel block nor an unembedding bias),
-so this needs transformer-lens 3.x: ``pip install "possym[tl]"``.
+Versions. TransformerLens 4.0 removed ``HookedTransformer`` (its successor, ``TransformerBridge``,
+wraps a Hugging Face model, and its native models have neither a parallel block nor an unembedding
+bias), so :func:`to_hooked_transformer` needs transformer-lens 3.x (``pip install "possym[tl]"``).
+:func:`to_transformer_bridge` runs on 3.x and 4.x: a ``TransformerBridge`` over the exact Hugging
+Face export (:func:`possym.model.hf.to_hf`), with that export's limits (no p-RoPE, no NoPE layer,
+no attention-only model).
 
 Example:
     >>> import torch
@@ -57,11 +60,12 @@ from torch import Tensor
 from possym.config import ModelConfig
 from possym.errors import PossymError
 from possym.model.gptj import GPTJ, Block
-from possym.model.hf import HF_POSITIONS
+from possym.model.hf import HF_POSITIONS, to_hf
 from possym.model.rope import layer_frequencies
 
 if TYPE_CHECKING:
     from transformer_lens import HookedTransformer, HookedTransformerConfig
+    from transformer_lens.model_bridge import TransformerBridge
 
 N_CTX = HF_POSITIONS  # as the HF export: covers the paper's +5,000-token length grid
 
@@ -75,8 +79,8 @@ def _transformer_lens() -> Any:
         transformer_lens.HookedTransformer  # noqa: B018 (4.x raises ImportError on the attribute)
     except (ImportError, AttributeError) as e:
         raise PossymError(
-            f"transformer-lens {_version()} has no HookedTransformer (4.0 removed it); possym converts to "
-            'transformer-lens 3.x: pip install "possym[tl]"'
+            f"transformer-lens {_version()} has no HookedTransformer (4.0 removed it): install 3.x with "
+            'pip install "possym[tl]", or convert with possym.to_transformer_bridge(model), which runs on 4.x'
         ) from e
     return transformer_lens
 
@@ -183,8 +187,27 @@ def to_hooked_transformer(model: GPTJ, n_ctx: int = N_CTX, tokenizer: Any = None
     if missing or unknown:
         raise RuntimeError(f"TransformerLens mapping incomplete: missing={missing} unknown={unknown}")
     ht.load_state_dict(state | {k: v.to(param.device) for k, v in ours.items()})
-    for block in ht.blocks:
-        sin, cos = exact_rotary_tables(model.cfg, block.attn.rotary_sin.shape[0], param.dtype)
-        block.attn.rotary_sin.copy_(sin)
-        block.attn.rotary_cos.copy_(cos)
+    sin, cos = (t.to(param.device) for t in exact_rotary_tables(model.cfg, n_ctx, param.dtype))
+    for block in ht.blocks:  # all n_ctx rows, so that TransformerLens never extends them with its own float32 angles
+        block.attn.rotary_sin, block.attn.rotary_cos = sin.clone(), cos.clone()
     return ht.eval()
+
+
+def to_transformer_bridge(model: GPTJ, tokenizer: Any = None) -> TransformerBridge:
+    """A ``TransformerBridge`` (transformer-lens 3.x or 4.x) over the exact Hugging Face export of ``model``.
+
+    The bridge runs HF's GPT-J with TransformerLens's hook names (``hook_q``, ``hook_pattern``,
+    ``hook_z``, ``hook_resid_post``, ...); GPT-J's bridge rotates inside HF's attention, so it has no
+    ``hook_rot_q``/``hook_rot_k`` (:func:`possym.head_scores` rotates its ``hook_q``/``hook_k`` itself).
+    Raises :class:`~possym.errors.PossymError` where the export does (p-RoPE, NoPE, ``nope_from_layer``,
+    ``mlp=False``); :func:`to_hooked_transformer` converts those it can.
+    """
+    try:
+        from transformer_lens.model_bridge.sources import build_bridge_from_module
+    except ImportError as e:
+        raise PossymError('TransformerLens (3.9 or later) is not installed: pip install "possym[tl]"') from e
+    try:
+        hf = to_hf(model)
+    except ValueError as e:
+        raise PossymError(f"no TransformerBridge of this model: {e}") from e
+    return build_bridge_from_module(hf, "GPTJForCausalLM", hf_config=hf.config, tokenizer=tokenizer).eval()

@@ -81,7 +81,8 @@ def test_every_block_hook_is_recomputed_from_the_one_before_with_the_stacked_wei
         if cfg.mlp:
             pre = h @ model.W_in[layer] + model.b_in[layer]
             torch.testing.assert_close(cache["pre", layer], pre)
-            torch.testing.assert_close(cache["post", layer], F.gelu(pre, approximate="tanh" if cfg.activation == "gelu_new" else "none"))
+            gelu = F.gelu(pre, approximate="tanh" if cfg.activation == "gelu_new" else "none")
+            torch.testing.assert_close(cache["post", layer], gelu)
             mlp_out = cache["post", layer] @ model.W_out[layer] + model.b_out[layer]
             torch.testing.assert_close(cache["mlp_out", layer], mlp_out)
             attn_out = attn_out + mlp_out
