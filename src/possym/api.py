@@ -42,10 +42,13 @@ from possym.scores.metric import TAU
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
+    from transformer_lens import HookedTransformer
+    from transformer_lens.model_bridge import TransformerBridge
 
     from possym.model.gptj import GPTJ
 
-__all__ = ["Run", "head_scores", "load_config", "load_model", "open_run", "train_model", "train_models"]
+__all__ = ["Run", "head_scores", "load_config", "load_model", "open_run", "to_hooked_transformer",
+           "to_transformer_bridge", "train_model", "train_models"]
 
 
 def load_config(task: str, preset: str | None = None, overrides: list[str] | None = None,
@@ -139,24 +142,66 @@ def head_scores(model: torch.nn.Module, tokens: Any, **options: Any):
     """s_POS, s_SYM and entropy of every head of ``model`` on ``tokens``, with the exact swap engine.
 
     A possym GPT-J takes a LongTensor [batch, pos] of token ids (options: ``query``, ``tau``,
-    ``block_size``; see :func:`possym.scores.swaps.head_scores`). A Hugging Face RoPE model takes a list
-    of encoded prompts (:class:`possym.heads.prompts.EncodedPrompt`; options as
-    :func:`possym.heads.scores.score_heads`). Either way the result has ``s_pos`` and ``s_sym``
-    tensors [input, layer, head].
+    ``block_size``; see :func:`possym.scores.swaps.head_scores`). A Hugging Face RoPE model, a rotary
+    TransformerLens ``HookedTransformer`` or a ``TransformerBridge`` takes a list of encoded prompts
+    (:class:`possym.heads.prompts.EncodedPrompt`; options as :func:`possym.heads.scores.score_heads`),
+    or a LongTensor scored as a possym model's is (the last token queries, blocks of ``block_size``
+    tile the keys before it; :func:`possym.heads.layout.token_prompts`). Either way the result has
+    ``s_pos`` and ``s_sym`` tensors [input, layer, head]. An empty batch, or a token id outside the
+    model's vocabulary, raises :class:`~possym.errors.PossymError`.
     """
+    from possym.heads.layout import check_token_ids, token_prompts
     from possym.model.gptj import GPTJ
 
     if isinstance(model, GPTJ):
         from possym.scores.swaps import head_scores as gptj_scores
 
-        return gptj_scores(model, torch.as_tensor(tokens), **{"tau": TAU, **options})
+        tokens = torch.as_tensor(tokens)
+        check_token_ids(tokens, model.cfg.d_vocab)
+        return gptj_scores(model, tokens, **{"tau": TAU, **options})
+    from possym.heads.tl import is_transformer_lens
+
+    if isinstance(tokens, torch.Tensor):
+        tokens = token_prompts(tokens, options.pop("block_size", 1))
+    if is_transformer_lens(model):
+        from possym.heads.tl import score_transformer_lens
+
+        return score_transformer_lens(model, list(tokens), **options)
     from transformers import PreTrainedModel
 
     from possym.heads.scores import score_heads
 
     if not isinstance(model, PreTrainedModel):
-        raise PossymError(f"head_scores takes a possym GPTJ or a Hugging Face model, not {type(model).__name__}")
+        raise PossymError(
+            "head_scores takes a possym GPTJ, a Hugging Face model or a TransformerLens model, "
+            f"not {type(model).__name__}"
+        )
     return score_heads(model, list(tokens), **options)
+
+
+def to_hooked_transformer(model: GPTJ, **options: Any) -> HookedTransformer:
+    """A possym GPT-J as a TransformerLens ``HookedTransformer`` with exactly its weights and RoPE
+    (needs ``pip install "possym[tl]"``, transformer-lens 3.x; options: ``n_ctx``, ``tokenizer``; see
+    :mod:`possym.model.tl`).
+
+    >>> ht = possym.to_hooked_transformer(run.model())              # doctest: +SKIP
+    >>> logits, cache = ht.run_with_cache(tokens)                    # doctest: +SKIP
+    """
+    from possym.model.tl import to_hooked_transformer as convert
+
+    return convert(model, **options)
+
+
+def to_transformer_bridge(model: GPTJ, **options: Any) -> TransformerBridge:
+    """A possym GPT-J as a TransformerLens ``TransformerBridge`` (transformer-lens 3.9 or 4.x) over its exact
+    Hugging Face export (option: ``tokenizer``; see :func:`possym.model.tl.to_transformer_bridge`).
+
+    >>> bridge = possym.to_transformer_bridge(run.model())          # doctest: +SKIP
+    >>> logits, cache = bridge.run_with_cache(tokens)                # doctest: +SKIP
+    """
+    from possym.model.tl import to_transformer_bridge as convert
+
+    return convert(model, **options)
 
 
 class Run:
@@ -187,6 +232,16 @@ class Run:
     def model(self, step: StepSpec = "final", dtype: torch.dtype = torch.float32, device: str | None = None) -> GPTJ:
         """The model at ``step``, in eval mode, on ``device`` (default the CPU; ``"auto"``: the best here)."""
         return self.dir.load_model(step, dtype, None if device is None else resolve_device(device))
+
+    def hooked_transformer(self, step: StepSpec = "final", dtype: torch.dtype = torch.float32,
+                           device: str | None = None) -> HookedTransformer:
+        """The model at ``step`` as a TransformerLens ``HookedTransformer`` (:func:`to_hooked_transformer`), with
+        the task's vocabulary as its tokenizer, so ``to_str_tokens`` shows the task's tokens."""
+        from possym.model.hf import hf_tokenizer
+        from possym.tasks import PAD, task_vocab
+
+        tokenizer = hf_tokenizer(task_vocab(self.config.task).tokens, PAD)
+        return to_hooked_transformer(self.model(step, dtype, device), tokenizer=tokenizer)
 
     def metrics(self) -> pd.DataFrame:
         """Validation accuracy over training, long form: ``step, hop, accuracy, loss``; ``hop`` 0 is the

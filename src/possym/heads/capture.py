@@ -60,6 +60,7 @@ class AttentionRecord:
     scale: float  # logits = scale · q·k
     softcap: float | None  # Gemma-2: logits -> softcap · tanh(logits / softcap)
     mask: Tensor | None  # [batch, 1, pos, key_pos] additive mask as given (None: no mask was built)
+    last_row: Tensor | None = None  # [batch, head, key_pos] the model's own attention at the last query, if known
 
     @property
     def n_rep(self) -> int:
@@ -69,7 +70,8 @@ class AttentionRecord:
     def head(self, head: int) -> AttentionRecord:
         """The record of query head ``head`` alone (and of the key head it reads)."""
         kv = head // self.n_rep
-        return replace(self, query=self.query[:, head : head + 1], key=self.key[:, kv : kv + 1])
+        row = None if self.last_row is None else self.last_row[:, head : head + 1]
+        return replace(self, query=self.query[:, head : head + 1], key=self.key[:, kv : kv + 1], last_row=row)
 
     def keys_per_head(self) -> Tensor:
         """The keys each query head sees: [batch, head, pos, d_head] (HF's ``repeat_kv``)."""

@@ -52,3 +52,43 @@ class EncodedPrompt:
     layout: BlockLayout
     answer_id: int | None
     task: str
+
+
+def token_prompts(tokens: Tensor, block_size: int = 1) -> list[EncodedPrompt]:
+    """Token ids [batch, pos] as prompts scored the way :func:`possym.scores.swaps.head_scores` scores a
+    possym model: the query is the last token, and blocks of ``block_size`` tokens tile the keys before
+    it from position 0 (a remainder nearest the query is never swapped).
+
+    >>> token_prompts(torch.tensor([[5, 6, 7, 8, 9]]), block_size=2)[0].layout
+    BlockLayout(start=0, block_size=2, n_blocks=2)
+    """
+    tokens = torch.as_tensor(tokens)
+    if tokens.ndim != 2:
+        raise PossymError(f"tokens have shape {tuple(tokens.shape)}; expected [batch, pos]")
+    layout = BlockLayout(0, block_size, (tokens.shape[1] - 1) // block_size)
+    return [EncodedPrompt(tuple(row), layout, None, "tokens") for row in tokens.tolist()]
+
+
+def check_token_ids(ids: Tensor, d_vocab: int) -> None:
+    """Raise :class:`~possym.errors.PossymError` unless ``ids`` is a non-empty [batch, pos] batch of
+    integer token ids in 0..d_vocab−1 (the model's embedding rows), so a bad batch reads as what it is,
+    not as an ``IndexError`` deep inside the embedding.
+
+    >>> check_token_ids(torch.tensor([[0, 9]]), d_vocab=10)
+    >>> check_token_ids(torch.tensor([[0, 10]]), d_vocab=10)
+    Traceback (most recent call last):
+    ...
+    possym.errors.PossymError: token ids must lie in 0..9 (the model's vocabulary of 10); got ids from 0 to 10
+    """
+    if ids.ndim != 2 or ids.shape[0] == 0 or ids.shape[1] == 0:
+        raise PossymError(
+            f"head_scores needs at least one input of at least one token, as token ids [batch, pos] "
+            f"(or a non-empty list of prompts); got shape {tuple(ids.shape)}"
+        )
+    if ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+        raise PossymError(f"token ids must be integers; got dtype {ids.dtype}")
+    lo, hi = int(ids.min()), int(ids.max())
+    if lo < 0 or hi >= d_vocab:
+        raise PossymError(
+            f"token ids must lie in 0..{d_vocab - 1} (the model's vocabulary of {d_vocab}); got ids from {lo} to {hi}"
+        )

@@ -25,7 +25,7 @@ merge on each RoPE plane's partial logits alone.
 Example (a tiny random Llama built locally; a real model comes from
 :func:`possym.local_models.load_local_model` and its prompts from :func:`possym.heads.prompts.encode`):
     >>> import transformers
-    >>> from possym.heads.layout import BlockLayout, EncodedPrompt
+    >>> from possym.heads.layout import BlockLayout, EncodedPrompt, check_token_ids
     >>> cfg = transformers.LlamaConfig(vocab_size=50, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
     ...                                num_attention_heads=4, num_key_value_heads=2)
     >>> model = transformers.AutoModelForCausalLM.from_config(cfg).eval()
@@ -49,7 +49,7 @@ from torch import Tensor
 
 from possym.errors import PossymError
 from possym.heads.capture import AttentionRecord, RopeSpec, capture_attention, rope_spec
-from possym.heads.layout import BlockLayout, EncodedPrompt
+from possym.heads.layout import BlockLayout, EncodedPrompt, check_token_ids
 from possym.local_models import input_device
 from possym.scores.metric import TAU, attention_entropy
 from possym.scores.swaps import SwapAttention, content_position_logits, rope_planes, swap_attention
@@ -180,6 +180,78 @@ def _check(model: PreTrainedModel) -> None:
         raise PossymError("scores need a model in eval mode (dropout would perturb the attention); call model.eval()")
 
 
+PATTERN_ATOL = 1e-4  # float32 attention against its float64 recomputation differs by ~1e-6
+
+
+def check_last_row(record: AttentionRecord, row: Tensor, layer: int) -> None:
+    """If the record carries the model's own attention row at the last query, the engine's clean row
+    (from q, k, scale, cap and mask) must reproduce it: otherwise the model computes its logits in a way
+    the engine does not model (an attention sink, a bias, a rescaled query), and its scores would be wrong."""
+    if record.last_row is None:
+        return
+    theirs = record.last_row.to(row.device, torch.float64)
+    err = float((row - theirs).abs().max())
+    if not err <= PATTERN_ATOL:
+        raise PossymError(
+            f"layer {layer}: the attention recomputed from the rotated q and k differs from the model's own "
+            f"hook_pattern by {err:.2g} (allowed {PATTERN_ATOL}); this model computes attention logits in a way "
+            "the score engine does not model (cap(scale·q·k) + mask), so its scores are refused"
+        )
+
+
+Forward = Callable[[Tensor, list[int]], tuple[dict[int, AttentionRecord], Tensor]]
+"""``forward(ids, layers)`` -> (each layer's record of one pass over ``ids`` [batch, pos], last-token logits)."""
+
+
+def score_prompts(
+    prompts: Sequence[EncodedPrompt],
+    forward: Forward,
+    rope: Callable[[int], RopeSpec],
+    layers: list[int],
+    n_heads: int,
+    d_vocab: int,
+    *,
+    tau: float = TAU,
+    batch_size: int = 8,
+    progress: Callable[[int], None] | None = None,
+) -> PromptScores:
+    """The scoring loop of every model kind: one ``forward`` per batch of same-layout prompts records each
+    layer's rotated q and k; ``rope(layer)`` says how that layer rotates; the engine does the rest.
+
+    :func:`score_heads` (Hugging Face) and :func:`possym.heads.tl.score_transformer_lens` differ only
+    in the two functions they pass. Raises :class:`~possym.errors.PossymError` for no prompts or a
+    token id outside 0..d_vocab−1.
+    """
+    if not prompts:
+        raise PossymError("head_scores needs at least one prompt (or a [batch, pos] tensor with batch >= 1); got none")
+    shape = (len(prompts), len(layers), n_heads)
+    s_pos, s_sym, ent = (torch.full(shape, float("nan"), dtype=torch.float64) for _ in range(3))
+    correct = torch.full((len(prompts),), float("nan"), dtype=torch.float64)
+    for idx in _groups(prompts, batch_size):
+        ids = torch.tensor([prompts[i].ids for i in idx])
+        check_token_ids(ids, d_vocab)
+        records, logits = forward(ids, layers)
+        query, layout = ids.shape[1] - 1, prompts[idx[0]].layout
+        for li, layer in enumerate(layers):
+            sw, row = layer_swap_attention(records[layer], rope(layer), layout, query)
+            check_last_row(records[layer], row, layer)
+            s_pos[idx, li], s_sym[idx, li] = (t.cpu() for t in sw.scores(tau))  # layers may sit on several devices
+            ent[idx, li] = attention_entropy(row).cpu()
+        for j, i in enumerate(idx):
+            if prompts[i].answer_id is not None:
+                correct[i] = float(int(logits[j].argmax()) == prompts[i].answer_id)
+        if progress is not None:
+            progress(len(idx))
+    return PromptScores(s_pos, s_sym, ent, tuple(layers), correct)
+
+
+def _n_embeddings(model: PreTrainedModel) -> int:
+    """The embedding rows, which bound the valid token ids (a config's vocab_size may differ)."""
+    weight = model.get_input_embeddings().weight
+    assert isinstance(weight, Tensor)
+    return int(weight.shape[0])
+
+
 def score_heads(
     model: PreTrainedModel,
     prompts: Sequence[EncodedPrompt],
@@ -195,26 +267,18 @@ def score_heads(
     rest. ``progress(k)`` is called after each batch with its number of prompts.
     """
     _check(model)
-    n_layers = model.config.num_hidden_layers
-    layers = list(range(n_layers)) if layers is None else list(layers)
-    n_heads = model.config.num_attention_heads
-    shape = (len(prompts), len(layers), n_heads)
-    s_pos, s_sym, ent = (torch.full(shape, float("nan"), dtype=torch.float64) for _ in range(3))
-    correct = torch.full((len(prompts),), float("nan"), dtype=torch.float64)
-    for idx in _groups(prompts, batch_size):
-        ids = torch.tensor([prompts[i].ids for i in idx])
-        records, logits = _forward(model, ids, layers)
-        query, layout = ids.shape[1] - 1, prompts[idx[0]].layout
-        for li, layer in enumerate(layers):
-            sw, row = layer_swap_attention(records[layer], rope_spec(model, layer), layout, query)
-            s_pos[idx, li], s_sym[idx, li] = (t.cpu() for t in sw.scores(tau))  # layers may sit on several devices
-            ent[idx, li] = attention_entropy(row).cpu()
-        for j, i in enumerate(idx):
-            if prompts[i].answer_id is not None:
-                correct[i] = float(int(logits[j].argmax()) == prompts[i].answer_id)
-        if progress is not None:
-            progress(len(idx))
-    return PromptScores(s_pos, s_sym, ent, tuple(layers), correct)
+    layers = list(range(model.config.num_hidden_layers)) if layers is None else list(layers)
+    return score_prompts(
+        prompts,
+        lambda ids, layers: _forward(model, ids, layers),
+        lambda layer: rope_spec(model, layer),
+        layers,
+        model.config.num_attention_heads,
+        _n_embeddings(model),
+        tau=tau,
+        batch_size=batch_size,
+        progress=progress,
+    )
 
 
 @dataclass(frozen=True)

@@ -11,12 +11,22 @@ Architecture, as facts:
   tanh approximation (HF ``gelu_new``), by ``activation``; ``mlp=False`` leaves the MLP out;
 - final LayerNorm, untied unembedding *with* bias (HF GPT-J's ``lm_head``).
 
-Hook points (read or patch with :meth:`GPTJ.hooks` or :meth:`GPTJ.run_with_cache`):
-``blocks.{l}.hook_resid_pre`` [batch, pos, d_model] (the residual stream entering block l),
-``blocks.{l}.attn.hook_rot_q`` / ``hook_rot_k`` [batch, pos, head, d_head] (after RoPE),
-``blocks.{l}.attn.hook_attn_scores`` [batch, head, query_pos, key_pos] (pre-softmax, masked),
-``blocks.{l}.attn.hook_pattern`` [batch, head, query_pos, key_pos] (post-softmax).
+Hook points, named as TransformerLens names them (:mod:`possym.model.hooks`: ``run_with_cache``,
+``run_with_hooks``, ``hooks``; a hook is called as ``fn(activation, hook)``), in forward order:
+``hook_embed`` [batch, pos, d_model]; per block l, ``blocks.{l}.hook_resid_pre`` [batch, pos, d_model];
+``blocks.{l}.attn.hook_q`` / ``hook_k`` / ``hook_v`` [batch, pos, head, d_head] (before RoPE; before a
+``freq_gate`` zeroes its planes); ``hook_rot_q`` / ``hook_rot_k`` (after RoPE); ``hook_attn_scores``
+[batch, head, query_pos, key_pos] (pre-softmax, masked); ``hook_pattern`` (post-softmax); ``hook_z``
+[batch, pos, head, d_head] (the pattern times the values); ``blocks.{l}.hook_attn_out`` [batch, pos,
+d_model]; ``blocks.{l}.mlp.hook_pre`` / ``hook_post`` [batch, pos, d_mlp] (before and after the GELU),
+``blocks.{l}.hook_mlp_out``; ``blocks.{l}.hook_resid_post``. An attention-only model has no MLP hooks.
 When no hook reads the scores or the pattern, attention runs through fused SDPA.
+
+Weights, stacked per layer as TransformerLens stacks them (new tensors; the parameters keep their
+names, so checkpoints load as before): ``W_Q``, ``W_K``, ``W_V`` [layer, head, d_model, d_head],
+``W_O`` [layer, head, d_head, d_model], ``W_in`` [layer, d_model, d_mlp], ``b_in``, ``W_out`` [layer,
+d_mlp, d_model], ``b_out``; ``W_E`` [d_vocab, d_model], ``W_U`` [d_model, d_vocab], ``b_U``. Per
+block, ``blocks[l].attn.W_Q`` and ``blocks[l].mlp.W_in`` are views of the parameters themselves.
 
 Key-value cache: ``forward_kv`` also returns each layer's rotated keys and values, and ``past=`` feeds
 them back, so a prefix shared by many inputs is computed once (:mod:`possym.evaluate.lengthgen`).
@@ -26,33 +36,27 @@ A past of batch 1 is broadcast over the batch without being copied.
 Example:
     >>> cfg = ModelConfig(n_layers=2, d_model=16, d_mlp=32, d_vocab=10)
     >>> model = GPTJ(cfg, torch.Generator().manual_seed(0))
-    >>> logits, cache = model.run_with_cache(torch.tensor([[1, 2, 3]]), ["blocks.1.attn.hook_pattern"])
-    >>> logits.shape, cache["blocks.1.attn.hook_pattern"].shape
-    (torch.Size([1, 3, 10]), torch.Size([1, 1, 3, 3]))
+    >>> logits, cache = model.run_with_cache(torch.tensor([[1, 2, 3]]))
+    >>> logits.shape, cache["pattern", 1].shape, model.W_Q.shape
+    (torch.Size([1, 3, 10]), torch.Size([1, 1, 3, 3]), torch.Size([2, 1, 16, 16]))
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from typing import cast
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from possym.config import ModelConfig
+from possym.errors import PossymError
+from possym.model.hooks import HookedRoot, HookPoint
 from possym.model.rope import apply_rope, rope_cos_sin
 
 KV = tuple[Tensor, Tensor]
 """One layer's rotated keys and values, each [batch, head, pos, d_head] (batch 1 = shared)."""
-
-
-class HookPoint(nn.Module):
-    """Identity module whose forward hooks read (or, by returning a value, replace) an activation."""
-
-    def forward(self, x: Tensor) -> Tensor:
-        return x
 
 
 class Attention(nn.Module):
@@ -70,8 +74,10 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(cfg.d_model, 3 * cfg.d_model, bias=False)
         self.out = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
         self.attn_dropout = cfg.dropout
+        self.hook_q, self.hook_k, self.hook_v = HookPoint(), HookPoint(), HookPoint()
         self.hook_rot_q, self.hook_rot_k = HookPoint(), HookPoint()
         self.hook_attn_scores, self.hook_pattern = HookPoint(), HookPoint()
+        self.hook_z = HookPoint()
 
     def _w(self, i: int) -> Tensor:
         c = self.cfg
@@ -104,6 +110,7 @@ class Attention(nn.Module):
         """
         c = self.cfg
         q, k, v = self.qkv(h).unflatten(-1, (3, c.n_heads, c.d_head)).unbind(-3)
+        q, k, v = self.hook_q(q), self.hook_k(k), self.hook_v(v)
         if self.static_planes is not None:  # NoPE planes: angle 0 at every position
             cos, sin = cos.masked_fill(self.static_planes, 1.0), sin.masked_fill(self.static_planes, 0.0)
         if self.gate is not None:  # gated planes: zero in q and k, so they add nothing to any logit
@@ -127,7 +134,7 @@ class Attention(nn.Module):
             else:
                 n_past = past[1].shape[-2]
                 z = _matmul_past(pattern[..., :n_past], past[1]) + pattern[..., n_past:] @ v
-        return self.out(z.transpose(1, 2).flatten(-2)), (k, v)
+        return self.out(self.hook_z(z.transpose(1, 2)).flatten(-2)), (k, v)
 
 
 def _matmul_past(x: Tensor, past: Tensor) -> Tensor:
@@ -143,44 +150,75 @@ def _matmul_past(x: Tensor, past: Tensor) -> Tensor:
     return (rows @ past[0]).view(head, batch, n, -1).transpose(0, 1)
 
 
+class MLP(nn.Sequential):
+    """Linear(d_model, d_mlp) -> GELU -> Linear(d_mlp, d_model), as ``mlp.0`` and ``mlp.2`` (the
+    checkpoint names), with ``hook_pre`` before the GELU and ``hook_post`` after it."""
+
+    def __init__(self, cfg: ModelConfig) -> None:
+        gelu = nn.GELU(approximate=cfg.gelu_approximate)
+        super().__init__(nn.Linear(cfg.d_model, cfg.d_mlp), gelu, nn.Linear(cfg.d_mlp, cfg.d_model))
+        self.hook_pre, self.hook_post = HookPoint(), HookPoint()
+
+    def forward(self, h: Tensor) -> Tensor:
+        return self[2](self.hook_post(self[1](self.hook_pre(self[0](h)))))
+
+    def _linear(self, i: int) -> nn.Linear:
+        return cast(nn.Linear, self[i])
+
+    @property
+    def W_in(self) -> Tensor:  # [d_model, d_mlp]
+        return self._linear(0).weight.mT
+
+    @property
+    def b_in(self) -> Tensor:  # [d_mlp]
+        return self._linear(0).bias
+
+    @property
+    def W_out(self) -> Tensor:  # [d_mlp, d_model]
+        return self._linear(2).weight.mT
+
+    @property
+    def b_out(self) -> Tensor:  # [d_model]
+        return self._linear(2).bias
+
+
 class Block(nn.Module):
     def __init__(self, cfg: ModelConfig, layer: int = 0) -> None:
         super().__init__()
+        self.hook_resid_pre = HookPoint()  # registered in forward order, so hook_dict lists them so
         self.ln = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps)
         self.attn = Attention(cfg, layer)
-        self.mlp = (
-            nn.Sequential(
-                nn.Linear(cfg.d_model, cfg.d_mlp),
-                nn.GELU(approximate=cfg.gelu_approximate),
-                nn.Linear(cfg.d_mlp, cfg.d_model),
-            )
-            if cfg.mlp
-            else None
-        )
+        self.hook_attn_out = HookPoint()
+        self.mlp = MLP(cfg) if cfg.mlp else None
+        self.hook_mlp_out = HookPoint() if cfg.mlp else None
         self.drop = nn.Dropout(cfg.dropout)
-        self.hook_resid_pre = HookPoint()
+        self.hook_resid_post = HookPoint()
 
     def forward(self, x: Tensor, cos: Tensor, sin: Tensor, past: KV | None = None) -> tuple[Tensor, KV]:
         x = self.hook_resid_pre(x)
         h = self.ln(x)  # GPT-J: one LayerNorm feeds both branches
         a, kv = self.attn(h, cos, sin, past)
-        if self.mlp is None:  # attention-only block
-            return x + self.drop(a), kv
-        return x + self.drop(a) + self.drop(self.mlp(h)), kv  # parallel residual
+        a = self.hook_attn_out(a)
+        if self.mlp is None or self.hook_mlp_out is None:  # attention-only block
+            return self.hook_resid_post(x + self.drop(a)), kv
+        m = self.hook_mlp_out(self.mlp(h))
+        return self.hook_resid_post(x + self.drop(a) + self.drop(m)), kv  # parallel residual
 
 
-class GPTJ(nn.Module):
+class GPTJ(HookedRoot):
     def __init__(self, cfg: ModelConfig, generator: torch.Generator | None = None) -> None:
         super().__init__()
         if cfg.d_vocab < 1:
             raise ValueError(f"model.d_vocab={cfg.d_vocab}: set it from the task vocabulary before building")
         self.cfg = cfg
         self.embed = nn.Embedding(cfg.d_vocab, cfg.d_model)
+        self.hook_embed = HookPoint()
         self.drop = nn.Dropout(cfg.embd_p)
         self.blocks = nn.ModuleList(Block(cfg, layer) for layer in range(cfg.n_layers))
         self.ln_final = nn.LayerNorm(cfg.d_model, eps=cfg.ln_eps)
         self.unembed = nn.Linear(cfg.d_model, cfg.d_vocab)
         self.reset_parameters(generator)
+        self.setup(cfg.n_layers)
 
     @torch.no_grad()
     def reset_parameters(self, generator: torch.Generator | None = None) -> None:
@@ -201,6 +239,47 @@ class GPTJ(nn.Module):
     @property
     def W_U(self) -> Tensor:  # [d_model, d_vocab]
         return self.unembed.weight.mT
+
+    @property
+    def b_U(self) -> Tensor:  # [d_vocab]
+        return self.unembed.bias
+
+    def _stack(self, part: str, name: str) -> Tensor:
+        if part == "mlp" and not self.cfg.mlp:
+            raise PossymError(f"model.mlp=false: an attention-only model has no {name}")
+        return torch.stack([getattr(getattr(block, part), name) for block in self.blocks])
+
+    @property
+    def W_Q(self) -> Tensor:  # [layer, head, d_model, d_head]
+        return self._stack("attn", "W_Q")
+
+    @property
+    def W_K(self) -> Tensor:  # [layer, head, d_model, d_head]
+        return self._stack("attn", "W_K")
+
+    @property
+    def W_V(self) -> Tensor:  # [layer, head, d_model, d_head]
+        return self._stack("attn", "W_V")
+
+    @property
+    def W_O(self) -> Tensor:  # [layer, head, d_head, d_model]
+        return self._stack("attn", "W_O")
+
+    @property
+    def W_in(self) -> Tensor:  # [layer, d_model, d_mlp]
+        return self._stack("mlp", "W_in")
+
+    @property
+    def b_in(self) -> Tensor:  # [layer, d_mlp]
+        return self._stack("mlp", "b_in")
+
+    @property
+    def W_out(self) -> Tensor:  # [layer, d_mlp, d_model]
+        return self._stack("mlp", "W_out")
+
+    @property
+    def b_out(self) -> Tensor:  # [layer, d_model]
+        return self._stack("mlp", "b_out")
 
     def forward(self, tokens: Tensor, positions: Tensor | None = None, past: list[KV] | None = None) -> Tensor:
         """tokens: [batch, pos] -> logits [batch, pos, d_vocab]; positions default to 0..pos-1 after the past."""
@@ -225,7 +304,7 @@ class GPTJ(nn.Module):
         if positions is None:
             start = 0 if past is None else past[0][0].shape[-2]
             positions = torch.arange(start, start + tokens.shape[-1], device=tokens.device)
-        x = self.drop(self.embed(tokens))
+        x = self.drop(self.hook_embed(self.embed(tokens)))
         cos, sin = rope_cos_sin(positions, self.cfg.rot_dim, self.cfg.rope_base, x.dtype)
         present = []
         for i, block in enumerate(self.blocks):
@@ -233,42 +312,20 @@ class GPTJ(nn.Module):
             present.append(kv)
         return self.unembed(self.ln_final(x)), present
 
-    @contextmanager
-    def hooks(self, fwd: dict[str, Callable[[Tensor], Tensor | None]]) -> Iterator[GPTJ]:
-        """Attach ``name -> fn(activation)`` hooks; they are always removed on exit.
-
-        A hook that returns a tensor replaces the activation (patching); one that returns None reads it.
-        """
-        modules = dict(self.named_modules())
-        unknown = sorted(set(fwd) - {n for n, m in modules.items() if isinstance(m, HookPoint)})
-        if unknown:
-            raise ValueError(f"unknown hook point(s) {unknown}; e.g. blocks.0.attn.hook_pattern")
-        handles = [modules[n].register_forward_hook(lambda _m, _i, out, f=f: f(out)) for n, f in fwd.items()]
-        try:
-            yield self
-        finally:
-            for handle in handles:
-                handle.remove()
-
-    def run_with_cache(
-        self, tokens: Tensor, names: list[str], positions: Tensor | None = None, past: list[KV] | None = None
-    ) -> tuple[Tensor, dict[str, Tensor]]:
-        """Forward pass that also returns the named activations (detached)."""
-        cache: dict[str, Tensor] = {}
-
-        def keep(name: str) -> Callable[[Tensor], None]:
-            return lambda t: cache.__setitem__(name, t.detach())
-
-        with self.hooks({n: keep(n) for n in names}):
-            logits = self(tokens, positions, past)
-        return logits, cache
-
 
 def hook_names(cfg: ModelConfig) -> list[str]:
-    """Every hook point name, in forward order."""
-    out = []
+    """Every hook point name, in forward order.
+
+    >>> hook_names(ModelConfig(n_layers=1, mlp=False))[:3]
+    ['hook_embed', 'blocks.0.hook_resid_pre', 'blocks.0.attn.hook_q']
+    """
+    out = ["hook_embed"]
+    attn = ("hook_q", "hook_k", "hook_v", "hook_rot_q", "hook_rot_k", "hook_attn_scores", "hook_pattern", "hook_z")
     for layer in range(cfg.n_layers):
         out.append(f"blocks.{layer}.hook_resid_pre")
-        attn = ("hook_rot_q", "hook_rot_k", "hook_attn_scores", "hook_pattern")
         out += [f"blocks.{layer}.attn.{h}" for h in attn]
+        out.append(f"blocks.{layer}.hook_attn_out")
+        if cfg.mlp:
+            out += [f"blocks.{layer}.mlp.hook_pre", f"blocks.{layer}.mlp.hook_post", f"blocks.{layer}.hook_mlp_out"]
+        out.append(f"blocks.{layer}.hook_resid_post")
     return out

@@ -81,7 +81,7 @@ def rerun_swaps(
     cos, sin = rope_cos_sin(torch.arange(query + 1), cfg.rot_dim, cfg.rope_base, x.dtype)
     captured: list[Tensor] = []
     rows = []
-    with torch.no_grad(), model.hooks({f"blocks.{layer}.attn.hook_pattern": captured.append}):
+    with torch.no_grad(), model.hooks({f"blocks.{layer}.attn.hook_pattern": lambda t, hook: captured.append(t)}):
         for start in range(0, x.shape[0], chunk):
             variants = x[start : start + chunk][:, perm]  # [chunk, variant, q+1, d_model]
             block.attn(block.ln(variants.flatten(0, 1)), cos, sin)

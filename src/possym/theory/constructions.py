@@ -241,10 +241,10 @@ def run_construction(
     cos, sin = rope_cos_sin(angles, rot_dim=2, base=model.cfg.rope_base, dtype=dtype)
     kept: dict[str, Tensor] = {}
 
-    def keep_scores(t: Tensor) -> None:
+    def keep_scores(t: Tensor, hook: object) -> None:
         kept["scores"] = t.detach()
 
-    def pattern(t: Tensor) -> Tensor:
+    def pattern(t: Tensor, hook: object) -> Tensor:
         p = average_hard_pattern(kept["scores"]) if beta is None else t
         kept["pattern"] = p.detach()
         return p

@@ -51,7 +51,7 @@ def last_query_scores(model: GPTJ, tokens: Tensor) -> tuple[Tensor, Tensor]:
     rows: dict[int, Tensor] = {}
 
     def keep(layer: int):
-        def fn(scores: Tensor) -> None:
+        def fn(scores: Tensor, hook: object) -> None:
             rows[layer] = scores[:, :, -1, :].detach()
 
         return fn

@@ -209,7 +209,7 @@ def attention_output(model: GPTJ, tokens: Tensor) -> tuple[Tensor, Tensor]:
     kept: dict[str, Tensor] = {}
     n = tokens.shape[-1]
     cos, sin = rope_cos_sin(torch.arange(n), model.cfg.rot_dim, model.cfg.rope_base, torch.float64)
-    with torch.no_grad(), model.hooks({"blocks.0.attn.hook_pattern": lambda p: kept.__setitem__("w", p)}):
+    with torch.no_grad(), model.hooks({"blocks.0.attn.hook_pattern": lambda p, hook: kept.__setitem__("w", p)}):
         a = model.blocks[0].attn(model.embed(tokens), cos, sin)[0]
     return a, kept["w"][:, 0, -1, :]
 

@@ -133,7 +133,7 @@ def test_a_patching_hook_changes_the_output_and_is_removed_afterwards():
     tokens = torch.randint(0, 40, (1, 10))
     with torch.no_grad():
         clean = model(tokens)
-        with model.hooks({"blocks.1.hook_resid_pre": lambda x: torch.zeros_like(x)}):
+        with model.hooks({"blocks.1.hook_resid_pre": lambda x, hook: torch.zeros_like(x)}):
             patched = model(tokens)
         again = model(tokens)
     assert not torch.allclose(clean, patched)
@@ -144,7 +144,7 @@ def test_a_patching_hook_changes_the_output_and_is_removed_afterwards():
 def test_hooks_are_removed_even_when_the_forward_pass_fails():
     model = random_model()
 
-    def boom(_):
+    def boom(_, hook):
         raise RuntimeError("boom")
 
     with pytest.raises(RuntimeError), model.hooks({"blocks.0.attn.hook_pattern": boom}):
@@ -164,7 +164,15 @@ def test_weight_views_have_transformerlens_shapes():
     assert attn.W_Q.shape == attn.W_K.shape == attn.W_V.shape == (4, 32, 8)
     assert attn.W_O.shape == (4, 8, 32)
     assert model.W_E.shape == (40, 32) and model.W_U.shape == (32, 40)
-    assert len(hook_names(model.cfg)) == 3 * 5
+
+
+@pytest.mark.parametrize("mlp", [True, False])
+def test_hook_names_lists_every_hook_in_the_order_the_forward_pass_fires_them(mlp):
+    model = random_model(mlp=mlp)
+    fired = []
+    with torch.no_grad(), model.hooks([(lambda name: True, lambda t, hook: fired.append(hook.name))]):
+        model.run_with_cache(torch.randint(0, 40, (1, 5)), ["blocks.0.attn.hook_pattern"])  # the explicit path too
+    assert fired == hook_names(model.cfg) == list(model.hook_dict)
 
 
 def test_same_init_seed_gives_identical_weights_and_different_seed_does_not():

@@ -108,7 +108,8 @@ def test_nope_layers_do_not_see_positions_and_earlier_layers_do():
     scores = {}
     for layer in (0, 1):
         for name, pos in (("plain", torch.arange(10)), ("moved", shuffled)):
-            hook = {f"blocks.{layer}.attn.hook_attn_scores": lambda s, key=(layer, name): scores.__setitem__(key, s)}
+            keep = lambda s, hook, key=(layer, name): scores.__setitem__(key, s)  # noqa: E731
+            hook = {f"blocks.{layer}.attn.hook_attn_scores": keep}
             with torch.no_grad(), model.hooks(hook):
                 model.blocks[layer].attn(h, *rope_cos_sin(pos, 16, 10_000.0, torch.float64))
     torch.testing.assert_close(scores[(1, "plain")], scores[(1, "moved")], atol=1e-12, rtol=0)

@@ -58,7 +58,7 @@ def _reference(model: GPTJ, tokens, answers, masks: DropoutMasks | None = None):
         return x if mask is None else x * mask
 
     # A pattern hook sends attention through the explicit softmax path, whose dropout is F.dropout.
-    read = {f"blocks.{i}.attn.hook_pattern": lambda t: None for i in range(model.cfg.n_layers)}
+    read = {f"blocks.{i}.attn.hook_pattern": lambda t, hook: None for i in range(model.cfg.n_layers)}
     with pytest.MonkeyPatch.context() as mp, model.hooks(read):
         mp.setattr(torch.nn.functional, "dropout", fake)
         loss = F.cross_entropy(model(tokens)[:, -1], answers)
