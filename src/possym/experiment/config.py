@@ -165,10 +165,15 @@ class Experiment:
         return tuple(n for n, _ in self.stages)
 
     def with_stages(self) -> Experiment:
-        """The same experiment with ``train`` listed (first, at its defaults) when it was left implicit."""
-        if "train" in self.stage_names:
-            return self
-        return dataclasses.replace(self, stages=(("train", get_stage("train").settings_from({})), *self.stages))
+        """The same experiment with ``train`` where it must run: before the first stage that reads a run
+        (scope ``run`` or ``runs``), wherever it was listed, and at its defaults where it was left
+        implicit. Experiment-scope stages (the data audit, the reports) keep their places. A mapping
+        written with sorted keys (``yaml.safe_dump``) lists ``score`` before ``train``; no stage can
+        read a run before it is trained, so the order given cannot mean anything else."""
+        train = dict(self.stages).get("train", get_stage("train").settings_from({}))
+        rest = [(n, c) for n, c in self.stages if n != "train"]
+        at = next((i for i, (n, _) in enumerate(rest) if get_stage(n).scope != "experiment"), 0)
+        return dataclasses.replace(self, stages=(*rest[:at], ("train", train), *rest[at:]))
 
 
 # ---- plain data <-> the tree ---------------------------------------------------------------------

@@ -266,10 +266,10 @@ def learning_claims(ev: Evidence) -> list[ClaimRecord]:
                 l_steps.append(float(l_step))
         test = (f"; two-group test: {compare_groups(n_steps, l_steps).text('.0f')}"
                 if len(l_steps) >= 2 else "")
-        letter_max = numbers["fig2a_letter_task_test_accuracy_global"]["best_step"]
+        letter_max = numbers["fig2a_letter_task_test_accuracy_global"]["max_accuracy_step"]
         out.append(_claim(
             "the letter task is learned before the number task", section,
-            f"max accuracy at step {letter_max} (letter) vs {fig2a['best_step']} (number)",
+            f"max accuracy at step {letter_max} (letter) vs {fig2a['max_accuracy_step']} (number)",
             _holds_text(holds) + test, rules.grade_holds(holds),
             f"{HOLDS_RULE}; it holds at a seed if the letter model reaches {SOLVED} global accuracy at an earlier "
             "step than the number model of the same seed",
@@ -278,7 +278,7 @@ def learning_claims(ev: Evidence) -> list[ClaimRecord]:
     for task, key in (("number", "fig2a_number_task_test_accuracy_by_hop"),
                       ("letter", "fig2a_letter_task_test_accuracy_global")):
         runs = [r for r in ev.seeds(task) if r.best_step is not None]
-        paper_step = numbers[key]["best_step"]
+        paper_step = numbers[key]["max_accuracy_step"]
         name = f"{task} task: step of maximum accuracy"
         rule = ("a step: match if the paper's step lies in our seeds' range widened by each seed's evaluation "
                 f"spacing, partial if within {rules.STEP_PARTIAL:.0%} of the paper's step beyond it; ours is the "

@@ -27,6 +27,15 @@ def test_a_grid_expands_seed_by_seed_with_every_seed_field_set():
     assert exp.with_stages().stage_names == ("train", "score")  # training comes first unless listed
 
 
+def test_train_runs_before_the_first_stage_that_reads_a_run_wherever_it_is_listed():
+    # yaml.safe_dump sorts a mapping's keys, so a generated file lists score before train
+    exp = experiment_from_dict({"tasks": ["number"], "seeds": [0],
+                                "stages": {"data": {}, "report": {}, "score": {}, "train": {"group": False}}})
+    assert exp.with_stages().stage_names == ("data", "report", "train", "score")
+    assert exp.with_stages().stage("train").group is False  # its settings move with it
+    assert experiment_from_dict({"stages": {"data": {}}}).with_stages().stage_names == ("train", "data")
+
+
 def test_without_variants_a_run_is_named_by_its_task_and_seed():
     assert [r.id for r in experiment_from_dict({"tasks": ["letter"], "seeds": [0, 1]}).runs()] == [
         "letter-s0", "letter-s1"]
