@@ -145,7 +145,8 @@ def run_experiment(exp: Experiment, out: str | Path, *, engine: Any = None, prog
             _run_here([Unit(str(out), (s,), segment, exp.threads) for s in todo], log, outcome, exp.retries, progress,
                       on_unit)
         else:
-            _run_on(engine, _units(out, todo, segment, exp.threads, runs), outcome, exp.retries, on_unit)
+            workers = int(getattr(engine, "workers", 1) or 1)  # how many units run at once (a Slurm array: 1)
+            _run_on(engine, _units(out, todo, segment, exp.threads, runs, workers), outcome, exp.retries, on_unit)
         failed |= set(outcome.failed)
     outcome.seconds = time.perf_counter() - t0
     return outcome
@@ -213,14 +214,14 @@ def _runs_done(spec: RunSpec, segment: tuple[tuple[Stage, Any], ...], log: Resum
 
 
 def _units(out: Path, todo: list[RunSpec], segment: tuple[tuple[Stage, Any], ...], threads: int | None,
-           runs: dict[str, RunDir]) -> list[Unit]:
+           runs: dict[str, RunDir], workers: int) -> list[Unit]:
     """The segment's work for an engine: the groups the segment's ``runs``-scope stage plans (runs that
     train in one batched step stay together), else one unit per run."""
     planner = next(((stage, cfg) for stage, cfg in segment if stage.scope == "runs" and stage.plan is not None), None)
     if planner is None:
         return [Unit(str(out), (spec,), segment, threads) for spec in todo]
     stage, cfg = planner
-    groups = stage.plan([runs[spec.id] for spec in todo], cfg)  # type: ignore[misc]
+    groups = stage.plan([runs[spec.id] for spec in todo], cfg, workers)  # type: ignore[misc]
     return [Unit(str(out), tuple(todo[i] for i in group), segment, threads) for group in groups]
 
 

@@ -84,9 +84,10 @@ class Stage:
 
     ``always``: rerun on every call (a report reads whatever the others produced). ``from_dict`` /
     ``to_dict``: how plain settings map onto ``config`` when it is not flat (the length stage nests
-    its curve's settings); by default every field is a key. ``plan(runs, cfg)``: for a ``runs`` stage,
-    the groups (lists of indices into ``runs``) that must stay together in one unit of work on an
-    engine (training groups that share a batched step); None: any split will do.
+    its curve's settings); by default every field is a key. ``plan(runs, cfg, workers)``: for a ``runs``
+    stage, the groups (lists of indices into ``runs``) that must stay together in one unit of work on an
+    engine that runs ``workers`` units at once (training groups that share a batched step); None: any
+    split will do.
     """
 
     name: str
@@ -96,7 +97,7 @@ class Stage:
     always: bool = False
     from_dict: Callable[[dict[str, Any]], Any] | None = None
     to_dict: Callable[[Any], dict[str, Any]] | None = None
-    plan: Callable[[list[RunDir], Any], list[list[int]]] | None = None
+    plan: Callable[[list[RunDir], Any, int], list[list[int]]] | None = None
     summary: str = ""
 
     def __post_init__(self) -> None:

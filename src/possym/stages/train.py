@@ -322,12 +322,24 @@ def _settings(cfg: TrainStageConfig) -> dict[str, Any]:
     return {"monitor": cfg.monitor, "group": cfg.group, "memory_budget_mb": cfg.memory_budget_mb}
 
 
-def _units(runs: list[RunDir], cfg: TrainStageConfig) -> list[list[int]]:
+def _units(runs: list[RunDir], cfg: TrainStageConfig, workers: int = 1) -> list[list[int]]:
     """The runs an engine must keep together in one unit of work: each group of the plan, and every other
-    run alone (a finished one too: its unit goes on to its later stages)."""
+    run alone (a finished one too: its unit goes on to its later stages).
+
+    With ``workers`` > 1, a group none of whose members has started is cut into chunks of at most
+    ⌈len(runs) / workers⌉ runs, each trained as its own group: one unit of 72 canonical cells beside one
+    of 36 would keep a worker idle for half the time, and on a CPU a bigger group gains nothing
+    (docs/results.md, the group step). A group with a resumed member stays whole, as it was trained.
+    """
     plan = plan_training(runs, group=cfg.group, memory_budget_mb=cfg.memory_budget_mb)
     index = {str(r.path): i for i, r in enumerate(runs)}
-    grouped = [[index[str(r.path)] for r in members] for members in plan.groups]
+    cap = max(1, math.ceil(len(runs) / workers))
+    grouped = []
+    for members in plan.groups:
+        ids = [index[str(r.path)] for r in members]
+        fresh = all(r.load_state() is None for r in members)
+        step = cap if fresh and workers > 1 else len(ids)
+        grouped += [ids[i:i + step] for i in range(0, len(ids), step)]
     taken = {i for g in grouped for i in g}
     return grouped + [[i] for i in range(len(runs)) if i not in taken]
 

@@ -15,6 +15,7 @@ from possym.runs import RunDir
 from possym.stages.registry import get_stage
 from possym.stages.train import TrainStageConfig, plan_training, train_run, train_runs
 from possym.train.group import member_memory_mb
+from possym.train.trainee import GROUP_STATE
 
 
 def _run(tmp_path, name, overrides):
@@ -74,6 +75,21 @@ def test_the_train_stage_groups_the_seeds_of_an_experiment(tmp_path, tiny_overri
     assert all(st["group"]["size"] == 2 for st in states)
     logs = "".join(p.read_text() for p in (tmp_path / "logs").glob("*.log"))
     assert "group of 2" in logs
+
+
+def test_units_for_several_workers_cut_a_fresh_group_into_balanced_groups_and_keep_a_resumed_one_whole(
+        tmp_path, tiny_overrides):
+    plan = get_stage("train").plan
+    cfg = TrainStageConfig(progress=False)
+    same = [_run(tmp_path, f"s{i}", [*tiny_overrides, f"seeds.init={i}"]) for i in range(5)]
+    wide = _run(tmp_path, "wide", [*tiny_overrides, "model.d_model=32"])
+    runs = [*same, wide]
+    assert plan(runs, cfg, 1) == [[0, 1, 2, 3, 4], [5]]  # one worker: the whole group, one step
+    assert plan(runs, cfg, 2) == [[0, 1, 2], [3, 4], [5]]  # two: no unit above ceil(6 / 2) runs
+    assert sorted(i for u in plan(runs, cfg, 8) for i in u) == list(range(6))  # every run once, whatever
+    # a group whose member has started (its state says it trained in a group) stays whole, as it was trained
+    same[1].save_state({GROUP_STATE: {"size": 5, "models": []}})
+    assert plan(runs, cfg, 2) == [[0, 1, 2, 3, 4], [5]]
 
 
 def test_the_stage_settings_key_holds_grouping_and_budget_but_not_the_bar():
