@@ -66,7 +66,7 @@ def plane_thetas(d_head: int, base: float = 10_000.0) -> np.ndarray:
 
 def _gate(ids: list[int]) -> str:
     parts, start = [], ids[0]
-    for a, b in zip(ids, ids[1:] + [None], strict=True):
+    for a, b in zip(ids, [*ids[1:], ids[-1] + 2], strict=True):  # the sentinel ids[-1] + 2 ends the last run
         if b != a + 1:
             parts.append(f"{start}" if start == a else f"{start}-{a}")
             start = b

@@ -60,6 +60,11 @@ KV = tuple[Tensor, Tensor]
 
 
 class Attention(nn.Module):
+    # The plane buffers, declared so that they type as what they hold (nn.Module's __getattr__
+    # would type them Tensor | Module): [rot_dim/2] bool, the planes held at angle 0; [head, d_head] gate.
+    static_planes: Tensor | None
+    gate: Tensor | None
+
     def __init__(self, cfg: ModelConfig, layer: int = 0) -> None:
         super().__init__()
         self.cfg = cfg
@@ -166,6 +171,14 @@ class MLP(nn.Sequential):
         return cast(nn.Linear, self[i])
 
     @property
+    def fc_in(self) -> nn.Linear:  # ``mlp.0``: the Linear itself (W_in is a transposed view of its weight)
+        return self._linear(0)
+
+    @property
+    def fc_out(self) -> nn.Linear:  # ``mlp.2``
+        return self._linear(2)
+
+    @property
     def W_in(self) -> Tensor:  # [d_model, d_mlp]
         return self._linear(0).weight.mT
 
@@ -226,11 +239,16 @@ class GPTJ(HookedRoot):
         for module in self.modules():
             if isinstance(module, nn.Linear | nn.Embedding):
                 module.weight.normal_(0.0, self.cfg.init_range, generator=generator)
-                if getattr(module, "bias", None) is not None:
-                    module.bias.zero_()
+                bias = getattr(module, "bias", None)  # an Embedding has none, a Linear may have None
+                if bias is not None:
+                    bias.zero_()
             elif isinstance(module, nn.LayerNorm):
                 module.weight.fill_(1.0)
                 module.bias.zero_()
+
+    def block(self, layer: int) -> Block:
+        """Block ``layer`` (0-based), typed: ``self.blocks[layer]`` is a plain nn.Module to a type checker."""
+        return cast(Block, self.blocks[layer])
 
     @property
     def W_E(self) -> Tensor:  # [d_vocab, d_model]

@@ -97,7 +97,7 @@ def to_hf_state_dict(model: GPTJ) -> dict[str, Tensor]:
     out = {theirs: sd[ours] for ours, theirs in _name_pairs(model.cfg.n_layers)}
     for layer in range(model.cfg.n_layers):
         q, k, v = sd[f"blocks.{layer}.attn.qkv.weight"].split(d)
-        gate = model.blocks[layer].attn.gate  # [head, d_head] or None
+        gate = model.block(layer).attn.gate  # [head, d_head] or None
         if gate is not None:
             rows = gate.reshape(-1, 1).to(q.dtype)  # output dim h*d_head + i of W_Q / W_K
             q, k = q * rows, k * rows
@@ -133,8 +133,12 @@ def to_hf(model: GPTJ, n_positions: int = HF_POSITIONS, attn_implementation: str
     dtype = next(model.parameters()).dtype
     config = hf_config(model.cfg, n_positions)
     config._attn_implementation = attn_implementation
-    hf = GPTJForCausalLM(config).to(dtype)
-    hf.transformer.rotary_emb.embed_positions = exact_rotary_table(n_positions, model.cfg.rot_dim)
+    hf = GPTJForCausalLM(config)
+    # Through the class: PreTrainedModel.to is @wraps(nn.Module.to), which typeshed types as an
+    # unbound callable, so mypy would read ``hf.to(dtype)`` as ``to(self=dtype)``. Same call.
+    GPTJForCausalLM.to(hf, dtype)
+    table = exact_rotary_table(n_positions, model.cfg.rot_dim)
+    hf.transformer.rotary_emb.embed_positions = torch.nn.Buffer(table, persistent=False)  # as HF declares it
     missing, unexpected = hf.load_state_dict(to_hf_state_dict(model), strict=False)
     # The rotary table is a non-persistent buffer; nothing else may be missing.
     if unexpected or [k for k in missing if "embed_positions" not in k]:

@@ -21,15 +21,15 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import pandas as pd
-import torch
 from torch import Tensor
 
+from possym.model.gptj import GPTJ
 from possym.records import GAMMAS
 from possym.scores.dynamics import purity
 from possym.scores.swaps import head_scores, rotated_qk
 
 
-def cosine_verdicts(model: torch.nn.Module, tokens: Tensor, gammas: Sequence[float] = GAMMAS) -> pd.DataFrame:
+def cosine_verdicts(model: GPTJ, tokens: Tensor, gammas: Sequence[float] = GAMMAS) -> pd.DataFrame:
     """One row per (layer, head): mean s_POS, s_SYM under each cosine (last-token query), the purity
     verdict under each at every γ (``kind_exact_0.1``, ``kind_torch_0.1``, ...), and ``changed``:
     whether any γ's verdict differs between the two."""

@@ -23,11 +23,12 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from possym.model.gptj import GPTJ
 from possym.scores.metric import TAU
 from possym.scores.swaps import head_scores
 
 
-def monitor_scores(model: torch.nn.Module, tokens: Tensor, *, tau: float = TAU) -> list[dict[str, Any]]:
+def monitor_scores(model: GPTJ, tokens: Tensor, *, tau: float = TAU) -> list[dict[str, Any]]:
     """Mean s_POS, s_SYM and attention entropy of every (layer, head) for the last-token query.
 
     model: a GPTJ in eval mode (a model in training mode is refused: dropout would perturb the

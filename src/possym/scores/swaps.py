@@ -48,13 +48,14 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from possym.devices import model_device
+from possym.model.gptj import GPTJ
 from possym.model.rope import layer_frequencies
 from possym.scores.metric import (
     TAU,
@@ -245,7 +246,7 @@ def _check_eval(model: torch.nn.Module) -> None:
         raise ValueError("scores need a model in eval mode (dropout would perturb the attention); call model.eval()")
 
 
-def rotated_qk(model: torch.nn.Module, tokens: Tensor, layers: list[int]) -> dict[int, tuple[Tensor, Tensor]]:
+def rotated_qk(model: GPTJ, tokens: Tensor, layers: list[int]) -> dict[int, tuple[Tensor, Tensor]]:
     """Each layer's rotated queries and keys from the hook points: layer -> (q, k), each [batch, pos, head, d_head]."""
     names = {layer: (f"blocks.{layer}.attn.hook_rot_q", f"blocks.{layer}.attn.hook_rot_k") for layer in layers}
     with torch.no_grad():
@@ -253,8 +254,30 @@ def rotated_qk(model: torch.nn.Module, tokens: Tensor, layers: list[int]) -> dic
     return {layer: (cache[q], cache[k]) for layer, (q, k) in names.items()}
 
 
+@overload
 def layer_tables(
-    model: torch.nn.Module,
+    model: GPTJ,
+    q_rot: Tensor,
+    k_rot: Tensor,
+    query: int,
+    dtype: torch.dtype = ...,
+    per_plane: Literal[False] = ...,
+    *,
+    layer: int | None = ...,
+) -> Tensor: ...
+@overload
+def layer_tables(
+    model: GPTJ,
+    q_rot: Tensor,
+    k_rot: Tensor,
+    query: int,
+    dtype: torch.dtype = ...,
+    *,
+    per_plane: Literal[True],
+    layer: int | None = ...,
+) -> tuple[Tensor, Tensor]: ...
+def layer_tables(
+    model: GPTJ,
     q_rot: Tensor,
     k_rot: Tensor,
     query: int,
@@ -280,7 +303,7 @@ def layer_tables(
 
 
 def head_scores(
-    model: torch.nn.Module,
+    model: GPTJ,
     tokens: Tensor,
     *,
     query: int | Tensor | None = None,

@@ -195,7 +195,7 @@ def construction_model(c: Construction, beta: float = 1.0, dtype: torch.dtype = 
     qkv[0:2] = beta * math.sqrt(d) * c.W_Q()  # the module divides the scores by sqrt(d_head)
     qkv[d : d + 2] = c.W_K()
     qkv[2 * d :] = c.W_V()
-    attn = model.blocks[0].attn
+    attn = model.block(0).attn
     with torch.no_grad():
         model.embed.weight.copy_(torch.as_tensor(c.embedding()))
         attn.qkv.weight.copy_(torch.as_tensor(qkv))
@@ -252,6 +252,6 @@ def run_construction(
     hooks = {"blocks.0.attn.hook_attn_scores": keep_scores, "blocks.0.attn.hook_pattern": pattern}
     with torch.no_grad(), model.hooks(hooks):
         x = model.embed(tokens)
-        a = model.blocks[0].attn(x, cos, sin)[0]
+        a = model.block(0).attn(x, cos, sin)[0]
         logits = model.unembed(x + a if c.keeps_residual else a)
     return ConstructionOutput(logits=logits, scores=kept["scores"][:, 0] / scale, pattern=kept["pattern"][:, 0])

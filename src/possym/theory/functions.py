@@ -39,6 +39,7 @@ import itertools
 import math
 from dataclasses import dataclass
 from functools import cached_property
+from typing import overload
 
 import numpy as np
 
@@ -48,7 +49,9 @@ from possym.tasks.vocab import number_alphabet
 class _NamedSymbols:
     """Names <-> ids for a symbol set that lists its names in ``tokens``."""
 
-    tokens: tuple[str, ...]
+    @property
+    def tokens(self) -> tuple[str, ...]:  # each subclass lists its names (a cached property there)
+        raise NotImplementedError
 
     def encode(self, names: list[str]) -> np.ndarray:
         index = {t: i for i, t in enumerate(self.tokens)}
@@ -114,8 +117,12 @@ class RetrievalSymbols(_NamedSymbols):
         right = (*letters, *(str(i) for i in range(1, self.n_ints + 1)))
         return tuple(x + y for x in letters for y in right)
 
-    def token(self, left: int, right: int) -> int:
-        """Id of the bigram (letter ``left``, right symbol ``right``), both 0-based phi - 1."""
+    @overload
+    def token(self, left: int, right: int) -> int: ...
+    @overload
+    def token(self, left: np.ndarray, right: np.ndarray | int) -> np.ndarray: ...
+    def token(self, left: int | np.ndarray, right: int | np.ndarray) -> int | np.ndarray:
+        """Id of the bigram (letter ``left``, right symbol ``right``), both 0-based phi - 1; elementwise on arrays."""
         return left * self.n_right + right
 
     def left(self, ids: np.ndarray) -> np.ndarray:
@@ -137,7 +144,7 @@ class RetrievalSymbols(_NamedSymbols):
 def is_valid_index_input(ids: np.ndarray, sym: IndexSymbols) -> np.ndarray:
     """[batch, pos] -> [batch]: every integer i at (0-based) position j points inside, i <= j."""
     ids = np.asarray(ids)
-    return (sym.offset(ids) <= np.arange(ids.shape[-1])).all(axis=-1)
+    return np.asarray((sym.offset(ids) <= np.arange(ids.shape[-1])).all(axis=-1))
 
 
 def selective_index(ids: np.ndarray, sym: IndexSymbols) -> np.ndarray:
@@ -182,7 +189,7 @@ def retrieval_defined(ids: np.ndarray, sym: RetrievalSymbols) -> np.ndarray:
 
 def is_proper(ids: np.ndarray, sym: RetrievalSymbols) -> np.ndarray:
     """[batch, pos] -> [batch]: the input is proper (Definition F.2), so Retrieval is defined everywhere."""
-    return retrieval_defined(ids, sym).all(axis=-1)
+    return np.asarray(retrieval_defined(ids, sym).all(axis=-1))
 
 
 def retrieval(ids: np.ndarray, sym: RetrievalSymbols) -> np.ndarray:

@@ -131,7 +131,7 @@ def _readout_head(qkv: Tensor, rotary_dim: int) -> GPTJ:
     d = qkv.shape[1]
     cfg = ModelConfig(n_layers=1, d_model=d, n_heads=1, d_mlp=1, rotary_dim=rotary_dim, dropout=0.0, d_vocab=d)
     model = GPTJ(cfg, torch.Generator().manual_seed(0)).double().eval()
-    attn = model.blocks[0].attn
+    attn = model.block(0).attn
     with torch.no_grad():
         model.embed.weight.copy_(torch.eye(d))
         attn.qkv.weight.copy_(qkv)
@@ -170,9 +170,15 @@ def symbolic_heads_on_swap(
             model = random_nope_model(d_vocab, generator)
             with torch.no_grad():
                 logits = model(both)[:, -1]
-        a, b = (int(x) for x in logits.argmax(-1))
+        ans_a, ans_b = (int(x) for x in logits.argmax(-1))
         out.append(
-            HeadTrial(a, b, a == pair.expected_a, b == pair.expected_b, float((logits[0] - logits[1]).abs().max()))
+            HeadTrial(
+                ans_a,
+                ans_b,
+                ans_a == pair.expected_a,
+                ans_b == pair.expected_b,
+                float((logits[0] - logits[1]).abs().max()),
+            )
         )
     return out
 
@@ -210,7 +216,7 @@ def attention_output(model: GPTJ, tokens: Tensor) -> tuple[Tensor, Tensor]:
     n = tokens.shape[-1]
     cos, sin = rope_cos_sin(torch.arange(n), model.cfg.rot_dim, model.cfg.rope_base, torch.float64)
     with torch.no_grad(), model.hooks({"blocks.0.attn.hook_pattern": lambda p, hook: kept.__setitem__("w", p)}):
-        a = model.blocks[0].attn(model.embed(tokens), cos, sin)[0]
+        a = model.block(0).attn(model.embed(tokens), cos, sin)[0]
     return a, kept["w"][:, 0, -1, :]
 
 
@@ -252,8 +258,7 @@ def query_reading_positional_retrieval(
     module docstring, at every position: returns (outputs [batch, pos], decoding gaps [batch, pos])."""
     model = random_positional_head(sym.size, generator, beta=1.0)
     tokens = torch.as_tensor(np.asarray(ids))
-    a, _ = attention_output(model, tokens)  # [batch, pos, |Sigma|]: the weight each token receives
-    a = a.numpy()
+    a = attention_output(model, tokens)[0].numpy()  # [batch, pos, |Sigma|]: the weight each token receives
     ids = np.asarray(ids)
     looked_up = sym.right(ids)  # a pair's right letter
     reads = sym.left(np.arange(sym.size))[None, None, :] == looked_up[..., None]

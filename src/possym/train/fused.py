@@ -60,7 +60,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from possym.config import ModelConfig
-from possym.model.gptj import GPTJ
+from possym.model.gptj import GPTJ, Block
 from possym.model.rope import rope_cos_sin
 
 Precision = Literal["fp32", "bf16", "fp16"]
@@ -128,7 +128,8 @@ class DropoutBits:
             keep = bits >= round(p * _UNIFORMS) - _UNIFORMS // 2
             scaled = torch.where(keep, 1.0 / (1.0 - p), 0.0).to(dtype)
             parts += [t.view(s) for t, s in zip(scaled.split(sizes), shapes, strict=True)]
-        return DropoutMasks(parts[0], tuple(tuple(parts[1 + 3 * i : 4 + 3 * i]) for i in range(n_layers)))
+        layers = tuple((parts[1 + 3 * i], parts[2 + 3 * i], parts[3 + 3 * i]) for i in range(n_layers))
+        return DropoutMasks(parts[0], layers)
 
 
 def bit_layout(cfg: ModelConfig, batch: int, pos: int) -> tuple[tuple[float, ...], tuple[tuple[int, ...], ...], int]:
@@ -230,11 +231,13 @@ def _unheads(t: Tensor, B: int, H: int) -> Tensor:
     return t.view(B, H, t.shape[1], -1).transpose(1, 2).reshape(B, t.shape[1], -1)
 
 
-def _block_params(block: torch.nn.Module) -> tuple[Tensor | None, ...]:
+def _block_params(block: Block) -> tuple[Tensor | None, ...]:
     """A block's weights in :func:`_block`'s order: LN (w, b), W_QKV, MLP in (W, b), W_O, MLP out (W, b);
     the MLP's are None in an attention-only block."""
     mlp = block.mlp
-    W_in, b_in, W_out, b_out = (None,) * 4 if mlp is None else (mlp[0].weight, mlp[0].bias, mlp[2].weight, mlp[2].bias)
+    W_in, b_in, W_out, b_out = (
+        (None,) * 4 if mlp is None else (mlp.fc_in.weight, mlp.fc_in.bias, mlp.fc_out.weight, mlp.fc_out.bias)
+    )
     return (block.ln.weight, block.ln.bias, block.attn.qkv.weight, W_in, b_in,
             block.attn.out.weight, W_out, b_out)  # fmt: skip
 
@@ -300,9 +303,10 @@ def _forward(
     """
     cfg = model.cfg
     x = _mul(model.embed.weight[tokens], masks.embed)
-    for layer, (block, rotor) in enumerate(zip(model.blocks, rotors, strict=True)):
+    for layer, rotor in zip(range(len(model.blocks)), rotors, strict=True):
         last = layer == cfg.n_layers - 1
-        x, kept = block_fn(x, _block_params(block), rotor, masks.layers[layer], cfg, mm, last, saved is not None)
+        params = _block_params(model.block(layer))
+        x, kept = block_fn(x, params, rotor, masks.layers[layer], cfg, mm, last, saved is not None)
         if saved is not None:
             saved.append(kept)
     return x[:, -1]
@@ -364,7 +368,7 @@ def cxx_compiler() -> str | None:
 # GELU's tanh as 2 / (1 + exp(-2y)) - 1: half the cost of Sleef's tanh (GELU's kernels were 15% of
 # a paper step). Its absolute error is float rounding, which GELU scales by u/2; its relative error
 # near 0, why Inductor leaves it off by default (pytorch#148241), never reaches GELU's output.
-_INDUCTOR_OPTIONS = {"cpp.use_decompose_tanh": True}
+_INDUCTOR_OPTIONS: dict[str, str | int | bool | Callable] = {"cpp.use_decompose_tanh": True}
 
 
 @functools.cache
@@ -428,7 +432,7 @@ def _grads(
     grads["ln_final.weight"], grads["ln_final.bias"] = dw, db
     dx = dlast[:, None]  # gradient of the last block's output rows
     for layer in reversed(range(cfg.n_layers)):
-        block, name = model.blocks[layer], f"blocks.{layer}."
+        block, name = model.block(layer), f"blocks.{layer}."
         o, x, mean, rstd, h, h_o, W, rotor, q, k, v, P, Pd, z, u, g, m_p, m_a, m_f = saved[layer]
         n = o.stop - o.start
         da = _mul(dx, m_a).reshape(B * n, D).to(mm)
