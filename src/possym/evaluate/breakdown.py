@@ -137,27 +137,39 @@ def point_rows(point: LengthPoint, predicted: np.ndarray) -> pd.DataFrame:
 def _predict(model: GPTJ, point: LengthPoint, cfg: LengthGenConfig, cache) -> np.ndarray:
     s = point.samples
     device = model_device(model)
-    tokens = torch.as_tensor(s.tokens, device=device)
-    budget = batch_size_on(device, cfg.token_budget)
-    if cfg.mode == "plain":
-        logits = last_logits_plain(model, tokens, budget)
-    else:
-        logits = last_logits_after(model, tokens[:, s.extra:], slice_cache(cache, s.extra), budget)
+    tokens = torch.as_tensor(s.tokens[:, s.extra:], device=device)
+    logits = last_logits_after(model, tokens, slice_cache(cache, s.extra), batch_size_on(device, cfg.token_budget))
     return logits.argmax(-1).cpu().numpy()
 
 
 def length_predictions(model: GPTJ, task: TaskConfig, cfg: LengthGenConfig, edit: Edit | None = None
                        ) -> pd.DataFrame:
-    """Every window's prediction at every point of ``cfg`` (module docstring), inside ``edit(model)`` if given."""
+    """Every window's prediction at every point of ``cfg`` (module docstring), inside ``edit(model)`` if given.
+
+    Rows come in :func:`length_points` order. ``mode="cached"`` runs each point after its prefix's
+    cache; ``mode="plain"`` runs every window of one K in one batched full forward pass (faster for
+    the short sequences of a fine grid at small K).
+    """
     model = model.eval()
-    frames = []
+    points = list(length_points(task, cfg))
+    predicted: dict[int, np.ndarray] = {}
     with edit(model) if edit is not None else nullcontext():
-        cache, cached_for = None, None
-        for point in length_points(task, cfg):
-            if cfg.mode == "cached" and cached_for is not point.prefix:  # one cache per drawn prefix
-                cache, cached_for = prefix_cache(model, point.prefix), point.prefix
-            frames.append(point_rows(point, _predict(model, point, cfg, cache)))
-    return pd.concat(frames, ignore_index=True)
+        if cfg.mode == "plain":
+            for extra in cfg.grid:
+                at = [i for i, p in enumerate(points) if p.extra == extra]
+                tokens = np.concatenate([points[i].samples.tokens for i in at])
+                device = model_device(model)
+                logits = last_logits_plain(model, torch.as_tensor(tokens, device=device),
+                                           batch_size_on(device, cfg.token_budget))
+                chunks = np.split(logits.argmax(-1).cpu().numpy(), np.cumsum([len(points[i].samples) for i in at])[:-1])
+                predicted.update(zip(at, chunks, strict=True))
+        else:
+            cache, cached_for = None, None
+            for i, point in enumerate(points):
+                if cached_for is not point.prefix:  # one cache per drawn prefix
+                    cache, cached_for = prefix_cache(model, point.prefix), point.prefix
+                predicted[i] = _predict(model, point, cfg, cache)
+    return pd.concat([point_rows(p, predicted[i]) for i, p in enumerate(points)], ignore_index=True)
 
 
 def accuracy_table(predictions: pd.DataFrame, by: Sequence[str] = ("extra", "n_hops", "answer_pos")

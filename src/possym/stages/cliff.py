@@ -13,7 +13,8 @@ Writes RUN/cliff/ (artifact ``cliff``):
 
   accuracy.csv        accuracy per (extra, n_hops, answer_pos), Wilson intervals   (evaluate.breakdown)
   accuracy_hops.csv   accuracy per (extra, n_hops), answer positions pooled
-  landing.csv         the failing inputs' landing rows in the positional layers    (evaluate.landing)
+  landing.csv         the failing inputs' landing rows in the positional layers    (evaluate.landing);
+                      a window is (extra, input), input indexing that K's windows; p_alias is plane 1's
   landing_summary.csv per (alias, layer, query, correct, alias_exists): shares on the right key, the
                       alias, its multiples, the commonest offsets; every input of the grid
   gated.csv           accuracy per (layer, plane, extra, n_hops) with plane p gated in layer ℓ, for each
@@ -31,20 +32,30 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 
 from possym.config import ConfigError
 from possym.devices import resolve_device, torch_threads
 from possym.errors import PossymError
-from possym.evaluate.breakdown import accuracy_table, fine_grid, length_points, length_predictions, plane_gate_curves
+from possym.evaluate.breakdown import (
+    LengthPoint,
+    accuracy_table,
+    fine_grid,
+    length_points,
+    length_predictions,
+    plane_gate_curves,
+)
 from possym.evaluate.landing import alias_distance, attention_landing, landing_summary
 from possym.evaluate.lengthgen import LengthGenConfig
 from possym.model.rope import layer_frequencies
 from possym.records import GAMMA, PurityRecord
 from possym.runs import RunDir, StepSpec, atomic_write_text
 from possym.stages.registry import Stage
+from possym.tasks import TaskSamples
 
 __all__ = ["CliffConfig", "CliffResult", "cliff_run", "positional_layers"]
 
@@ -66,6 +77,8 @@ class CliffConfig:
     gate_every: the gated curves use every ``gate_every``-th K of the grid (1: all of it).
     queries: the landing's queries: ``"hops"`` (every hop position) or ``"last"``.
     max_alias: aliases are sought in 1..max_alias tokens for planes 1 and 2 (θ = 1: 44; θ = 0.866: 29).
+    mode: ``"plain"`` (each K's windows in one batched forward pass; fast at these short lengths) or
+        ``"cached"`` (lengthgen's shared-prefix cache); both count the same windows.
     """
 
     start: int = 25
@@ -80,6 +93,7 @@ class CliffConfig:
     gate_every: int = 5
     queries: str = "hops"
     max_alias: int = 100
+    mode: str = "plain"
     token_budget: int = 2**18
     threads: int | None = None
     device: str = "auto"
@@ -88,6 +102,8 @@ class CliffConfig:
         fine_grid(self.start, self.stop, self.every)  # validates the grid
         if self.gate_every < 1:
             raise ConfigError(f"cliff gate_every={self.gate_every} must be >= 1")
+        if self.mode not in ("plain", "cached"):
+            raise ConfigError(f"cliff mode={self.mode!r}; allowed: 'plain', 'cached'")
         if self.queries not in ("hops", "last"):
             raise ConfigError(f"cliff queries={self.queries!r}; allowed: 'hops', 'last'")
         if not self.planes or any(p < 1 for p in self.planes):
@@ -98,7 +114,8 @@ class CliffConfig:
     def curve(self, grid: tuple[int, ...] | None = None) -> LengthGenConfig:
         """The windows' settings on ``grid`` (default: the fine grid)."""
         return LengthGenConfig(grid=grid or fine_grid(self.start, self.stop, self.every), n=self.n,
-                               n_prefixes=self.n_prefixes, seed=self.seed, token_budget=self.token_budget)
+                               n_prefixes=self.n_prefixes, seed=self.seed, token_budget=self.token_budget,
+                               mode=self.mode)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -157,13 +174,15 @@ def _cliff(run: RunDir, cfg: CliffConfig) -> CliffResult:
     accuracy_hops = accuracy_table(predictions, by=("extra", "n_hops"))
 
     main_alias = aliases.get(1, cfg.max_alias)
-    frames = [attention_landing(model, point.samples, layers=list(layers), queries=cfg.queries,  # type: ignore[arg-type]
-                                alias=main_alias, token_budget=cfg.token_budget).assign(prefix=point.index)
-              for point in length_points(task, curve)]
+    frames = []
+    for samples, prefix in _by_extra(length_points(task, curve)):  # one batched pass per K
+        land = attention_landing(model, samples, layers=list(layers), queries=cfg.queries,  # type: ignore[arg-type]
+                                 alias=main_alias, token_budget=cfg.token_budget)
+        frames.append(land.assign(prefix=prefix[land["input"].to_numpy()]))
     landing = pd.concat(frames, ignore_index=True)
     by = ("layer", "head", "query", "correct", "alias_exists")
-    summary = pd.concat([landing_summary(landing, alias=a, by=by).assign(alias=a, plane=p) for p, a in aliases.items()],
-                        ignore_index=True)
+    summary = pd.concat([landing_summary(_alias_view(landing, a, main_alias), alias=a, by=by).assign(alias=a, plane=p)
+                         for p, a in aliases.items()], ignore_index=True)
     failing = landing[~landing["correct"]].reset_index(drop=True)
 
     grid = curve.grid[:: cfg.gate_every]
@@ -177,6 +196,26 @@ def _cliff(run: RunDir, cfg: CliffConfig) -> CliffResult:
                 "step_measured": at, "layers_used": list(layers), "aliases": {str(p): a for p, a in aliases.items()}}
     atomic_write_text(out / "settings.json", json.dumps(settings, indent=2) + "\n")
     return CliffResult(at, layers, aliases, accuracy, accuracy_hops, failing, summary, gated)
+
+
+def _alias_view(landing: pd.DataFrame, alias: int, measured: int) -> pd.DataFrame:
+    """The landing rows as seen for alias distance ``alias``: whether that alias key exists; the weight on it
+    is known only for the alias the landing measured."""
+    if alias == measured:
+        return landing
+    return landing.assign(alias_exists=landing["right_key"] >= alias, p_alias=float("nan"))
+
+
+def _by_extra(points: Iterable[LengthPoint]) -> Iterator[tuple[TaskSamples, np.ndarray]]:
+    """The points' windows pooled per K (one batch each), with each window's prefix index."""
+    groups: dict[int, list[LengthPoint]] = {}
+    for point in points:
+        groups.setdefault(point.extra, []).append(point)
+    for extra, group in groups.items():
+        parts = [p.samples for p in group]
+        yield (TaskSamples(np.concatenate([p.tokens for p in parts]), np.concatenate([p.answer for p in parts]),
+                           np.concatenate([p.n_hops for p in parts]), np.concatenate([p.path for p in parts]), extra),
+               np.concatenate([np.full(len(p.samples), p.index) for p in group]))
 
 
 STAGE = Stage("cliff", CliffConfig, cliff_run, scope="run",
