@@ -19,6 +19,7 @@ Writes RUN/cliff/ (artifact ``cliff``):
                       alias, its multiples, the commonest offsets; every input of the grid
   gated.csv           accuracy per (layer, plane, extra, n_hops) with plane p gated in layer ℓ, for each
                       positional layer ℓ and p in ``planes`` (layer −1, plane 0: the model as it is)
+  evidence.csv        per (layer, plane): the aliasing rule's evidence and verdict  (evaluate.alias_evidence)
   settings.json       the settings, the step measured, the layers and aliases used
 
 A letter run is skipped (the result says so and nothing is written): the cliff is the number task's.
@@ -41,6 +42,7 @@ import pandas as pd
 from possym.config import ConfigError
 from possym.devices import resolve_device, torch_threads
 from possym.errors import PossymError
+from possym.evaluate.alias_evidence import alias_evidence
 from possym.evaluate.breakdown import (
     LengthPoint,
     accuracy_table,
@@ -130,6 +132,7 @@ class CliffResult:
     landing: pd.DataFrame = field(default_factory=pd.DataFrame)
     landing_summary: pd.DataFrame = field(default_factory=pd.DataFrame)
     gated: pd.DataFrame = field(default_factory=pd.DataFrame)
+    evidence: pd.DataFrame = field(default_factory=pd.DataFrame)
     skipped: str = ""
 
 
@@ -187,15 +190,16 @@ def _cliff(run: RunDir, cfg: CliffConfig) -> CliffResult:
 
     grid = curve.grid[:: cfg.gate_every]
     gated = plane_gate_curves(model, task, cfg.curve(grid), layers=layers, planes=cfg.planes)
+    evidence = alias_evidence(summary, gated)
 
     out = run.artifact("cliff")
     for name, df in (("accuracy", accuracy), ("accuracy_hops", accuracy_hops), ("landing", failing),
-                     ("landing_summary", summary), ("gated", gated)):
+                     ("landing_summary", summary), ("gated", gated), ("evidence", evidence)):
         atomic_write_text(out / f"{name}.csv", df.to_csv(index=False))
     settings = {**{k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(cfg).items()},
                 "step_measured": at, "layers_used": list(layers), "aliases": {str(p): a for p, a in aliases.items()}}
     atomic_write_text(out / "settings.json", json.dumps(settings, indent=2) + "\n")
-    return CliffResult(at, layers, aliases, accuracy, accuracy_hops, failing, summary, gated)
+    return CliffResult(at, layers, aliases, accuracy, accuracy_hops, failing, summary, gated, evidence)
 
 
 def _alias_view(landing: pd.DataFrame, alias: int, measured: int) -> pd.DataFrame:
