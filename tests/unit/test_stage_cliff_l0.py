@@ -79,3 +79,24 @@ def test_the_l0_stage_splits_tests_and_tallies(number_run):
     assert set(result.modality["score"]) == {"s_pos", "s_sym"} and set(result.modality.layer) == {0}
     assert set(result.sustained.kind) == {"positional", "symbolic"}
     assert len(result.sustained) == 2 * number_run.config.model.n_layers
+
+
+def test_positional_layers_are_those_ending_pure_positional_else_those_ever_pure(tmp_path, tiny_overrides):
+    from possym.records import PurityRecord
+
+    run = RunDir.create(tmp_path / "number", load_config("number", None, tiny_overrides))
+
+    def rec(layer, kind, final, query="last", gamma=0.1):
+        return PurityRecord(layer=layer, head=0, query=query, gamma=gamma, kind=kind, step=100 if kind else None,
+                            final_kind=final, final_kind_step=100 if final else None)
+
+    other_gamma = rec(3, "positional", "positional", gamma=0.05)
+    other_query = rec(4, "positional", "positional", "hop1")
+    run.write("purity", [rec(0, "positional", ""), rec(1, "positional", "positional"), rec(2, "symbolic", "symbolic"),
+                         other_gamma, other_query])
+    assert positional_layers(run) == (1,)
+    run.write("purity", [rec(0, "positional", ""), rec(2, "symbolic", "symbolic")])
+    assert positional_layers(run) == (0,)
+    run.write("purity", [rec(2, "symbolic", "symbolic")])
+    with pytest.raises(PossymError, match="no layer is ever pure positional"):
+        positional_layers(run)
