@@ -17,6 +17,7 @@ Writes RUN/l0/ (artifact ``l0``):
 
   per_input.csv   every input's scores per (step, query, layer, head)                 (scores.split)
   split.csv       per (step, query, n_hops, layer, head); n_hops 0 pools the hop counts
+  split_position.csv  the hop queries per (step, query_pos, layer, head): by window position
   modality.csv    per (step, layer, query, score): Silverman's h_crit, p-value, antimode, the share
                   of inputs above it and the means on either side; ``mixture`` at α = 0.05
   sustained.csv   per (layer, head, kind): ever pure by the mean, longest run, the bootstrap shares,
@@ -97,6 +98,7 @@ class L0Result:
     scored_steps: tuple[int, ...]  # the checkpoints of the sustained tally
     per_input: pd.DataFrame
     split: pd.DataFrame
+    split_position: pd.DataFrame
     modality: pd.DataFrame
     sustained: pd.DataFrame
 
@@ -119,7 +121,7 @@ def _l0(run: RunDir, cfg: L0Config) -> L0Result:
     scored = tuple(every[:: cfg.every]) if every[-1] in every[:: cfg.every] else (*every[:: cfg.every], every[-1])
 
     model = run.load_model(steps[0], device=device)
-    per_input, split, modality = [], [], []
+    per_input, split, by_position, modality = [], [], [], []
     for step in steps:
         model.load_state_dict(run.load_state_dict(step))
         rows = per_input_scores(model, samples, tau=cfg.tau).assign(step=step)
@@ -127,6 +129,9 @@ def _l0(run: RunDir, cfg: L0Config) -> L0Result:
         split.append(pd.concat([split_scores(rows, rng, by=("query", "n_hops"), gamma=cfg.gamma),
                                 split_scores(rows, rng, by=("query",), gamma=cfg.gamma).assign(n_hops=0)],
                                ignore_index=True).assign(step=step))
+        hops = rows[rows["query"] != "last"]
+        if not hops.empty:  # the hop queries by where they sit in the window
+            by_position.append(split_scores(hops, rng, by=("query_pos",), gamma=cfg.gamma).assign(step=step))
         for (layer, query), g in rows[rows["layer"].isin(cfg.layers)].groupby(["layer", "query"], sort=True):
             for score in ("s_pos", "s_sym"):
                 t = unimodality_test(g[score].to_numpy(), rng, n_boot=cfg.modality_boot)
@@ -143,10 +148,11 @@ def _l0(run: RunDir, cfg: L0Config) -> L0Result:
     sustained = sustained_purity(np.stack(pos), np.stack(sym), scored, rng, gamma=cfg.gamma, min_run=cfg.min_run,
                                  level=cfg.level, n_boot=cfg.n_boot)
 
+    positions = _first(pd.concat(by_position), "step") if by_position else pd.DataFrame()
     result = L0Result(steps, scored, pd.concat(per_input, ignore_index=True), _first(pd.concat(split), "step"),
-                      pd.DataFrame(modality), sustained)
+                      positions, pd.DataFrame(modality), sustained)
     out = run.artifact("l0")
-    for name in ("per_input", "split", "modality", "sustained"):
+    for name in ("per_input", "split", "split_position", "modality", "sustained"):
         atomic_write_text(out / f"{name}.csv", getattr(result, name).to_csv(index=False))
     settings = {**{k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(cfg).items()},
                 "steps_measured": list(steps), "scored_steps": list(scored)}
