@@ -32,7 +32,7 @@ def test_the_cliff_stage_writes_its_tables_and_they_are_the_library_calls(number
     cfg = CliffConfig(start=3, stop=6, n=8, n_prefixes=2, layers=(0, 1), gate_every=2, step="final", device="cpu")
     result = cliff_run(number_run, cfg)
     out = number_run.artifact("cliff")
-    for name in ("accuracy", "accuracy_hops", "landing", "landing_summary", "gated", "evidence"):
+    for name in ("accuracy", "accuracy_hops", "landing", "landing_summary", "plane_margins", "gated", "evidence"):
         assert (out / f"{name}.csv").is_file()
     settings = json.loads((out / "settings.json").read_text())
     theta_2 = float(rope_frequencies(number_run.model_config.rot_dim, number_run.model_config.rope_base)[1])
@@ -48,6 +48,8 @@ def test_the_cliff_stage_writes_its_tables_and_they_are_the_library_calls(number
     shares = result.landing_summary[["share_right", "share_alias_any", "share_other"]]
     assert np.allclose(shares["share_right"] + shares["share_alias_any"] + shares["share_other"], 1.0)
     assert sorted(zip(result.evidence.layer, result.evidence.plane, strict=True)) == [(0, 1), (0, 2), (1, 1), (1, 2)]
+    planes = set(result.plane_margins.plane)
+    assert planes == set(range(number_run.model_config.n_planes + 1))  # every plane and the unrotated part
     written = pd.read_csv(out / "accuracy.csv")
     assert written["n"].sum() == result.accuracy["n"].sum()
 

@@ -14,6 +14,12 @@ when a·θ ≈ 0 (mod 2π). :func:`alias_distance` finds the a that does that be
 rad: a = 44, since 44 − 7·2π = 0.018 rad). A key a before the right one exists only when
 path[h+1] ≥ a (column ``alias_exists``).
 
+:func:`plane_margins` says which RoPE plane put the maximum where it is: for an input whose maximum
+misses the right key, each plane's partial logit (the metric paper's projection head) at the landing
+key minus at the right key, m_k = ℓ_k(argmax) − ℓ_k(right), and the same for the unrotated rest
+(plane 0); the m_k sum to the logit margin by which the wrong key won. Under the aliasing hypothesis
+the aliasing plane's m_k is near 0 (it cannot tell the keys apart) and the winner is decided elsewhere.
+
 :func:`landing_summary` then counts, per group (layer, head, hop query, and whether the input was
 answered correctly), the share of inputs landing on the right key (offset 0), on the alias (offset −a)
 or on any negative multiple of a, and the commonest offset.
@@ -44,9 +50,11 @@ import torch
 from possym.devices import batch_size_on, model_device
 from possym.errors import PossymError
 from possym.model.gptj import GPTJ
+from possym.scores.swaps import layer_tables, rotated_qk
 from possym.tasks import TaskSamples
 
-__all__ = ["LANDING_COLUMNS", "alias_distance", "attention_landing", "landing_summary", "wrapped_angle"]
+__all__ = ["LANDING_COLUMNS", "MARGIN_COLUMNS", "alias_distance", "attention_landing", "landing_summary",
+           "plane_margins", "wrapped_angle"]
 
 LANDING_COLUMNS = ("input", "extra", "n_hops", "answer_pos", "correct", "query", "query_pos", "right_key", "layer",
                    "head", "argmax_key", "offset", "p_max", "p_right", "alias_exists", "p_alias")
@@ -195,3 +203,58 @@ def landing_summary(landing: pd.DataFrame, alias: int = 44,
             "n_alias_exists": int(g["alias_exists"].sum()),
         })
     return pd.DataFrame(rows)
+
+
+MARGIN_COLUMNS = ("input", "query", "layer", "head", "offset", "plane", "margin")
+
+
+def plane_margins(model: GPTJ, samples: TaskSamples, *, layers: Sequence[int] | None = None,
+                  queries: Literal["last", "hops"] = "last", missed_only: bool = True) -> pd.DataFrame:
+    """Per (input, hop query, layer, head, plane): the plane's partial logit at the attention maximum minus at
+    the right key (module docstring); ``plane`` is the 1-based frequency ID, 0 the unrotated dimensions.
+
+    ``missed_only``: only the (input, query, layer, head) whose maximum is not the right key (elsewhere every
+    margin is 0 by construction). Columns :data:`MARGIN_COLUMNS`; the margins of one row group sum to the
+    logit margin of the landing key over the right key (after the 1/sqrt(d_head) scale).
+    """
+    if queries not in ("last", "hops"):
+        raise PossymError(f"plane_margins queries={queries!r}; allowed: 'last', 'hops'")
+    n_layers = model.cfg.n_layers
+    layers = list(range(n_layers)) if layers is None else sorted(set(layers))
+    if not layers or not all(0 <= layer < n_layers for layer in layers):
+        raise PossymError(f"plane_margins layers={layers}: each must lie in 0..{n_layers - 1}")
+    model = model.eval()
+    tokens = torch.as_tensor(samples.tokens, device=model_device(model))
+    acts = rotated_qk(model, tokens, layers)
+    n_query = 1 if queries == "last" else samples.path.shape[1] - 1
+    frames = []
+    for h in range(n_query):
+        for q in np.unique(samples.path[samples.n_hops > h, h]).tolist():
+            idx = np.flatnonzero((samples.n_hops > h) & (samples.path[:, h] == q))
+            right = torch.as_tensor(samples.path[idx, h + 1])
+            for layer in layers:
+                q_rot, k_rot = acts[layer]
+                with torch.no_grad():
+                    planes, rest = layer_tables(model, q_rot[idx], k_rot[idx], q, per_plane=True, layer=layer)
+                clean = planes.diagonal(dim1=-2, dim2=-1)  # [input, head, plane, key]: each plane's clean logit
+                parts = torch.cat([rest[:, :, None], clean], 2).cpu()  # plane 0 = the unrotated rest
+                best = parts.sum(2).argmax(-1)  # [input, head]: the softmax's maximum
+                at = torch.arange(len(idx))[:, None]
+                heads = torch.arange(parts.shape[1])[None, :]
+                margin = parts[at, heads, :, best] - parts[at, heads, :, right[:, None]]  # [input, head, plane]
+                offset = (best - right[:, None]).numpy()
+                n, n_heads, n_parts = margin.shape
+                shape = (n, n_heads, n_parts)
+                grid = np.broadcast_to
+                frame = pd.DataFrame({
+                    "input": grid(idx[:, None, None], shape).ravel(),
+                    "query": h,
+                    "layer": layer,
+                    "head": grid(np.arange(n_heads)[None, :, None], shape).ravel(),
+                    "offset": grid(offset[:, :, None], shape).ravel(),
+                    "plane": grid(np.arange(n_parts)[None, None, :], shape).ravel(),
+                    "margin": margin.numpy().ravel(),
+                }, columns=list(MARGIN_COLUMNS))
+                frames.append(frame[frame["offset"] != 0] if missed_only else frame)
+    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(MARGIN_COLUMNS))
+    return out.sort_values(["input", "query", "layer", "head", "plane"], ignore_index=True)

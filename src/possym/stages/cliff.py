@@ -17,6 +17,9 @@ Writes RUN/cliff/ (artifact ``cliff``):
                       a window is (extra, input), input indexing that K's windows; p_alias is plane 1's
   landing_summary.csv per (alias, layer, query, correct, alias_exists): shares on the right key, the
                       alias, its multiples, the commonest offsets; every input of the grid
+  plane_margins.csv   per (layer, head, query, on_alias, plane) over the failing inputs' missed landings: the
+                      mean partial-logit margin of each plane (0: unrotated) at the landing key over the right
+                      key (evaluate.landing.plane_margins): which plane put the maximum there
   gated.csv           accuracy per (layer, plane, extra, n_hops) with plane p gated in layer ℓ, for each
                       positional layer ℓ and p in ``planes`` (layer −1, plane 0: the model as it is)
   evidence.csv        per (layer, plane): the aliasing rule's evidence and verdict  (evaluate.alias_evidence)
@@ -51,7 +54,7 @@ from possym.evaluate.breakdown import (
     length_predictions,
     plane_gate_curves,
 )
-from possym.evaluate.landing import alias_distance, attention_landing, landing_summary
+from possym.evaluate.landing import alias_distance, attention_landing, landing_summary, plane_margins
 from possym.evaluate.lengthgen import LengthGenConfig
 from possym.model.rope import layer_frequencies
 from possym.records import GAMMA, PurityRecord
@@ -133,6 +136,7 @@ class CliffResult:
     landing_summary: pd.DataFrame = field(default_factory=pd.DataFrame)
     gated: pd.DataFrame = field(default_factory=pd.DataFrame)
     evidence: pd.DataFrame = field(default_factory=pd.DataFrame)
+    plane_margins: pd.DataFrame = field(default_factory=pd.DataFrame)
     skipped: str = ""
 
 
@@ -177,12 +181,17 @@ def _cliff(run: RunDir, cfg: CliffConfig) -> CliffResult:
     accuracy_hops = accuracy_table(predictions, by=("extra", "n_hops"))
 
     main_alias = aliases.get(1, cfg.max_alias)
-    frames = []
+    frames, margin_frames = [], []
     for samples, prefix in _by_extra(length_points(task, curve)):  # one batched pass per K
         land = attention_landing(model, samples, layers=list(layers), queries=cfg.queries,  # type: ignore[arg-type]
                                  alias=main_alias, token_budget=cfg.token_budget)
         frames.append(land.assign(prefix=prefix[land["input"].to_numpy()]))
+        failed = np.unique(land.loc[~land["correct"], "input"].to_numpy())
+        if len(failed):
+            m = plane_margins(model, samples.take(failed), layers=list(layers), queries=cfg.queries)  # type: ignore[arg-type]
+            margin_frames.append(m.assign(extra=samples.extra))
     landing = pd.concat(frames, ignore_index=True)
+    margins = _margin_summary(pd.concat(margin_frames, ignore_index=True) if margin_frames else None, main_alias)
     by = ("layer", "head", "query", "correct", "alias_exists")
     summary = pd.concat([landing_summary(_alias_view(landing, a, main_alias), alias=a, by=by).assign(alias=a, plane=p)
                          for p, a in aliases.items()], ignore_index=True)
@@ -194,12 +203,25 @@ def _cliff(run: RunDir, cfg: CliffConfig) -> CliffResult:
 
     out = run.artifact("cliff")
     for name, df in (("accuracy", accuracy), ("accuracy_hops", accuracy_hops), ("landing", failing),
-                     ("landing_summary", summary), ("gated", gated), ("evidence", evidence)):
+                     ("landing_summary", summary), ("plane_margins", margins), ("gated", gated),
+                     ("evidence", evidence)):
         atomic_write_text(out / f"{name}.csv", df.to_csv(index=False))
     settings = {**{k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(cfg).items()},
                 "step_measured": at, "layers_used": list(layers), "aliases": {str(p): a for p, a in aliases.items()}}
     atomic_write_text(out / "settings.json", json.dumps(settings, indent=2) + "\n")
-    return CliffResult(at, layers, aliases, accuracy, accuracy_hops, failing, summary, gated, evidence)
+    return CliffResult(at, layers, aliases, accuracy, accuracy_hops, failing, summary, gated, evidence, margins)
+
+
+def _margin_summary(margins: pd.DataFrame | None, alias: int) -> pd.DataFrame:
+    """Per (layer, head, query, on_alias, plane) over the failing inputs' missed landings: n, the mean margin
+    and the mean absolute margin (which plane put the maximum on the wrong key, and which argued against)."""
+    columns = ["layer", "head", "query", "on_alias", "plane", "n", "mean_margin", "mean_abs_margin"]
+    if margins is None or margins.empty:
+        return pd.DataFrame(columns=columns)
+    m = margins.assign(on_alias=margins["offset"] == -alias, abs_margin=margins["margin"].abs())
+    out = m.groupby(["layer", "head", "query", "on_alias", "plane"], sort=True).agg(
+        n=("margin", "size"), mean_margin=("margin", "mean"), mean_abs_margin=("abs_margin", "mean")).reset_index()
+    return out[columns]
 
 
 def _alias_view(landing: pd.DataFrame, alias: int, measured: int) -> pd.DataFrame:

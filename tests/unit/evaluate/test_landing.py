@@ -12,7 +12,7 @@ import torch
 
 from possym.config import ModelConfig
 from possym.errors import PossymError
-from possym.evaluate.landing import alias_distance, attention_landing, landing_summary, wrapped_angle
+from possym.evaluate.landing import alias_distance, attention_landing, landing_summary, plane_margins, wrapped_angle
 from possym.model.gptj import GPTJ
 from possym.model.interventions import gate_planes
 from possym.model.rope import rope_frequencies
@@ -126,3 +126,35 @@ def test_bad_requests_say_what_is_wrong():
         attention_landing(model, one_input(30, LETTER, None), layers=[3])
     with pytest.raises(PossymError, match="theta"):
         alias_distance(0.0, 10)
+
+
+def test_plane_margins_say_plane_1_favours_the_alias_and_plane_2_the_right_key():
+    model = positional_head()
+    theta = rope_frequencies(model.cfg.rot_dim, model.cfg.rope_base)
+    margins = plane_margins(model, one_input(60, WEAK, LETTER)).set_index("plane")["margin"]
+    # partial logits of the construction, at the alias (distance D + 44) minus at the right key (distance D)
+    ln = 1 / (1 + model.cfg.ln_eps)  # LayerNorm's eps shrinks q and k by sqrt(1 + eps) each
+    want_1 = ln * C1 * (1.0 * math.cos(44 * float(theta[0])) - 0.9) / 4
+    want_2 = ln * C2 * (1.0 * math.cos(44 * float(theta[1])) - 1.0) / 4
+    assert margins[1] == pytest.approx(want_1, abs=1e-9) and margins[1] > 0
+    assert margins[2] == pytest.approx(want_2, abs=1e-9) and margins[2] < 0
+    assert margins.drop([1, 2]).abs().max() < 1e-12  # no other plane and no unrotated part carries a logit
+    assert margins.sum() > 0  # the alias won by their sum
+    assert plane_margins(model, one_input(60, LETTER, LETTER)).empty  # the right key won: nothing missed
+
+
+def test_plane_margins_sum_to_the_models_own_logit_margin_at_every_hop_query():
+    task = task_config("number")
+    samples = generate(task, 16, np.random.default_rng(1))
+    model = GPTJ(ModelConfig(n_layers=2, d_model=16, d_mlp=32, d_vocab=len(task_vocab(task)), init_range=0.5),
+                 torch.Generator().manual_seed(0)).double().eval()
+    margins = plane_margins(model, samples, queries="hops")
+    _, cache = model.run_with_cache(torch.as_tensor(samples.tokens))
+    land = attention_landing(model, samples, queries="hops").set_index(["input", "query", "layer", "head"])
+    total = margins.groupby(["input", "query", "layer", "head"])["margin"].sum()
+    assert len(total) > 5
+    for (i, h, layer, head), m in total.items():
+        scores = cache["attn_scores", layer][i, head, samples.path[i, h]]
+        right, best = samples.path[i, h + 1], land.loc[(i, h, layer, head), "argmax_key"]
+        assert m == pytest.approx(float(scores[best] - scores[right]), abs=1e-9) and m >= 0
+    assert len(land[land.offset != 0]) == len(total)  # every missed landing has its margins
