@@ -69,7 +69,7 @@ def test_the_l0_stage_splits_tests_and_tallies(number_run):
     result = l0_run(number_run, cfg)
     assert result.scored_steps == tuple(number_run.checkpoint_steps())
     out = number_run.artifact("l0")
-    for name in ("per_input", "split", "split_position", "modality", "sustained"):
+    for name in ("per_input", "split", "split_position", "modality", "sustained", "tally"):
         assert (out / f"{name}.csv").is_file()
     # the pooled last-token means are the score stage's, on the score stage's own inputs
     scores = possym.open_run(number_run.path).scores(n_inputs=20, frequency=False)
@@ -80,6 +80,9 @@ def test_the_l0_stage_splits_tests_and_tallies(number_run):
     assert len(score_inputs(number_run.config.task, number_run.config.seeds.data, 20)) == 20
     assert set(result.modality["score"]) == {"s_pos", "s_sym"} and set(result.modality.layer) == {0}
     assert set(result.sustained.kind) == {"positional", "symbolic"}
+    for r in result.tally.itertuples():
+        mine = result.sustained[result.sustained.kind == r.kind]
+        assert (r.ever_point, r.counted) == (int(mine.ever_point.sum()), int(mine.counted.sum()))
     hop_rows = result.per_input[result.per_input["query"] != "last"]
     assert result.split_position["n"].sum() == len(hop_rows)
     assert len(result.sustained) == 2 * number_run.config.model.n_layers

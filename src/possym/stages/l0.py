@@ -22,6 +22,8 @@ Writes RUN/l0/ (artifact ``l0``):
                   of inputs above it and the means on either side; ``mixture`` at α = 0.05
   sustained.csv   per (layer, head, kind): ever pure by the mean, longest run, the bootstrap shares,
                   and ``counted`` (pure at ≥ min_run consecutive checkpoints in ≥ level of resamples)
+  tally.csv       per kind: how many heads (and which layers) are ever pure by the mean, as the plain
+                  tally counts them, and how many the sustained rule counts
   settings.json   the settings and the steps used
 
 Example:
@@ -101,6 +103,7 @@ class L0Result:
     split_position: pd.DataFrame
     modality: pd.DataFrame
     sustained: pd.DataFrame
+    tally: pd.DataFrame  # per kind: heads ever pure by the mean (the plain tally) and by the sustained rule
 
 
 def l0_run(run: RunDir, cfg: L0Config = L0Config()) -> L0Result:
@@ -149,10 +152,16 @@ def _l0(run: RunDir, cfg: L0Config) -> L0Result:
                                  level=cfg.level, n_boot=cfg.n_boot)
 
     positions = _first(pd.concat(by_position), "step") if by_position else pd.DataFrame()
+    tally = pd.DataFrame([{
+        "kind": kind, "gamma": cfg.gamma, "min_run": cfg.min_run, "level": cfg.level,
+        "ever_point": int(g["ever_point"].sum()), "counted": int(g["counted"].sum()),
+        "layers_ever_point": " ".join(str(v) for v in g.loc[g["ever_point"], "layer"]),
+        "layers_counted": " ".join(str(v) for v in g.loc[g["counted"], "layer"]),
+    } for kind, g in sustained.groupby("kind", sort=True)])
     result = L0Result(steps, scored, pd.concat(per_input, ignore_index=True), _first(pd.concat(split), "step"),
-                      positions, pd.DataFrame(modality), sustained)
+                      positions, pd.DataFrame(modality), sustained, tally)
     out = run.artifact("l0")
-    for name in ("per_input", "split", "split_position", "modality", "sustained"):
+    for name in ("per_input", "split", "split_position", "modality", "sustained", "tally"):
         atomic_write_text(out / f"{name}.csv", getattr(result, name).to_csv(index=False))
     settings = {**{k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(cfg).items()},
                 "steps_measured": list(steps), "scored_steps": list(scored)}
