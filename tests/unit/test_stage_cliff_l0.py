@@ -12,8 +12,8 @@ import pytest
 import possym
 from possym.config import load_config
 from possym.errors import PossymError
-from possym.evaluate.breakdown import accuracy_table, length_predictions
-from possym.evaluate.landing import alias_distance
+from possym.evaluate.breakdown import accuracy_table, length_points, length_predictions
+from possym.evaluate.landing import alias_distance, attention_landing
 from possym.model.rope import rope_frequencies
 from possym.runs import RunDir
 from possym.scores.checkpoints import score_inputs
@@ -28,8 +28,10 @@ def number_run(tmp_path_factory, tiny_session_overrides):
     return possym.train_model(cfg, out=tmp_path_factory.mktemp("cliff") / "number", progress=False).dir
 
 
-def test_the_cliff_stage_writes_its_tables_and_they_are_the_library_calls(number_run):
-    cfg = CliffConfig(start=3, stop=6, n=8, n_prefixes=2, layers=(0, 1), gate_every=2, step="final", device="cpu")
+@pytest.mark.parametrize("mode", ["cached", "plain"])
+def test_the_cliff_stage_writes_its_tables_and_they_are_the_library_calls(number_run, mode):
+    cfg = CliffConfig(start=3, stop=6, n=8, n_prefixes=2, layers=(0, 1), gate_every=2, step="final", device="cpu",
+                      mode=mode)
     result = cliff_run(number_run, cfg)
     out = number_run.artifact("cliff")
     for name in ("accuracy", "accuracy_hops", "landing", "landing_summary", "plane_margins", "gated", "evidence"):
@@ -52,6 +54,13 @@ def test_the_cliff_stage_writes_its_tables_and_they_are_the_library_calls(number
     assert planes == set(range(number_run.model_config.n_planes + 1))  # every plane and the unrotated part
     written = pd.read_csv(out / "accuracy.csv")
     assert written["n"].sum() == result.accuracy["n"].sum()
+    land = attention_landing(model, next(iter(length_points(number_run.config.task, cfg.curve()))).samples,
+                             layers=[0, 1], queries="hops")  # the first point, the plain way
+    first = result.landing[(result.landing.extra == 3) & (result.landing.prefix == 0) & (result.landing.n_hops == 1)]
+    if mode == "cached":  # one point per batch: its inputs are the point's own
+        want = land[~land.correct].reset_index(drop=True)
+        assert first.drop(columns="prefix").reset_index(drop=True)[["input", "layer", "offset"]].equals(
+            want[["input", "layer", "offset"]])
 
 
 def test_the_cliff_stage_skips_a_letter_run_and_needs_scores_to_choose_layers(tmp_path, tiny_overrides):

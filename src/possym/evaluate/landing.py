@@ -27,7 +27,7 @@ or on any negative multiple of a, and the commonest offset.
 Example (one layer, random weights; the columns):
     >>> import torch
     >>> from possym.config import ModelConfig
-    >>> from possym.model.gptj import GPTJ
+    >>> from possym.model.gptj import GPTJ, KV
     >>> from possym.tasks import generate, task_config, task_vocab
     >>> task = task_config("number")
     >>> model = GPTJ(ModelConfig(n_layers=1, d_model=16, d_mlp=32, d_vocab=len(task_vocab(task))),
@@ -49,7 +49,7 @@ import torch
 
 from possym.devices import batch_size_on, model_device
 from possym.errors import PossymError
-from possym.model.gptj import GPTJ
+from possym.model.gptj import GPTJ, KV
 from possym.scores.swaps import layer_tables, rotated_qk
 from possym.tasks import TaskSamples
 
@@ -90,6 +90,7 @@ def attention_landing(
     queries: Literal["last", "hops"] = "last",
     alias: int = 44,
     token_budget: int = 2**18,
+    past: list[KV] | None = None,
 ) -> pd.DataFrame:
     """One row per (input, hop query, layer, head): where the attention maximum lands (module docstring).
 
@@ -97,6 +98,9 @@ def attention_landing(
     with h < n_hops. alias: the distance a of the alias key (:func:`alias_distance`). ``correct``
     says whether the model's prediction at the last position is the answer. Run it inside an
     intervention (``with gate_planes(model, ...):``) to see where the edited attention lands.
+    past: the key-value cache (batch 1) of the first P tokens, which every input must share (a length
+    curve's prefix, :func:`possym.evaluate.lengthgen.prefix_cache`); only the rest is run, and every
+    hop query must lie after it. Positions stay absolute.
     """
     if queries not in ("last", "hops"):
         raise PossymError(f"attention_landing queries={queries!r}; allowed: 'last', 'hops'")
@@ -111,21 +115,27 @@ def attention_landing(
     model = model.eval()
     device = model_device(model)
     n_query = 1 if queries == "last" else samples.path.shape[1] - 1
+    n_past = 0 if past is None else past[0][0].shape[-2]
+    if n_past and (samples.path[:, :n_query][samples.path[:, :n_query] >= 0] < n_past).any():
+        raise PossymError(f"attention_landing: a hop query lies inside the {n_past}-token cached past")
     names = [f"blocks.{layer}.attn.hook_pattern" for layer in layers]
-    step = max(1, batch_size_on(device, token_budget) // samples.tokens.shape[1] ** 2)
+    n_pos = samples.tokens.shape[1]
+    step = max(1, batch_size_on(device, token_budget) // ((n_pos - n_past) * n_pos))
     frames = []
     for start in range(0, len(samples), step):
         part = samples.take(slice(start, start + step))
         with torch.no_grad():
-            logits, cache = model.run_with_cache(torch.as_tensor(part.tokens, device=device), names)
+            logits, cache = model.run_with_cache(torch.as_tensor(part.tokens[:, n_past:], device=device), names,
+                                                 past=past)
         correct = logits[:, -1].argmax(-1).cpu().numpy() == part.answer
         patterns = torch.stack([cache[name] for name in names], 1).to(torch.float64).cpu().numpy()
-        frames.append(_rows(part, patterns, layers, n_query, alias, correct, start))  # [batch, layer, head, q, k]
-    return pd.concat(frames, ignore_index=True)
+        frames.append(_rows(part, patterns, layers, n_query, alias, correct, start, n_past))
+    return pd.concat(frames, ignore_index=True).sort_values(["input", "query", "layer", "head"], ignore_index=True)
 
 
 def _rows(s: TaskSamples, patterns: np.ndarray, layers: list[int], n_query: int, alias: int,
-          correct: np.ndarray, first: int) -> pd.DataFrame:
+          correct: np.ndarray, first: int, n_past: int = 0) -> pd.DataFrame:
+    """The rows of one batch; ``patterns`` [batch, layer, head, query (after the past), key (absolute)]."""
     batch, _, n_heads = patterns.shape[:3]
     rows = np.arange(batch)
     answer_pos = s.path[rows, s.n_hops] - s.extra
@@ -136,7 +146,7 @@ def _rows(s: TaskSamples, patterns: np.ndarray, layers: list[int], n_query: int,
             continue
         b = rows[ok]
         query, right = s.path[b, h], s.path[b, h + 1]
-        row = patterns[b, :, :, query]  # [input, layer, head, key]
+        row = patterns[b, :, :, query - n_past]  # [input, layer, head, key]
         argmax = row.argmax(-1)  # [input, layer, head]
         i = np.arange(len(b))
         exists = right - alias >= 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -158,3 +159,23 @@ def test_plane_margins_sum_to_the_models_own_logit_margin_at_every_hop_query():
         right, best = samples.path[i, h + 1], land.loc[(i, h, layer, head), "argmax_key"]
         assert m == pytest.approx(float(scores[best] - scores[right]), abs=1e-9) and m >= 0
     assert len(land[land.offset != 0]) == len(total)  # every missed landing has its margins
+
+
+def test_landing_after_a_cached_prefix_is_the_plain_landing():
+    from possym.evaluate.lengthgen import prefix_cache
+    from possym.tasks import draw_prefix, generate_after
+
+    task = task_config("number")
+    model = GPTJ(ModelConfig(n_layers=2, d_model=16, d_mlp=32, d_vocab=len(task_vocab(task)), init_range=0.5),
+                 torch.Generator().manual_seed(0)).double().eval()
+    prefix = draw_prefix(task, 30, 1, np.random.default_rng(0))
+    samples = generate_after(task, prefix, 12, 3, np.random.default_rng(1))
+    plain = attention_landing(model, samples, queries="hops")
+    cached = attention_landing(model, samples, queries="hops", past=prefix_cache(model, prefix), token_budget=1024)
+    pd.testing.assert_frame_equal(cached.drop(columns=["p_max", "p_right", "p_alias"]),
+                                  plain.drop(columns=["p_max", "p_right", "p_alias"]))
+    for c in ("p_max", "p_right", "p_alias"):
+        np.testing.assert_allclose(cached[c], plain[c], rtol=0, atol=1e-12)
+    assert (plain.extra == 30).all() and plain.right_key.min() >= 30
+    with pytest.raises(PossymError, match="inside"):
+        attention_landing(model, samples, queries="hops", past=prefix_cache(model, samples.tokens[0, :-2]))
