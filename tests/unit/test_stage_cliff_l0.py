@@ -34,7 +34,8 @@ def test_the_cliff_stage_writes_its_tables_and_they_are_the_library_calls(number
                       mode=mode)
     result = cliff_run(number_run, cfg)
     out = number_run.artifact("cliff")
-    for name in ("accuracy", "accuracy_hops", "landing", "landing_summary", "plane_margins", "gated", "evidence"):
+    for name in ("accuracy", "accuracy_hops", "accuracy_first_key", "landing", "landing_summary", "plane_margins",
+                 "gated", "evidence"):
         assert (out / f"{name}.csv").is_file()
     settings = json.loads((out / "settings.json").read_text())
     theta_2 = float(rope_frequencies(number_run.model_config.rot_dim, number_run.model_config.rope_base)[1])

@@ -14,8 +14,10 @@ i.e. once K ≥ that distance − t. So this module keeps every window's predict
   :func:`~possym.model.interventions.gate_planes`; the prefix cache is computed inside it too, since
   an edited layer changes the prefix's keys in the layers above), and returns one row per window:
   ``extra, n_hops, prefix, answer_pos, answer_distance, answer, predicted, correct``, where
-  ``answer_pos`` t is the answer's position inside the target window (0-based) and
-  ``answer_distance`` = query position − answer position;
+  ``answer_pos`` t is the answer's position inside the target window (0-based),
+  ``answer_distance`` = query position − answer position, and ``first_key_pos`` the window position
+  of the last token's first hop target (path[1]; the answer for a 1-hop input), the key whose alias
+  the last query's positional heads may confuse it with;
 - :func:`accuracy_table` counts them by any columns (default K × hop count × answer position), with
   Wilson 95% intervals;
 - :func:`plane_gate_curves` repeats the predictions with one RoPE plane gated in one layer at a time.
@@ -70,7 +72,8 @@ Edit = Callable[[GPTJ], AbstractContextManager]
 """An intervention at evaluation: ``edit(model)`` is a context manager inside which the model is edited
 (``lambda m: gate_planes(m, {1: [1]})``)."""
 
-PREDICTION_COLUMNS = ("extra", "n_hops", "prefix", "answer_pos", "answer_distance", "answer", "predicted", "correct")
+PREDICTION_COLUMNS = ("extra", "n_hops", "prefix", "answer_pos", "answer_distance", "first_key_pos", "answer",
+                      "predicted", "correct")
 
 
 def fine_grid(start: int = 25, stop: int = 70, step: int = 1) -> tuple[int, ...]:
@@ -128,6 +131,7 @@ def point_rows(point: LengthPoint, predicted: np.ndarray) -> pd.DataFrame:
         "prefix": point.index,
         "answer_pos": answer_at - s.extra,
         "answer_distance": query_at - answer_at,
+        "first_key_pos": s.path[:, 1] - s.extra,
         "answer": s.answer,
         "predicted": predicted,
         "correct": predicted == s.answer,

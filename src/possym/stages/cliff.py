@@ -13,6 +13,8 @@ Writes RUN/cliff/ (artifact ``cliff``):
 
   accuracy.csv        accuracy per (extra, n_hops, answer_pos), Wilson intervals   (evaluate.breakdown)
   accuracy_hops.csv   accuracy per (extra, n_hops), answer positions pooled
+  accuracy_first_key.csv  accuracy per (extra, n_hops, first_key_pos): by the window position of the last
+                      token's first hop target (the alias of that key exists once K ≥ alias − first_key_pos)
   landing.csv         the failing inputs' landing rows in the positional layers    (evaluate.landing);
                       a window is (extra, input), input indexing that K's windows; p_alias is plane 1's
   landing_summary.csv per (alias, layer, query, correct, alias_exists): shares on the right key, the
@@ -181,6 +183,7 @@ def _cliff(run: RunDir, cfg: CliffConfig) -> CliffResult:
     predictions = length_predictions(model, task, curve)
     accuracy = accuracy_table(predictions)
     accuracy_hops = accuracy_table(predictions, by=("extra", "n_hops"))
+    accuracy_first_key = accuracy_table(predictions, by=("extra", "n_hops", "first_key_pos"))
 
     main_alias = aliases.get(1, cfg.max_alias)
     frames, margin_frames = [], []
@@ -204,7 +207,8 @@ def _cliff(run: RunDir, cfg: CliffConfig) -> CliffResult:
     evidence = alias_evidence(summary, gated)
 
     out = run.artifact("cliff")
-    for name, df in (("accuracy", accuracy), ("accuracy_hops", accuracy_hops), ("landing", failing),
+    for name, df in (("accuracy", accuracy), ("accuracy_hops", accuracy_hops),
+                     ("accuracy_first_key", accuracy_first_key), ("landing", failing),
                      ("landing_summary", summary), ("plane_margins", margins), ("gated", gated),
                      ("evidence", evidence)):
         atomic_write_text(out / f"{name}.csv", df.to_csv(index=False))

@@ -57,9 +57,11 @@ def test_answer_positions_are_the_solvers():
     vocab = task_vocab(TASK)
     for point in length_points(TASK, dataclasses.replace(CFG, grid=(7,), n=4)):
         rows = point_rows(point, np.zeros(len(point.samples), dtype=np.int64))
-        for tokens, t, dist in zip(point.samples.tokens, rows["answer_pos"], rows["answer_distance"], strict=True):
+        for tokens, t, dist, first in zip(point.samples.tokens, rows["answer_pos"], rows["answer_distance"],
+                                          rows["first_key_pos"], strict=True):
             path = solve(TASK, vocab.decode(tokens)).path
             assert (t, dist) == (path[-1] - 7, path[0] - path[-1])
+            assert first == path[1] - 7 and (first == t) == (len(path) == 2)  # 1 hop: the answer itself
             assert 0 <= t < TASK.n_target
 
 
