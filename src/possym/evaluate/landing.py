@@ -50,7 +50,7 @@ import torch
 from possym.devices import batch_size_on, model_device
 from possym.errors import PossymError
 from possym.model.gptj import GPTJ, KV
-from possym.scores.swaps import layer_tables, rotated_qk
+from possym.scores.swaps import rope_planes, rotated_qk
 from possym.tasks import TaskSamples
 
 __all__ = ["LANDING_COLUMNS", "MARGIN_COLUMNS", "alias_distance", "attention_landing", "landing_summary",
@@ -236,35 +236,41 @@ def plane_margins(model: GPTJ, samples: TaskSamples, *, layers: Sequence[int] | 
     model = model.eval()
     tokens = torch.as_tensor(samples.tokens, device=model_device(model))
     acts = rotated_qk(model, tokens, layers)
+    scale = 1 / math.sqrt(model.cfg.d_head)
     n_query = 1 if queries == "last" else samples.path.shape[1] - 1
+    keys = torch.arange(samples.tokens.shape[1])
     frames = []
     for h in range(n_query):
-        for q in np.unique(samples.path[samples.n_hops > h, h]).tolist():
-            idx = np.flatnonzero((samples.n_hops > h) & (samples.path[:, h] == q))
-            right = torch.as_tensor(samples.path[idx, h + 1])
-            for layer in layers:
-                q_rot, k_rot = acts[layer]
-                with torch.no_grad():
-                    planes, rest = layer_tables(model, q_rot[idx], k_rot[idx], q, per_plane=True, layer=layer)
-                clean = planes.diagonal(dim1=-2, dim2=-1)  # [input, head, plane, key]: each plane's clean logit
-                parts = torch.cat([rest[:, :, None], clean], 2).cpu()  # plane 0 = the unrotated rest
-                best = parts.sum(2).argmax(-1)  # [input, head]: the softmax's maximum
-                at = torch.arange(len(idx))[:, None]
-                heads = torch.arange(parts.shape[1])[None, :]
-                margin = parts[at, heads, :, best] - parts[at, heads, :, right[:, None]]  # [input, head, plane]
-                offset = (best - right[:, None]).numpy()
-                n, n_heads, n_parts = margin.shape
-                shape = (n, n_heads, n_parts)
-                grid = np.broadcast_to
-                frame = pd.DataFrame({
-                    "input": grid(idx[:, None, None], shape).ravel(),
-                    "query": h,
-                    "layer": layer,
-                    "head": grid(np.arange(n_heads)[None, :, None], shape).ravel(),
-                    "offset": grid(offset[:, :, None], shape).ravel(),
-                    "plane": grid(np.arange(n_parts)[None, None, :], shape).ravel(),
-                    "margin": margin.numpy().ravel(),
-                }, columns=list(MARGIN_COLUMNS))
-                frames.append(frame[frame["offset"] != 0] if missed_only else frame)
+        idx = np.flatnonzero(samples.n_hops > h)
+        if len(idx) == 0:
+            continue
+        query, right = torch.as_tensor(samples.path[idx, h]), torch.as_tensor(samples.path[idx, h + 1])
+        at = torch.arange(len(idx))
+        for layer in layers:
+            q_rot, k_rot = (a.cpu().to(torch.float64) for a in acts[layer])  # [batch, pos, head, d_head]
+            q = q_rot[idx][at, query]  # [input, head, d_head]: each input's query after RoPE
+            q0, q1, q_rest = rope_planes(q[:, None], model.cfg.rot_dim)  # [input, 1, head, plane]
+            k0, k1, k_rest = rope_planes(k_rot[idx], model.cfg.rot_dim)  # [input, key, head, plane]
+            # The clean partial logit of each plane is the rotated query's dot product with the rotated key there.
+            parts = torch.cat([((q_rest * k_rest).sum(-1, keepdim=True)), q0 * k0 + q1 * k1], -1) * scale
+            parts = parts.permute(0, 2, 3, 1)  # [input, head, plane (0 = unrotated), key]
+            total = parts.sum(2).masked_fill(keys[None, None, :] > query[:, None, None], float("-inf"))
+            best = total.argmax(-1)  # [input, head]: the softmax's maximum
+            heads = torch.arange(parts.shape[1])[None, :]
+            margin = parts[at[:, None], heads, :, best] - parts[at[:, None], heads, :, right[:, None]]
+            offset = (best - right[:, None]).numpy()
+            n, n_heads, n_parts = margin.shape
+            shape = (n, n_heads, n_parts)
+            grid = np.broadcast_to
+            frame = pd.DataFrame({
+                "input": grid(idx[:, None, None], shape).ravel(),
+                "query": h,
+                "layer": layer,
+                "head": grid(np.arange(n_heads)[None, :, None], shape).ravel(),
+                "offset": grid(offset[:, :, None], shape).ravel(),
+                "plane": grid(np.arange(n_parts)[None, None, :], shape).ravel(),
+                "margin": margin.numpy().ravel(),
+            }, columns=list(MARGIN_COLUMNS))
+            frames.append(frame[frame["offset"] != 0] if missed_only else frame)
     out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=list(MARGIN_COLUMNS))
     return out.sort_values(["input", "query", "layer", "head", "plane"], ignore_index=True)
