@@ -99,6 +99,8 @@ ARTIFACTS: dict[str, Artifact] = {
     "canonical": Artifact("canonical.json"),  # a canonical grid cell's analysis (possym.canonical.grid)
     "best": Artifact(BEST),
     "figures": Artifact("figures"),
+    "cliff": Artifact("cliff"),  # the number model's cliff: CSV tables and settings.json (possym.stages.cliff)
+    "l0": Artifact("l0"),  # scores split by hops and query, modality, sustained purity (possym.stages.l0)
 }
 
 # A checkpoint named as the CLI and the API name it: a step number, "best" or "final".

@@ -11,7 +11,10 @@ The ``possym`` command, ``possym reproduce`` and sweep trials call these, and so
 - :func:`possym.stages.theory.trained_discrepancy_run` with :class:`~possym.stages.theory.DiscrepancyConfig`;
 - :func:`possym.stages.export.export_run`;
 - :func:`possym.stages.heads.heads_run` with :class:`~possym.stages.heads.HeadsConfig` (a pretrained HF LM);
-- :func:`possym.stages.llm.llm_experiment` (the paper's 1-hop LLM experiment against one provider).
+- :func:`possym.stages.llm.llm_experiment` (the paper's 1-hop LLM experiment against one provider);
+- :func:`possym.stages.cliff.cliff_run` with :class:`~possym.stages.cliff.CliffConfig` (the number model's cliff);
+- :func:`possym.stages.l0.l0_run` with :class:`~possym.stages.l0.L0Config` (scores split by hops and query,
+  mixture test, sustained purity).
 
 Each writes its artifacts into the run directory (names from :data:`possym.runs.ARTIFACTS`) and
 returns typed records; none parses arguments or prints.

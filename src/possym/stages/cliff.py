@@ -1,0 +1,264 @@
+"""The number model's length cliff, measured: accuracy over a fine K grid by hop count and answer position,
+where the positional layers' attention lands on the failing inputs, and the curve with a RoPE plane gated.
+
+The hypothesis it tests (issue 22 §2): the positional layers are dominated by plane 1 (θ = 1 rad); since
+44 ≈ 7·2π (0.018 rad off), a key 44 tokens before the right one looks almost the same to that plane, and
+such a key exists only once K ≥ 44 − t for a right key at window position t. If so, the failing inputs'
+attention in those layers lands at offset −44 far more often than the passing inputs', only where the
+alias key exists, and gating plane 1 in the layer that lands there moves or removes the cliff. The
+tables also hold what is needed to refute it: every offset's share (``top_offsets``), the plane-2
+alias (θ = 0.866: 29 tokens), and the curve with plane 2 gated.
+
+Writes RUN/cliff/ (artifact ``cliff``):
+
+  accuracy.csv        accuracy per (extra, n_hops, answer_pos), Wilson intervals   (evaluate.breakdown)
+  accuracy_hops.csv   accuracy per (extra, n_hops), answer positions pooled
+  accuracy_first_key.csv  accuracy per (extra, n_hops, first_key_pos): by the window position of the last
+                      token's first hop target (the alias of that key exists once K ≥ alias − first_key_pos)
+  landing.csv         the failing inputs' landing rows in the positional layers    (evaluate.landing);
+                      a window is (extra, input), input indexing that K's windows; p_alias is plane 1's
+  landing_summary.csv per (alias, layer, query, correct, alias_exists): shares on the right key, the
+                      alias, its multiples, the commonest offsets; every input of the grid
+  plane_margins.csv   per (layer, head, query, on_alias, plane) over the failing inputs' missed landings: the
+                      mean partial-logit margin of each plane (0: unrotated) at the landing key over the right
+                      key (evaluate.landing.plane_margins): which plane put the maximum there
+  gated.csv           accuracy per (layer, plane, extra, n_hops) with plane p gated in layer ℓ, for each
+                      positional layer ℓ and p in ``planes`` (layer −1, plane 0: the model as it is)
+  evidence.csv        per (layer, plane): the aliasing rule's evidence and verdict  (evaluate.alias_evidence)
+  settings.json       the settings, the step measured, the layers and aliases used
+
+A letter run is skipped (the result says so and nothing is written): the cliff is the number task's.
+
+Example:
+    >>> result = cliff_run(RunDir.open("runs/paper3/runs/number-s0"), CliffConfig())   # doctest: +SKIP
+    >>> result.landing_summary.query("correct == False and query == 0")                  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from possym.config import ConfigError
+from possym.devices import resolve_device, torch_threads
+from possym.errors import PossymError
+from possym.evaluate.alias_evidence import alias_evidence
+from possym.evaluate.breakdown import (
+    LengthPoint,
+    accuracy_table,
+    fine_grid,
+    length_points,
+    length_predictions,
+    plane_gate_curves,
+)
+from possym.evaluate.landing import alias_distance, attention_landing, landing_summary, plane_margins
+from possym.evaluate.lengthgen import LengthGenConfig, prefix_cache, slice_cache
+from possym.model.gptj import GPTJ, KV
+from possym.model.rope import layer_frequencies
+from possym.records import GAMMA, PurityRecord
+from possym.runs import RunDir, StepSpec, atomic_write_text
+from possym.stages.registry import Stage
+from possym.tasks import TaskSamples
+
+__all__ = ["CliffConfig", "CliffResult", "cliff_run", "positional_layers"]
+
+
+@dataclass(frozen=True)
+class CliffConfig:
+    """Settings of the cliff stage. Small by default (a few minutes on a CPU); the paper-scale measurement
+    is ``n=480, n_prefixes=8, gate_every=1`` (each (K, hop count) point then has 60 windows per answer
+    position).
+
+    start, stop, every: the K grid start..stop step ``every`` (25..70 step 1).
+    n, n_prefixes, seed: windows per (K, hop count) point, the prefixes they share, the seed
+        (:class:`~possym.evaluate.lengthgen.LengthGenConfig`).
+    step: the checkpoint (``"best"``: the paper's model).
+    layers: the positional layers to look at; None: those whose purity at the last scored step is
+        positional (γ = 0.1, last-token query; RUN/purity.csv, so score the run first), else those ever
+        pure positional.
+    planes: the planes gated, one at a time, in each of those layers.
+    gate_every: the gated curves use every ``gate_every``-th K of the grid (1: all of it).
+    queries: the landing's queries: ``"hops"`` (every hop position) or ``"last"``.
+    max_alias: aliases are sought in 1..max_alias tokens for planes 1 and 2 (θ = 1: 44; θ = 0.866: 29).
+    mode: ``"cached"`` (lengthgen's shared-prefix cache: only each window's 17 tokens are run, about 4
+        times less work at K ≈ 50) or ``"plain"`` (each K's windows in one batched full forward pass;
+        fewer calls, better when there are few windows per point); both measure the same windows.
+    """
+
+    start: int = 25
+    stop: int = 70
+    every: int = 1
+    n: int = 48
+    n_prefixes: int = 4
+    seed: int = 0
+    step: StepSpec = "best"
+    layers: tuple[int, ...] | None = None
+    planes: tuple[int, ...] = (1, 2)
+    gate_every: int = 5
+    queries: str = "hops"
+    max_alias: int = 100
+    mode: str = "cached"
+    token_budget: int = 2**18
+    threads: int | None = None
+    device: str = "auto"
+
+    def __post_init__(self) -> None:
+        fine_grid(self.start, self.stop, self.every)  # validates the grid
+        if self.gate_every < 1:
+            raise ConfigError(f"cliff gate_every={self.gate_every} must be >= 1")
+        if self.mode not in ("plain", "cached"):
+            raise ConfigError(f"cliff mode={self.mode!r}; allowed: 'plain', 'cached'")
+        if self.queries not in ("hops", "last"):
+            raise ConfigError(f"cliff queries={self.queries!r}; allowed: 'hops', 'last'")
+        if not self.planes or any(p < 1 for p in self.planes):
+            raise ConfigError(f"cliff planes={self.planes}: 1-based plane IDs, at least one")
+        if not (isinstance(self.step, int) or self.step in ("best", "final")):
+            raise ConfigError(f"cliff step={self.step!r}; allowed: a checkpoint step, 'best', 'final'")
+
+    def curve(self, grid: tuple[int, ...] | None = None) -> LengthGenConfig:
+        """The windows' settings on ``grid`` (default: the fine grid)."""
+        return LengthGenConfig(grid=grid or fine_grid(self.start, self.stop, self.every), n=self.n,
+                               n_prefixes=self.n_prefixes, seed=self.seed, token_budget=self.token_budget,
+                               mode=self.mode)  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class CliffResult:
+    """What :func:`cliff_run` measured (empty frames and ``skipped`` set on a run it does not apply to)."""
+
+    step: int | None
+    layers: tuple[int, ...]
+    aliases: dict[int, int]  # plane ID -> alias distance
+    accuracy: pd.DataFrame = field(default_factory=pd.DataFrame)
+    accuracy_hops: pd.DataFrame = field(default_factory=pd.DataFrame)
+    landing: pd.DataFrame = field(default_factory=pd.DataFrame)
+    landing_summary: pd.DataFrame = field(default_factory=pd.DataFrame)
+    gated: pd.DataFrame = field(default_factory=pd.DataFrame)
+    evidence: pd.DataFrame = field(default_factory=pd.DataFrame)
+    plane_margins: pd.DataFrame = field(default_factory=pd.DataFrame)
+    skipped: str = ""
+
+
+def positional_layers(run: RunDir, gamma: float = GAMMA) -> tuple[int, ...]:
+    """The layers whose head 0 ends pure positional at ``gamma`` (last-token query; RUN/purity.csv), else those
+    ever pure positional; a PossymError if the run is not scored or no layer qualifies."""
+    rows = [r for r in run.read("purity", PurityRecord) if r.gamma == gamma and r.query == "last" and r.head == 0]
+    if not rows:
+        raise PossymError(f"{run.path} has no purity table at gamma={gamma}: score it first (possym score RUN), "
+                          "or give the cliff stage layers=[...]")
+    final = tuple(sorted(r.layer for r in rows if r.final_kind == "positional"))
+    ever = tuple(sorted(r.layer for r in rows if r.kind == "positional"))
+    if not (final or ever):
+        raise PossymError(f"{run.path}: no layer is ever pure positional at gamma={gamma}; give layers=[...]")
+    return final or ever
+
+
+def cliff_run(run: RunDir, cfg: CliffConfig = CliffConfig()) -> CliffResult:
+    """Measure the cliff of a number run at ``cfg.step`` and write RUN/cliff/ (module docstring)."""
+    if run.config.task.name != "number":
+        return CliffResult(None, (), {}, skipped=f"the cliff stage measures the number task; this run is "
+                                                 f"{run.config.task.name!r}")
+    with torch_threads(cfg.threads):
+        return _cliff(run, cfg)
+
+
+def _cliff(run: RunDir, cfg: CliffConfig) -> CliffResult:
+    task = run.config.task
+    at = run.resolve_step(cfg.step)
+    model = run.load_model(at, device=resolve_device(cfg.device))
+    n_layers, n_planes = model.cfg.n_layers, model.cfg.n_planes
+    layers = tuple(sorted(set(cfg.layers))) if cfg.layers is not None else positional_layers(run)
+    if not all(0 <= layer < n_layers for layer in layers) or any(p > n_planes for p in cfg.planes):
+        raise PossymError(f"cliff layers={list(layers)} must lie in 0..{n_layers - 1} and planes={list(cfg.planes)} "
+                          f"in 1..{n_planes}")
+    thetas = layer_frequencies(model.cfg, 0)
+    aliases = {p: alias_distance(float(thetas[p - 1]), cfg.max_alias) for p in (1, 2) if p <= n_planes
+               and thetas[p - 1] > 0}
+    curve = cfg.curve()
+    predictions = length_predictions(model, task, curve)
+    accuracy = accuracy_table(predictions)
+    accuracy_hops = accuracy_table(predictions, by=("extra", "n_hops"))
+    accuracy_first_key = accuracy_table(predictions, by=("extra", "n_hops", "first_key_pos"))
+
+    main_alias = aliases.get(1, cfg.max_alias)
+    frames, margin_frames = [], []
+    for samples, prefix, past in _batches(model, length_points(task, curve), cfg.mode):
+        land = attention_landing(model, samples, layers=list(layers), queries=cfg.queries,  # type: ignore[arg-type]
+                                 alias=main_alias, token_budget=cfg.token_budget, past=past)
+        frames.append(land.assign(prefix=prefix[land["input"].to_numpy()]))
+        failed = np.unique(land.loc[~land["correct"], "input"].to_numpy())
+        if len(failed):
+            m = plane_margins(model, samples.take(failed), layers=list(layers), queries=cfg.queries)  # type: ignore[arg-type]
+            margin_frames.append(m.assign(extra=samples.extra))
+    landing = pd.concat(frames, ignore_index=True)
+    margins = _margin_summary(pd.concat(margin_frames, ignore_index=True) if margin_frames else None, main_alias)
+    by = ("layer", "head", "query", "correct", "alias_exists")
+    summary = pd.concat([landing_summary(_alias_view(landing, a, main_alias), alias=a, by=by).assign(alias=a, plane=p)
+                         for p, a in aliases.items()], ignore_index=True)
+    failing = landing[~landing["correct"]].reset_index(drop=True)
+
+    grid = curve.grid[:: cfg.gate_every]
+    gated = plane_gate_curves(model, task, cfg.curve(grid), layers=layers, planes=cfg.planes)
+    evidence = alias_evidence(summary, gated)
+
+    out = run.artifact("cliff")
+    for name, df in (("accuracy", accuracy), ("accuracy_hops", accuracy_hops),
+                     ("accuracy_first_key", accuracy_first_key), ("landing", failing),
+                     ("landing_summary", summary), ("plane_margins", margins), ("gated", gated),
+                     ("evidence", evidence)):
+        atomic_write_text(out / f"{name}.csv", df.to_csv(index=False))
+    settings = {**{k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(cfg).items()},
+                "step_measured": at, "layers_used": list(layers), "aliases": {str(p): a for p, a in aliases.items()}}
+    atomic_write_text(out / "settings.json", json.dumps(settings, indent=2) + "\n")
+    return CliffResult(at, layers, aliases, accuracy, accuracy_hops, failing, summary, gated, evidence, margins)
+
+
+def _margin_summary(margins: pd.DataFrame | None, alias: int) -> pd.DataFrame:
+    """Per (layer, head, query, on_alias, plane) over the failing inputs' missed landings: n, the mean margin
+    and the mean absolute margin (which plane put the maximum on the wrong key, and which argued against)."""
+    columns = ["layer", "head", "query", "on_alias", "plane", "n", "mean_margin", "mean_abs_margin"]
+    if margins is None or margins.empty:
+        return pd.DataFrame(columns=columns)
+    m = margins.assign(on_alias=margins["offset"] == -alias, abs_margin=margins["margin"].abs())
+    out = m.groupby(["layer", "head", "query", "on_alias", "plane"], sort=True).agg(
+        n=("margin", "size"), mean_margin=("margin", "mean"), mean_abs_margin=("abs_margin", "mean")).reset_index()
+    return out[columns]
+
+
+def _alias_view(landing: pd.DataFrame, alias: int, measured: int) -> pd.DataFrame:
+    """The landing rows as seen for alias distance ``alias``: whether that alias key exists; the weight on it
+    is known only for the alias the landing measured."""
+    if alias == measured:
+        return landing
+    return landing.assign(alias_exists=landing["right_key"] >= alias, p_alias=float("nan"))
+
+
+def _batches(model: GPTJ, points: Iterable[LengthPoint], mode: str
+             ) -> Iterator[tuple[TaskSamples, np.ndarray, list[KV] | None]]:
+    """The landing's batches with each window's prefix index: ``"plain"``, every window of one K in one
+    batch (no cache); ``"cached"``, one point at a time after its prefix's cache (only the window is run)."""
+    if mode == "cached":
+        cache, cached_for = None, None
+        for point in points:
+            if cached_for is not point.prefix:
+                cache, cached_for = prefix_cache(model, point.prefix), point.prefix
+            yield point.samples, np.full(len(point.samples), point.index), slice_cache(cache, point.extra)
+        return
+    groups: dict[int, list[LengthPoint]] = {}
+    for point in points:
+        groups.setdefault(point.extra, []).append(point)
+    for extra, group in groups.items():
+        parts = [p.samples for p in group]
+        yield (TaskSamples(np.concatenate([p.tokens for p in parts]), np.concatenate([p.answer for p in parts]),
+                           np.concatenate([p.n_hops for p in parts]), np.concatenate([p.path for p in parts]), extra),
+               np.concatenate([np.full(len(p.samples), p.index) for p in group]), None)
+
+
+STAGE = Stage("cliff", CliffConfig, cliff_run, scope="run",
+              summary="the number model's length cliff: fine-K accuracy by hop and answer position, attention "
+                      "landing of the positional layers, the curve with RoPE plane 1 or 2 gated")

@@ -1,0 +1,178 @@
+"""L0 (and any layer) looked at closely: scores split by hop count and query position, whether a mixed
+score is a mixture of inputs, and an "ever pure" tally that one noisy excursion cannot make.
+
+Three questions about the layer that never turns pure in our runs (issue 22 §4), for both tasks:
+
+- is it positional on some hop counts or at some query positions (the authors' ``query_type="hops"``)
+  and not others? :func:`possym.scores.split.split_scores` at each of ``steps``;
+- is its mixed mean a mix of inputs on which it is positional and inputs on which it is not?
+  :func:`possym.scores.modality.unimodality_test` (Silverman) on its per-input s_POS and s_SYM;
+- does a head's "ever pure" survive resampling the inputs and asking for 2 consecutive checkpoints?
+  :func:`possym.scores.sustained.sustained_purity` over the run's scored checkpoints.
+
+The inputs are the score stage's own (:func:`possym.scores.checkpoints.score_inputs` with the run's
+data seed, ``n_inputs`` and ``seed``), so the pooled last-token means are the ones in scores.csv.
+
+Writes RUN/l0/ (artifact ``l0``):
+
+  per_input.csv   every input's scores per (step, query, layer, head)                 (scores.split)
+  split.csv       per (step, query, n_hops, layer, head); n_hops 0 pools the hop counts
+  split_position.csv  the hop queries per (step, query_pos, layer, head): by window position
+  modality.csv    per (step, layer, query, score): Silverman's h_crit, p-value, antimode, the share
+                  of inputs above it and the means on either side; ``mixture`` at α = 0.05
+  sustained.csv   per (layer, head, kind): ever pure by the mean, longest run, the bootstrap shares,
+                  and ``counted`` (pure at ≥ min_run consecutive checkpoints in ≥ level of resamples)
+  tally.csv       per kind: how many heads (and which layers) are ever pure by the mean, as the plain
+                  tally counts them, and how many the sustained rule counts
+  settings.json   the settings and the steps used
+
+Example:
+    >>> result = l0_run(RunDir.open("runs/paper3/runs/number-s0"), L0Config())           # doctest: +SKIP
+    >>> result.modality.query("layer == 0 and query == 'last'")                            # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from possym.config import ConfigError
+from possym.devices import resolve_device, torch_threads
+from possym.errors import PossymError
+from possym.records import GAMMA
+from possym.runs import RunDir, StepSpec, atomic_write_text
+from possym.scores.checkpoints import score_inputs
+from possym.scores.metric import TAU
+from possym.scores.modality import unimodality_test
+from possym.scores.split import per_input_scores, split_scores
+from possym.scores.sustained import LEVEL, MIN_RUN, sustained_purity
+from possym.stages.registry import Stage
+
+__all__ = ["L0Config", "L0Result", "l0_run"]
+
+
+@dataclass(frozen=True)
+class L0Config:
+    """Settings of the l0 stage.
+
+    layers: the layers tested for a mixture (the split and the sustained tally cover every layer).
+    steps: the checkpoints of the split and the modality test (``"best"``, ``"final"`` or numbers).
+    n_inputs, seed, tau: the scoring inputs and temperature (as the score stage's; paper: 100, 0, 1e-4).
+    gamma, min_run, level, n_boot: the sustained-purity rule (:mod:`possym.scores.sustained`).
+    every: the sustained tally scores every ``every``-th checkpoint (1: all; consecutive then means
+        consecutive among those scored).
+    modality_boot: Silverman's bootstrap resamples. bootstrap_seed: seeds every resample of this stage.
+    """
+
+    layers: tuple[int, ...] = (0,)
+    steps: tuple[StepSpec, ...] = ("best", "final")
+    n_inputs: int = 100
+    seed: int = 0
+    tau: float = TAU
+    gamma: float = GAMMA
+    min_run: int = MIN_RUN
+    level: float = LEVEL
+    n_boot: int = 1000
+    every: int = 1
+    modality_boot: int = 500
+    bootstrap_seed: int = 0
+    threads: int | None = None
+    device: str = "cpu"
+
+    def __post_init__(self) -> None:
+        if not self.layers or not self.steps:
+            raise ConfigError(f"l0 layers={self.layers} and steps={self.steps} must each name at least one")
+        for step in self.steps:
+            if not (isinstance(step, int) or step in ("best", "final")):
+                raise ConfigError(f"l0 steps: {step!r}; allowed: checkpoint step numbers, 'best', 'final'")
+        if self.every < 1 or self.n_inputs < 3 or self.modality_boot < 1:
+            raise ConfigError(f"l0 every={self.every} >= 1, n_inputs={self.n_inputs} >= 3 and "
+                              f"modality_boot={self.modality_boot} >= 1 are needed")
+
+
+@dataclass(frozen=True)
+class L0Result:
+    steps: tuple[int, ...]  # the steps of the split and the modality test
+    scored_steps: tuple[int, ...]  # the checkpoints of the sustained tally
+    per_input: pd.DataFrame
+    split: pd.DataFrame
+    split_position: pd.DataFrame
+    modality: pd.DataFrame
+    sustained: pd.DataFrame
+    tally: pd.DataFrame  # per kind: heads ever pure by the mean (the plain tally) and by the sustained rule
+
+
+def l0_run(run: RunDir, cfg: L0Config = L0Config()) -> L0Result:
+    """Split, modality and sustained purity of a run (module docstring); writes RUN/l0/."""
+    with torch_threads(cfg.threads):
+        return _l0(run, cfg)
+
+
+def _l0(run: RunDir, cfg: L0Config) -> L0Result:
+    n_layers = run.config.model.n_layers
+    if not all(0 <= layer < n_layers for layer in cfg.layers):
+        raise PossymError(f"l0 layers={list(cfg.layers)} must lie in 0..{n_layers - 1}")
+    samples = score_inputs(run.config.task, run.config.seeds.data, cfg.n_inputs, cfg.seed)
+    device = resolve_device(cfg.device)
+    rng = np.random.default_rng(cfg.bootstrap_seed)
+    steps = tuple(dict.fromkeys(run.resolve_step(s) for s in cfg.steps))
+    every = run.checkpoint_steps()
+    scored = tuple(every[:: cfg.every]) if every[-1] in every[:: cfg.every] else (*every[:: cfg.every], every[-1])
+
+    model = run.load_model(steps[0], device=device)
+    per_input, split, by_position, modality = [], [], [], []
+    for step in steps:
+        model.load_state_dict(run.load_state_dict(step))
+        rows = per_input_scores(model, samples, tau=cfg.tau).assign(step=step)
+        per_input.append(rows)
+        split.append(pd.concat([split_scores(rows, rng, by=("query", "n_hops"), gamma=cfg.gamma),
+                                split_scores(rows, rng, by=("query",), gamma=cfg.gamma).assign(n_hops=0)],
+                               ignore_index=True).assign(step=step))
+        hops = rows[rows["query"] != "last"]
+        if not hops.empty:  # the hop queries by where they sit in the window
+            by_position.append(split_scores(hops, rng, by=("query_pos",), gamma=cfg.gamma).assign(step=step))
+        for (layer, query), g in rows[rows["layer"].isin(cfg.layers)].groupby(["layer", "query"], sort=True):
+            for score in ("s_pos", "s_sym"):
+                t = unimodality_test(g[score].to_numpy(), rng, n_boot=cfg.modality_boot)
+                modality.append({"step": step, "layer": layer, "head": int(g["head"].iloc[0]), "query": query,
+                                 "score": score, **dataclasses.asdict(t), "mixture": t.is_mixture()})
+
+    pos, sym = [], []
+    for step in scored:  # per-input last-token scores at every scored checkpoint, the same inputs each time
+        model.load_state_dict(run.load_state_dict(step))
+        rows = per_input_scores(model, samples, hops=False, tau=cfg.tau)
+        shape = (len(samples), n_layers, model.cfg.n_heads)
+        pos.append(rows.sort_values(["input", "layer", "head"])["s_pos"].to_numpy().reshape(shape))
+        sym.append(rows.sort_values(["input", "layer", "head"])["s_sym"].to_numpy().reshape(shape))
+    sustained = sustained_purity(np.stack(pos), np.stack(sym), scored, rng, gamma=cfg.gamma, min_run=cfg.min_run,
+                                 level=cfg.level, n_boot=cfg.n_boot)
+
+    positions = _first(pd.concat(by_position), "step") if by_position else pd.DataFrame()
+    tally = pd.DataFrame([{
+        "kind": kind, "gamma": cfg.gamma, "min_run": cfg.min_run, "level": cfg.level,
+        "ever_point": int(g["ever_point"].sum()), "counted": int(g["counted"].sum()),
+        "layers_ever_point": " ".join(str(v) for v in g.loc[g["ever_point"], "layer"]),
+        "layers_counted": " ".join(str(v) for v in g.loc[g["counted"], "layer"]),
+    } for kind, g in sustained.groupby("kind", sort=True)])
+    result = L0Result(steps, scored, pd.concat(per_input, ignore_index=True), _first(pd.concat(split), "step"),
+                      positions, pd.DataFrame(modality), sustained, tally)
+    out = run.artifact("l0")
+    for name in ("per_input", "split", "split_position", "modality", "sustained", "tally"):
+        atomic_write_text(out / f"{name}.csv", getattr(result, name).to_csv(index=False))
+    settings = {**{k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(cfg).items()},
+                "steps_measured": list(steps), "scored_steps": list(scored)}
+    atomic_write_text(out / "settings.json", json.dumps(settings, indent=2) + "\n")
+    return result
+
+
+def _first(df: pd.DataFrame, column: str) -> pd.DataFrame:
+    return df[[column, *[c for c in df.columns if c != column]]].reset_index(drop=True)
+
+
+STAGE = Stage("l0", L0Config, l0_run, scope="run",
+              summary="scores split by hop count and query position, Silverman's test of whether a mixed layer "
+                      "is a mixture of inputs, and a sustained, input-bootstrapped 'ever pure' tally")

@@ -1,0 +1,119 @@
+"""The cliff and l0 stages on a tiny trained number run: the files they write, their tables' agreement with
+the library calls they are built from, and a letter run skipped by the cliff stage."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import possym
+from possym.config import load_config
+from possym.errors import PossymError
+from possym.evaluate.breakdown import accuracy_table, length_points, length_predictions
+from possym.evaluate.landing import alias_distance, attention_landing
+from possym.model.rope import rope_frequencies
+from possym.runs import RunDir
+from possym.scores.checkpoints import score_inputs
+from possym.stages.cliff import CliffConfig, cliff_run, positional_layers
+from possym.stages.l0 import L0Config, l0_run
+from possym.stages.registry import get_stage
+
+
+@pytest.fixture(scope="module")
+def number_run(tmp_path_factory, tiny_session_overrides):
+    cfg = possym.load_config("number", None, tiny_session_overrides)
+    return possym.train_model(cfg, out=tmp_path_factory.mktemp("cliff") / "number", progress=False).dir
+
+
+@pytest.mark.parametrize("mode", ["cached", "plain"])
+def test_the_cliff_stage_writes_its_tables_and_they_are_the_library_calls(number_run, mode):
+    cfg = CliffConfig(start=3, stop=6, n=8, n_prefixes=2, layers=(0, 1), gate_every=2, step="final", device="cpu",
+                      mode=mode)
+    result = cliff_run(number_run, cfg)
+    out = number_run.artifact("cliff")
+    for name in ("accuracy", "accuracy_hops", "accuracy_first_key", "landing", "landing_summary", "plane_margins",
+                 "gated", "evidence"):
+        assert (out / f"{name}.csv").is_file()
+    settings = json.loads((out / "settings.json").read_text())
+    theta_2 = float(rope_frequencies(number_run.model_config.rot_dim, number_run.model_config.rope_base)[1])
+    assert settings["layers_used"] == [0, 1] and settings["aliases"] == {"1": 44, "2": alias_distance(theta_2, 100)}
+    assert int(result.accuracy["n"].sum()) == 4 * 8 * len(number_run.config.task.hops)
+    model = number_run.load_model("final")
+    again = accuracy_table(length_predictions(model, number_run.config.task, cfg.curve()), by=("extra", "n_hops"))
+    assert result.accuracy_hops[["extra", "n_hops", "correct"]].equals(again[["extra", "n_hops", "correct"]])
+    base = result.gated[result.gated.layer == -1]
+    assert sorted(base.extra.unique()) == [3, 5]
+    assert sorted({(r.layer, r.plane) for r in result.gated.itertuples()}) == [(-1, 0), (0, 1), (0, 2), (1, 1), (1, 2)]
+    assert (~result.landing["correct"]).all() and set(result.landing.layer) <= {0, 1}
+    shares = result.landing_summary[["share_right", "share_alias_any", "share_other"]]
+    assert np.allclose(shares["share_right"] + shares["share_alias_any"] + shares["share_other"], 1.0)
+    assert sorted(zip(result.evidence.layer, result.evidence.plane, strict=True)) == [(0, 1), (0, 2), (1, 1), (1, 2)]
+    planes = set(result.plane_margins.plane)
+    assert planes == set(range(number_run.model_config.n_planes + 1))  # every plane and the unrotated part
+    written = pd.read_csv(out / "accuracy.csv")
+    assert written["n"].sum() == result.accuracy["n"].sum()
+    land = attention_landing(model, next(iter(length_points(number_run.config.task, cfg.curve()))).samples,
+                             layers=[0, 1], queries="hops")  # the first point, the plain way
+    first = result.landing[(result.landing.extra == 3) & (result.landing.prefix == 0) & (result.landing.n_hops == 1)]
+    if mode == "cached":  # one point per batch: its inputs are the point's own
+        want = land[~land.correct].reset_index(drop=True)
+        assert first.drop(columns="prefix").reset_index(drop=True)[["input", "layer", "offset"]].equals(
+            want[["input", "layer", "offset"]])
+
+
+def test_the_cliff_stage_skips_a_letter_run_and_needs_scores_to_choose_layers(tmp_path, tiny_overrides):
+    letter = RunDir.create(tmp_path / "letter", load_config("letter", None, tiny_overrides))
+    result = cliff_run(letter, CliffConfig())
+    assert "number task" in result.skipped and not letter.artifact("cliff").exists()
+    unscored = RunDir.create(tmp_path / "number", load_config("number", None, tiny_overrides))
+    with pytest.raises(PossymError, match="score it first"):
+        positional_layers(unscored)
+    assert get_stage("cliff").settings_from({"n": 4}).n == 4
+
+
+def test_the_l0_stage_splits_tests_and_tallies(number_run):
+    cfg = L0Config(layers=(0,), steps=("final",), n_inputs=20, n_boot=50, modality_boot=20)
+    result = l0_run(number_run, cfg)
+    assert result.scored_steps == tuple(number_run.checkpoint_steps())
+    out = number_run.artifact("l0")
+    for name in ("per_input", "split", "split_position", "modality", "sustained", "tally"):
+        assert (out / f"{name}.csv").is_file()
+    # the pooled last-token means are the score stage's, on the score stage's own inputs
+    scores = possym.open_run(number_run.path).scores(n_inputs=20, frequency=False)
+    final = scores[(scores.step == result.steps[0]) & (scores["query"] == "last")]
+    pooled = result.split[(result.split.n_hops == 0) & (result.split["query"] == "last")]
+    for r in pooled.itertuples():
+        assert r.s_pos == pytest.approx(final[final.layer == r.layer].s_pos.item(), abs=1e-9)
+    assert len(score_inputs(number_run.config.task, number_run.config.seeds.data, 20)) == 20
+    assert set(result.modality["score"]) == {"s_pos", "s_sym"} and set(result.modality.layer) == {0}
+    assert set(result.sustained.kind) == {"positional", "symbolic"}
+    for r in result.tally.itertuples():
+        mine = result.sustained[result.sustained.kind == r.kind]
+        assert (r.ever_point, r.counted) == (int(mine.ever_point.sum()), int(mine.counted.sum()))
+    hop_rows = result.per_input[result.per_input["query"] != "last"]
+    assert result.split_position["n"].sum() == len(hop_rows)
+    assert len(result.sustained) == 2 * number_run.config.model.n_layers
+
+
+def test_positional_layers_are_those_ending_pure_positional_else_those_ever_pure(tmp_path, tiny_overrides):
+    from possym.records import PurityRecord
+
+    run = RunDir.create(tmp_path / "number", load_config("number", None, tiny_overrides))
+
+    def rec(layer, kind, final, query="last", gamma=0.1):
+        return PurityRecord(layer=layer, head=0, query=query, gamma=gamma, kind=kind, step=100 if kind else None,
+                            final_kind=final, final_kind_step=100 if final else None)
+
+    other_gamma = rec(3, "positional", "positional", gamma=0.05)
+    other_query = rec(4, "positional", "positional", "hop1")
+    run.write("purity", [rec(0, "positional", ""), rec(1, "positional", "positional"), rec(2, "symbolic", "symbolic"),
+                         other_gamma, other_query])
+    assert positional_layers(run) == (1,)
+    run.write("purity", [rec(0, "positional", ""), rec(2, "symbolic", "symbolic")])
+    assert positional_layers(run) == (0,)
+    run.write("purity", [rec(2, "symbolic", "symbolic")])
+    with pytest.raises(PossymError, match="no layer is ever pure positional"):
+        positional_layers(run)
