@@ -62,8 +62,8 @@ def test_a_prefix_that_uses_too_many_letters_or_a_bad_hop_count_is_refused():
         generate_after(cfg, everything, 10, 3, rng)
     with pytest.raises(ValueError, match=r"n_hops=5 is not a hop count of this task; allowed: \[1, 2, 3, 4\]"):
         draw_prefix(cfg, 10, 5, rng)
-    with pytest.raises(ValueError, match=r"holds only \(letter, int\) tokens"):
-        generate_after(cfg, generate(cfg, 1, rng).tokens[0, -3:], 10, 1, rng)
+    with pytest.raises(ValueError, match=r"holds only letter-task tokens; got token id 0"):
+        generate_after(cfg, np.array([5, 0, 7]), 10, 1, rng)  # PAD is no token a prefix may hold
 
 
 @pytest.mark.parametrize("name,digest", [("number", "6cf1f48557fdc628"), ("letter", "b66db4016fb3826e")])
