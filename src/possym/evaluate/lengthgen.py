@@ -227,14 +227,16 @@ def measure_length_curve(
                 cache = prefix_cache(model, long) if cfg.mode == "cached" else None
             for extra in cfg.grid:
                 samples = point_samples(task, cfg, n_hops, j, extra, long)
-                correct = _correct(model, samples, cfg, slice_cache(cache, extra))
+                correct = correct_answers(model, samples, cfg, slice_cache(cache, extra))
                 tally.add(extra, n_hops, j, int(correct.sum()), len(samples))
                 if on_batch is not None:
                     on_batch(len(samples))
     return _records(tally, cfg, task)
 
 
-def _correct(model: GPTJ, samples: TaskSamples, cfg: LengthGenConfig, past: list[KV] | None) -> np.ndarray:
+def correct_answers(model: GPTJ, samples: TaskSamples, cfg: LengthGenConfig, past: list[KV] | None) -> np.ndarray:
+    """(batch,) bool: whether the model's last-position argmax is each sample's answer; in "cached" mode the
+    windows continue ``past``, the cache of ``samples``' shared prefix (its first ``samples.extra`` positions)."""
     device = model_device(model)
     tokens = torch.as_tensor(samples.tokens, device=device)
     budget = batch_size_on(device, cfg.token_budget)  # cfg.token_budget is the CPU's
