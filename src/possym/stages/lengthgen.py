@@ -114,7 +114,8 @@ def length_curve(run: RunDir, cfg: LengthGenConfig | None = None, step: StepSpec
     points = sorted(kept + fresh, key=lambda p: (p.step or 0, p.extra, p.n_hops))
     run.write("lengthgen", points)
     # The settings file goes last: its entry for a step says that step's rows beside it are complete.
-    record = {"settings": _settings(cfg), "protocol": PROTOCOL, "steps": dict(sorted(steps.items(), key=lambda kv: int(kv[0])))}
+    record = {"settings": _settings(cfg), "protocol": PROTOCOL,
+              "steps": dict(sorted(steps.items(), key=lambda kv: int(kv[0])))}
     atomic_write_text(run.artifact("lengthgen_settings"), json.dumps(record, indent=2) + "\n")
     return fresh
 
