@@ -118,14 +118,18 @@ def protocol_curves(run: RunDir, cfg: LengthProtocolConfig | None = None) -> pd.
             return pd.read_csv(out / "curves.csv")
     task = run.config.task
     frames = []
+    measured: dict[tuple[int, str], pd.DataFrame] = {}  # best and final may be one checkpoint: measured once
     with torch_threads(cfg.threads):
         for name, at in steps.items():
             model = run.load_model(at, device=resolve_device(cfg.device))
             for extra_tokens in cfg.extra_tokens:
-                rows = pd.DataFrame(measure_length_curve(model, task, cfg.curve(extra_tokens)))
+                if (at, extra_tokens) not in measured:
+                    curve = measure_length_curve(model, task, cfg.curve(extra_tokens))
+                    measured[at, extra_tokens] = pd.DataFrame(curve)
+                rows = measured[at, extra_tokens]
                 for hop_mix in cfg.hop_mixes:
-                    curve = rows if hop_mix == "uniform" else reweighted(rows, hop_weights(task, hop_mix, cfg.seed))
-                    frames.append(curve.assign(extra_tokens=extra_tokens, hop_mix=hop_mix, checkpoint=name, step=at))
+                    mixed = rows if hop_mix == "uniform" else reweighted(rows, hop_weights(task, hop_mix, cfg.seed))
+                    frames.append(mixed.assign(extra_tokens=extra_tokens, hop_mix=hop_mix, checkpoint=name, step=at))
     curves = pd.concat(frames, ignore_index=True)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "curves.csv", curves.to_csv(index=False))
