@@ -198,7 +198,9 @@ def point_prefix(task: TaskConfig, cfg: LengthGenConfig, n_hops: int, prefix: in
     per_hop = prefix_per_hop(task)
     plan = prefix_plan(task, n_hops, cfg.n_prefixes, plan_rng(cfg.seed, n_hops))[prefix] if per_hop else {}
     rng = point_rng(cfg.seed, n_hops if per_hop else 0, prefix)
-    return draw_prefix(task, cfg.grid[-1], n_hops if per_hop else task.hops[0], rng, tokens=cfg.extra_tokens, **plan)
+    if cfg.extra_tokens != "targets":  # a task's draw_prefix takes ``tokens`` only if it offers other readings
+        plan = {**plan, "tokens": cfg.extra_tokens}
+    return draw_prefix(task, cfg.grid[-1], n_hops if per_hop else task.hops[0], rng, **plan)
 
 
 def point_samples(task: TaskConfig, cfg: LengthGenConfig, n_hops: int, prefix: int, extra: int, long: np.ndarray):

@@ -16,8 +16,8 @@ Defaults are modest (100 windows per point, 4 prefixes); the paper-scale reading
 n_prefixes: 8``. On a CPU the grid (56 K values up to 5,000) costs minutes per reading and run.
 
 Example:
-    >>> runs = [RunDir.open(f"runs/paper3/runs/{t}-s{s}") for t in ("number", "letter") for s in (0, 1, 2)]
-    ...                                                                                     # doctest: +SKIP
+    >>> runs = [RunDir.open(f"runs/paper3/runs/{t}-s{s}")                                  # doctest: +SKIP
+    ...         for t in ("number", "letter") for s in (0, 1, 2)]
     >>> for run in runs:                                                                    # doctest: +SKIP
     ...     _ = protocol_curves(run, LengthProtocolConfig(n=500, n_prefixes=8))
     >>> claims_by_reading(protocol_table(runs))                                             # doctest: +SKIP
