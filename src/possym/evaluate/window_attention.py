@@ -36,6 +36,8 @@ Example (a model whose attention is uniform: every key gets 1 / (position + 1)):
     >>> row = frame[(frame.extra == 83) & (frame.query_hop == 0)].iloc[0]
     >>> print(round(row.next_hop * 100, 6), round(row.extra_mass, 6))   # 1/100 and 83/100
     1.0 0.83
+    >>> attention_table(frame, "extra_mass").round(2).values.tolist()   # K = 0, 83 at the final query
+    [[0.0, 0.83]]
 """
 
 from __future__ import annotations
@@ -159,3 +161,13 @@ def _hop_stats(pattern: Tensor, samples: TaskSamples, k: int, n_hops: int) -> np
     extra_max = on_extra.max(1).values if extra else torch.zeros(len(query), dtype=query.dtype)
     is_max = (query.argmax(1) == later[:, 0]).to(query.dtype)
     return torch.stack([next_hop, chain, answer, extra_mass, extra_max, is_max], dim=1).numpy()
+
+
+def attention_table(frame: pd.DataFrame, column: str = "next_hop", query_hop: int = 0, head: int = 0) -> pd.DataFrame:
+    """A wide view of :func:`hop_attention`'s ``column`` for one hop index and head: a row per (hop count,
+    layer), a column per K. ``query_hop = 0`` is the final query, the one the answer is read from."""
+    if column not in COLUMNS[7:]:
+        raise ConfigError(f"column={column!r}; allowed: {list(COLUMNS[7:])}")
+    rows = frame[(frame.query_hop == query_hop) & (frame["head"] == head)]
+    table = rows.pivot_table(index=["n_hops", "layer"], columns="extra", values=column)
+    return table.reindex(columns=sorted(table.columns))
