@@ -152,3 +152,68 @@ def test_the_unsharpened_rows_are_the_length_curves_per_hop_points():
 def test_bad_requests_say_what_is_allowed(call, match):
     with pytest.raises(ConfigError, match=match):
         call(target_attention_model(1.0))
+
+
+def one_hop_reader(c: float) -> GPTJ:
+    """One NoPE head that solves 1-hop letter inputs by content, with a fixed logit gap ``c``: the query (x, y)
+    gives the logit c to every key whose left letter is y and 0 to every other key, and the readout names the
+    (letter, int) target with the most attention mass. So the answer (the one key with left letter y) wins
+    iff e^c exceeds the count of the most frequent other target in the context: a long prefix of targets
+    outvotes it, and sharpening (e^{βc}) or knocking the prefix out brings it back.
+
+    Every token's embedding has three ones (its one-hot id, its left letter, its right letter or "none"), so
+    the LayerNorm is the same affine map (x − μ) / σ for every token and the logit is
+    α (1[match] − 2μ + 8μ²) / (σ² sqrt(d_head)): the constant cancels in the softmax, and α sets the gap.
+    """
+    n_ids = len(task_vocab(LETTER))
+    left0, right0, d = n_ids, n_ids + 8, n_ids + 17
+    cfg = ModelConfig(n_layers=1, d_model=d, n_heads=1, d_mlp=4, rotary_dim=0, dropout=0.0, d_vocab=n_ids,
+                      mlp=False, ln_eps=1e-12)
+    model = GPTJ(cfg).double().eval()
+    mu = 3 / d
+    sigma2 = mu * (1 - mu)
+    with torch.no_grad():
+        emb = torch.zeros(n_ids, d, dtype=torch.float64)
+        emb[torch.arange(n_ids), torch.arange(n_ids)] = 1.0
+        for i in range(n_ids):
+            if 1 <= i <= N_TARGET_IDS:
+                left, right = (i - 1) // LETTER.n_ints, 8  # a target: no right letter
+            elif i > N_TARGET_IDS:
+                left, right = divmod(i - N_TARGET_IDS - 1, LETTER.n_letters)
+            else:
+                left, right = 0, 8  # PAD never occurs
+            emb[i, left0 + left] = 1.0
+            emb[i, right0 + right] = 1.0
+        model.embed.weight.copy_(emb)
+        w = torch.zeros(3 * d, d, dtype=torch.float64)
+        alpha = c * sigma2 * math.sqrt(d)
+        for r in range(8):
+            w[r, right0 + r] = alpha  # q_r: the query's right letter
+            w[d + r, left0 + r] = 1.0  # k_r: the key's left letter
+        w[2 * d:2 * d + n_ids, :n_ids] = torch.eye(n_ids)  # v: the key's id
+        model.blocks[0].attn.qkv.weight.copy_(w)
+        out = torch.zeros(d, d, dtype=torch.float64)
+        out[:n_ids, :n_ids] = 1000.0 * torch.eye(n_ids)
+        model.blocks[0].attn.out.weight.copy_(out)
+        unembed = torch.zeros(n_ids, d, dtype=torch.float64)
+        unembed[:, :n_ids] = torch.eye(n_ids)
+        model.unembed.weight.copy_(unembed)
+        model.unembed.bias.fill_(-1e9)
+        model.unembed.bias[1:N_TARGET_IDS + 1] = -1e-3 * torch.arange(N_TARGET_IDS, dtype=torch.float64)
+    return model
+
+
+def test_a_one_hop_reader_loses_to_a_long_prefix_and_sharpening_or_a_knock_out_restores_it():
+    c = math.log(6.0)
+    model = one_hop_reader(c)
+    cfg = LengthGenConfig(grid=(0, 800), n=32, n_prefixes=2)
+    attention = hop_attention(model, LETTER, cfg, hops=(1,))
+    for extra in cfg.grid:  # the answer's mass is e^c / (e^c + K + 16): 16 window keys and K extra keys carry 1
+        row = attention[attention.extra == extra].iloc[0]
+        assert row.answer == pytest.approx(6.0 / (6.0 + extra + 16), rel=1e-6)
+    sharp = sharpened_accuracy(model, LETTER, cfg, betas=(1.0, 3.0), hops=(1,)).set_index(["beta", "extra"]).accuracy
+    # e^c = 6 beats at most 2 copies of a window target, never the ~14-30 copies of a target among 800 extra tokens;
+    # e^{3c} = 216 beats them all.
+    assert (sharp[1.0, 0], sharp[1.0, 800], sharp[3.0, 800]) == (1.0, 0.0, 1.0)
+    knocked = knockout_accuracy(model, LETTER, cfg, hops=(1,)).set_index(["knocked_out", "extra"]).accuracy
+    assert (knocked["none", 800], knocked["L0", 800]) == (0.0, 1.0)
