@@ -14,7 +14,7 @@ import torch
 from tqdm import tqdm
 
 from possym.cli._args import add_device, int_list, step_arg
-from possym.evaluate.lengthgen import PAPER_GRID, LengthGenConfig
+from possym.evaluate.lengthgen import EXTRA_TOKENS, HOP_MIXES, PAPER_GRID, LengthGenConfig
 from possym.runs import RunDir
 from possym.stages.lengthgen import length_curve
 
@@ -34,6 +34,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--token-budget", type=int, default=2**18, help="tokens per batch (bounds memory)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--extra-tokens", choices=EXTRA_TOKENS, default="targets",
+                   help="what the K extra tokens are (default targets: the target window's kind; docs/choices.md)")
+    p.add_argument("--hop-mix", choices=HOP_MIXES, default="uniform",
+                   help="how the pooled row weights the hop counts (default uniform; test: the test split's mix)")
     p.add_argument("--step", type=step_arg, default="final", help="checkpoint: a step, best or final (default final)")
     p.add_argument("--threads", type=int, help="torch threads (default: torch's)")
     p.add_argument("--no-figures", action="store_true")
@@ -44,7 +48,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def config(args: argparse.Namespace) -> LengthGenConfig:
     return LengthGenConfig(grid=args.grid, n=args.n, n_prefixes=args.n_prefixes, mode=args.mode,
-                           token_budget=args.token_budget, seed=args.seed)
+                           token_budget=args.token_budget, seed=args.seed, extra_tokens=args.extra_tokens,
+                           hop_mix=args.hop_mix)
 
 
 def run(args: argparse.Namespace) -> int:

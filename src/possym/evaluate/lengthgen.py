@@ -18,10 +18,21 @@ randomness, which makes the curve smoother, not biased. ``mode="plain"`` runs th
 through the full forward pass; a test checks that both give the same logits.
 
 The number task's windows may follow any prefix of letters, so its prefix j serves every hop count;
-a letter prefix leaves exactly h letters free for the chain, so it has one per (h, j).
+a letter prefix leaves exactly h letters free for the chain, so it has one per (h, j), and the
+prefixes' free letters are dealt by :func:`possym.tasks.prefix_plan` so that, together, the windows
+take every answer letter evenly (after one letter prefix only its h free letters can be answers).
 
 Per point (K, h): ``n`` windows, split as evenly as possible over the prefixes, balanced over answer
-position and value. ``n_hops = 0`` rows pool the hop counts. Two 95% intervals: ``ci_low/ci_high``,
+position and value (for the letter task: as evenly as ``n_prefixes`` x h free letters allow; every
+letter when n_prefixes * h >= n_letters). ``n_hops = 0`` rows pool the hop counts, weighted as
+``hop_mix`` says. ``seq_len`` is K plus the window, for an x-axis in total length.
+
+Protocol readings (the paper says only that extra symbols go before the window; docs/choices.md):
+``extra_tokens`` says what they are ("targets": the target window's kind, letters for the number
+task and (letter, int) tokens for the letter task, the default; "pretargets"; "mixed", either kind
+with probability 1/2, i.e. letters and integers; "windows", blocks laid out as the window is), and
+``hop_mix`` how the pooled row weights the hop counts ("uniform", the default, or "test": the test
+split's own hop mix, which at the paper's split sizes is uniform too). Two 95% intervals: ``ci_low/ci_high``,
 Wilson's (scipy), which treats the windows as independent; and ``cluster_low/cluster_high``, a t
 interval over the per-prefix accuracies, which does not, since windows sharing a prefix are only
 exchangeable. When accuracy depends on the prefix (``prefix_sd`` large) the second is the honest one.
@@ -54,7 +65,8 @@ from torch import Tensor
 from possym.config import ConfigError, TaskConfig
 from possym.devices import batch_size_on, model_device
 from possym.model.gptj import GPTJ, KV
-from possym.tasks import TaskSamples, draw_prefix, generate_after, prefix_per_hop
+from possym.tasks import TaskSamples, balanced_combinations, draw_prefix, generate_after, prefix_per_hop, prefix_plan
+from possym.tasks.registry import get_task
 
 PAPER_GRID: tuple[int, ...] = (*range(0, 100, 10), *range(100, 1000, 100), *range(1000, 5001, 500))
 
@@ -70,6 +82,8 @@ class LengthGenConfig:
     token_budget: a batch holds at most this many tokens (inputs x (K + window)) on the CPU; bounds memory.
         An accelerator takes :data:`~possym.devices.ACCELERATOR_BATCH_FACTOR` times as many.
     seed: the seed of every prefix and window.
+    extra_tokens: what the K extra tokens are (:data:`EXTRA_TOKENS`; module docstring).
+    hop_mix: how the pooled (``n_hops = 0``) row weights the hop counts (:data:`HOP_MIXES`).
     """
 
     grid: tuple[int, ...] = PAPER_GRID
@@ -78,6 +92,8 @@ class LengthGenConfig:
     mode: Literal["cached", "plain"] = "cached"
     token_budget: int = 2**18
     seed: int = 0
+    extra_tokens: Literal["targets", "pretargets", "mixed", "windows"] = "targets"
+    hop_mix: Literal["uniform", "test"] = "uniform"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "grid", tuple(sorted({int(k) for k in self.grid})))
@@ -89,6 +105,14 @@ class LengthGenConfig:
             raise ConfigError(f"lengthgen mode={self.mode!r}; allowed: 'cached', 'plain'")
         if self.token_budget < 1024:
             raise ConfigError(f"lengthgen token_budget={self.token_budget} must be >= 1024")
+        if self.extra_tokens not in EXTRA_TOKENS:
+            raise ConfigError(f"lengthgen extra_tokens={self.extra_tokens!r}; allowed: {EXTRA_TOKENS}")
+        if self.hop_mix not in HOP_MIXES:
+            raise ConfigError(f"lengthgen hop_mix={self.hop_mix!r}; allowed: {HOP_MIXES}")
+
+
+EXTRA_TOKENS = ("targets", "pretargets", "mixed", "windows")
+HOP_MIXES = ("uniform", "test")
 
 
 @dataclass
@@ -113,6 +137,31 @@ def point_rng(seed: int, n_hops: int, prefix: int, extra: int | None = None) -> 
     of the windows that follow it at one K."""
     key = [seed, n_hops, prefix] + ([] if extra is None else [extra + 1])
     return np.random.default_rng(key)
+
+
+def plan_rng(seed: int, n_hops: int) -> np.random.Generator:
+    """The stream of the prefix plan of one hop count (a key no prefix or window stream uses)."""
+    return np.random.default_rng([seed, n_hops, 0, 0])
+
+
+def hop_weights(task: TaskConfig, hop_mix: str, seed: int = 0) -> dict[int, float]:
+    """The weight of each hop count in a pooled accuracy: equal ("uniform"), or the share of each hop count
+    among the rows of a test split of ``task.n_test`` balanced rows ("test"; the balanced draw of
+    :func:`possym.tasks.balanced_combinations`, which is how the split is made).
+
+    >>> from possym.tasks import task_config
+    >>> sorted(hop_weights(task_config("letter", n_test=10), "test").values())   # 10 rows, 4 hop counts
+    [0.2, 0.2, 0.3, 0.3]
+    >>> hop_weights(task_config("letter"), "test") == hop_weights(task_config("letter"), "uniform")  # 45,600
+    True
+    """
+    if hop_mix not in HOP_MIXES:
+        raise ConfigError(f"hop_mix={hop_mix!r}; allowed: {HOP_MIXES}")
+    if hop_mix == "uniform" or task.n_test == 0:
+        return {h: 1.0 / len(task.hops) for h in task.hops}
+    combos = get_task(task.name).combinations(task)
+    hops = balanced_combinations(combos, task.n_test, np.random.default_rng(seed))[:, -1]
+    return {h: float((hops == h).mean()) for h in task.hops}
 
 
 @torch.inference_mode()
@@ -143,6 +192,17 @@ def slice_cache(cache: list[KV] | None, length: int) -> list[KV] | None:
     return [(k[:, :, :length], v[:, :, :length]) for k, v in cache]
 
 
+def point_prefix(task: TaskConfig, cfg: LengthGenConfig, n_hops: int, prefix: int) -> np.ndarray:
+    """Prefix ``prefix`` of the ``n_hops``-hop windows, max(grid) tokens long (a deterministic function of
+    the config; the number task's serves every hop count and ignores ``n_hops``)."""
+    per_hop = prefix_per_hop(task)
+    plan = prefix_plan(task, n_hops, cfg.n_prefixes, plan_rng(cfg.seed, n_hops))[prefix] if per_hop else {}
+    rng = point_rng(cfg.seed, n_hops if per_hop else 0, prefix)
+    if cfg.extra_tokens != "targets":  # a task's draw_prefix takes ``tokens`` only if it offers other readings
+        plan = {**plan, "tokens": cfg.extra_tokens}
+    return draw_prefix(task, cfg.grid[-1], n_hops if per_hop else task.hops[0], rng, **plan)
+
+
 def point_samples(task: TaskConfig, cfg: LengthGenConfig, n_hops: int, prefix: int, extra: int, long: np.ndarray):
     """The windows of prefix ``prefix`` at K = ``extra`` (a deterministic function of the config)."""
     count = window_counts(cfg.n, cfg.n_prefixes)[prefix]
@@ -165,18 +225,20 @@ def measure_length_curve(
     for j in range(cfg.n_prefixes):
         for n_hops in task.hops:
             if per_hop or n_hops == task.hops[0]:  # the number task's prefix j serves every hop count
-                long = draw_prefix(task, cfg.grid[-1], n_hops, point_rng(cfg.seed, n_hops if per_hop else 0, j))
+                long = point_prefix(task, cfg, n_hops, j)
                 cache = prefix_cache(model, long) if cfg.mode == "cached" else None
             for extra in cfg.grid:
                 samples = point_samples(task, cfg, n_hops, j, extra, long)
-                correct = _correct(model, samples, cfg, slice_cache(cache, extra))
+                correct = correct_answers(model, samples, cfg, slice_cache(cache, extra))
                 tally.add(extra, n_hops, j, int(correct.sum()), len(samples))
                 if on_batch is not None:
                     on_batch(len(samples))
     return _records(tally, cfg, task)
 
 
-def _correct(model: GPTJ, samples: TaskSamples, cfg: LengthGenConfig, past: list[KV] | None) -> np.ndarray:
+def correct_answers(model: GPTJ, samples: TaskSamples, cfg: LengthGenConfig, past: list[KV] | None) -> np.ndarray:
+    """(batch,) bool: whether the model's last-position argmax is each sample's answer; in "cached" mode the
+    windows continue ``past``, the cache of ``samples``' shared prefix (its first ``samples.extra`` positions)."""
     device = model_device(model)
     tokens = torch.as_tensor(samples.tokens, device=device)
     budget = batch_size_on(device, cfg.token_budget)  # cfg.token_budget is the CPU's
@@ -213,6 +275,7 @@ def cluster_interval(per_prefix: np.ndarray) -> tuple[float, float]:
 
 def _records(tally: _Tally, cfg: LengthGenConfig, task: TaskConfig) -> list[dict[str, Any]]:
     rows = []
+    weights = hop_weights(task, cfg.hop_mix, cfg.seed)
     for extra in cfg.grid:
         for n_hops in (0, *task.hops):
             hops = task.hops if n_hops == 0 else (n_hops,)
@@ -222,12 +285,17 @@ def _records(tally: _Tally, cfg: LengthGenConfig, task: TaskConfig) -> list[dict
             per_prefix = correct[total > 0] / total[total > 0]
             low, high = wilson_interval(k, n)
             c_low, c_high = cluster_interval(per_prefix)
+            accuracy = k / n
+            if n_hops == 0 and cfg.hop_mix != "uniform":
+                # Each hop count's accuracy weighted by its share; the intervals stay those of the equal mix.
+                accuracy = sum(weights[h] * sum(tally.correct[extra, h, j] for j in range(cfg.n_prefixes))
+                               / sum(tally.total[extra, h, j] for j in range(cfg.n_prefixes)) for h in task.hops)
             rows.append(
                 {
                     "extra": extra,
                     "n_hops": n_hops,
                     "seq_len": extra + task.seq_len,
-                    "accuracy": k / n,
+                    "accuracy": accuracy,
                     "n": n,
                     "correct": k,
                     "ci_low": low,

@@ -7,6 +7,9 @@ The ``possym`` command, ``possym reproduce`` and sweep trials call these, and so
   :func:`possym.stages.train.train_runs` (many, in groups that share one batched step);
 - :func:`possym.stages.score.score_run` with :class:`~possym.stages.score.ScoreConfig`;
 - :func:`possym.stages.lengthgen.length_curve` with :class:`~possym.evaluate.lengthgen.LengthGenConfig`;
+- :func:`possym.stages.dilution.dilution_run` with :class:`~possym.stages.dilution.DilutionConfig`;
+- :func:`possym.stages.length_protocol.protocol_curves` and ``protocol_table`` with
+  :class:`~possym.stages.length_protocol.LengthProtocolConfig`;
 - :func:`possym.stages.theory.theory_tables` with :class:`~possym.stages.theory.TheoryConfig`;
 - :func:`possym.stages.theory.trained_discrepancy_run` with :class:`~possym.stages.theory.DiscrepancyConfig`;
 - :func:`possym.stages.export.export_run`;
@@ -40,7 +43,7 @@ def build_config(cls: type[C], data: dict[str, Any], where: str, also: tuple[str
     >>> build_config(LengthGenConfig, {"samples": 3}, "lengthgen")   # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    possym.errors.ConfigError: lengthgen: unknown key(s) ['samples']; known: ['grid', 'mode', 'n', ...]
+    possym.errors.ConfigError: lengthgen: unknown key(s) ['samples']; known: ['extra_tokens', 'grid', 'hop_mix', ...]
     """
     if not isinstance(data, dict):
         raise ConfigError(f"{where}: give settings as a mapping of config keys, e.g. {{n: 100}}; got {data!r}")

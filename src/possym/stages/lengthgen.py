@@ -22,13 +22,14 @@ from typing import Any
 
 import torch
 
-from possym.config import ConfigError
+from possym.config import ConfigError, TaskConfig
 from possym.devices import resolve_device, torch_threads
 from possym.evaluate.lengthgen import LengthGenConfig, measure_length_curve
 from possym.records import LengthRecord, points_at
 from possym.runs import RunDir, StepSpec, atomic_write_text
 from possym.stages import build_config
 from possym.stages.registry import Stage
+from possym.tasks import prefix_per_hop
 
 __all__ = ["LengthGenConfig", "LengthStageConfig", "length_curve"]
 
@@ -72,6 +73,15 @@ def _cache(run: RunDir) -> dict[str, Any]:
     return json.loads(file.read_text()) if file.is_file() else {}
 
 
+# The protocol's version: 2 balances letter windows over answer letters (possym.tasks.prefix_plan). A file
+# from version 1 is stale for a task with per-hop prefixes (its windows changed) and current for the others.
+PROTOCOL = 2
+
+
+def _current(cache: dict[str, Any], task: TaskConfig) -> bool:
+    return cache.get("protocol", 1) >= PROTOCOL or not prefix_per_hop(task)
+
+
 def _same(stored: dict[str, Any] | None, now: dict[str, Any]) -> bool:
     """Whether a curve stored with ``stored`` settings was measured as ``now`` asks: a setting the file lacks
     was added to LengthGenConfig after it was written, and held its default then."""
@@ -89,7 +99,7 @@ def length_curve(run: RunDir, cfg: LengthGenConfig | None = None, step: StepSpec
     cfg = cfg or LengthGenConfig()
     at = run.resolve_step(step)
     cache = _cache(run)
-    same = _same(cache.get("settings"), _settings(cfg))
+    same = _same(cache.get("settings"), _settings(cfg)) and _current(cache, run.config.task)
     stored: list[LengthRecord] = run.read("lengthgen", LengthRecord) if same else []
     if same and not force and str(at) in cache["steps"]:
         return points_at(stored, at)
@@ -104,7 +114,8 @@ def length_curve(run: RunDir, cfg: LengthGenConfig | None = None, step: StepSpec
     points = sorted(kept + fresh, key=lambda p: (p.step or 0, p.extra, p.n_hops))
     run.write("lengthgen", points)
     # The settings file goes last: its entry for a step says that step's rows beside it are complete.
-    record = {"settings": _settings(cfg), "steps": dict(sorted(steps.items(), key=lambda kv: int(kv[0])))}
+    record = {"settings": _settings(cfg), "protocol": PROTOCOL,
+              "steps": dict(sorted(steps.items(), key=lambda kv: int(kv[0])))}
     atomic_write_text(run.artifact("lengthgen_settings"), json.dumps(record, indent=2) + "\n")
     return fresh
 

@@ -20,6 +20,7 @@ from possym.tasks.dataset import (
     generate_after,
     make_splits,
     prefix_per_hop,
+    prefix_plan,
     row_hashes,
 )
 from possym.tasks.registry import PAPER_TASKS, TASKS, get_task, register_task, task_config, task_vocab
@@ -45,6 +46,7 @@ __all__ = [
     "make_splits",
     "number_alphabet",
     "prefix_per_hop",
+    "prefix_plan",
     "register_task",
     "row_hashes",
     "solve",

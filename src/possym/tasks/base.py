@@ -10,6 +10,10 @@ needs, so that nothing outside it ever branches on a task's name:
   generator);
 - its length extension: ``draw_prefix``/``sample_after`` when extra tokens go *before* a window (the
   paper's protocol), or ``at_length`` when a longer input is longer *content* (the canonical tasks);
+  ``prefix_plan(cfg, n_hops, n_prefixes, rng)``, where the windows after one prefix cannot take every
+  answer value (the letter task): the ``draw_prefix`` keywords of prefixes that together cover them evenly;
+  a ``draw_prefix`` may also take ``tokens`` ("targets", its default, "pretargets", "mixed", "windows"),
+  the readings of the length protocol's extra tokens (:class:`possym.evaluate.lengthgen.LengthGenConfig`);
 - ``random_prefix(cfg, batch, k, rng)``, where any window may follow any prefix: (batch, k) random
   prefix tokens, for training with random extra tokens (:mod:`possym.train.augment`);
 - the accuracy of a uniform guess (``chance``), for verdicts that must say when a value is uninformative;
@@ -106,6 +110,7 @@ class Task:
     draw_prefix: Callable[..., np.ndarray] | None = None
     sample_after: Callable[..., TaskSamples] | None = None
     prefix_per_hop: bool = False
+    prefix_plan: Callable[..., list[dict[str, Any]]] | None = None
     at_length: Callable[..., TaskSamples] | None = None
     random_prefix: Callable[..., np.ndarray] | None = None
     upgrade: Callable[[dict[str, Any]], dict[str, Any]] | None = None

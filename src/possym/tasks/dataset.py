@@ -19,6 +19,8 @@ Example:
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from possym.tasks.base import Task, TaskConfig
@@ -40,17 +42,30 @@ def generate(cfg: TaskConfig, n: int, rng: np.random.Generator, extra: int = 0) 
     return task.sample(cfg, balanced_combinations(task.combinations(cfg), n, rng), rng, extra)
 
 
-def draw_prefix(cfg: TaskConfig, length: int, n_hops: int, rng: np.random.Generator) -> np.ndarray:
+def draw_prefix(cfg: TaskConfig, length: int, n_hops: int, rng: np.random.Generator, **plan: Any) -> np.ndarray:
     """(length,) random token ids that any ``n_hops``-hop window of ``generate_after`` may follow.
 
-    They are the extra tokens of ``generate(..., extra=length)``, as the task draws them (letters for
-    the number task; (letter, int) tokens that never create a second match for the letter task). A
-    task whose longer inputs are longer content (the canonical tasks) has none: a ValueError says so.
+    By default they are the extra tokens of ``generate(..., extra=length)``, as the task draws them (letters
+    for the number task; (letter, int) tokens that never create a second match for the letter task). ``plan``:
+    keywords of the task's ``draw_prefix``: one entry of :func:`prefix_plan`, and ``tokens`` (which kind of
+    token the prefix holds: "targets", the default, "pretargets", "mixed" or "windows"). A task whose longer
+    inputs are longer content (the canonical tasks) has none: a ValueError says so.
     """
     _check_hops(cfg, n_hops)
     if length < 0:
         raise ValueError(f"prefix length={length} must be >= 0")
-    return _prefix_task(cfg).draw_prefix(cfg, length, n_hops, rng)  # type: ignore[misc]
+    return _prefix_task(cfg).draw_prefix(cfg, length, n_hops, rng, **plan)  # type: ignore[misc]
+
+
+def prefix_plan(cfg: TaskConfig, n_hops: int, n_prefixes: int, rng: np.random.Generator) -> list[dict[str, Any]]:
+    """The ``draw_prefix`` keywords of ``n_prefixes`` prefixes for ``n_hops``-hop windows that together take
+    every answer value evenly: the task's ``prefix_plan``, or no keywords where any window may follow any
+    prefix (the number task)."""
+    _check_hops(cfg, n_hops)
+    task = _prefix_task(cfg)
+    if task.prefix_plan is None:
+        return [{} for _ in range(n_prefixes)]
+    return task.prefix_plan(cfg, n_hops, n_prefixes, rng)
 
 
 def _prefix_task(cfg: TaskConfig) -> Task:

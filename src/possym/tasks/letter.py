@@ -28,12 +28,21 @@ Target ints are uniform in 1..n_ints. Extra tokens are uniform (letter, int) tok
 the chain, put before the window.
 
 Shared prefixes (``draw_prefix``, ``sample_after``; for the length-generalisation evaluator, which
-computes one prefix once for many windows): a prefix for h-hop windows uses a random set of
-``n_letters - h`` letters, and the windows that follow it (or any start of it) take their chain from
-the other h letters (the answer letter s* uniform among them). Conditioned on its chain, a window is
-then distributed as ``sample`` would draw it, and its prefix as ``sample``'s extra tokens are: uniform
-over the letters off the chain. Only the prefix is common to the windows, so they are exchangeable,
-not independent.
+computes one prefix once for many windows): a prefix for h-hop windows uses ``n_letters - h``
+letters, and the windows that follow it (or any start of it) take their chain from the other h
+letters, its *free* letters. Conditioned on its chain, a window is then distributed as ``sample``
+would draw it, and its prefix as ``sample``'s extra tokens are: uniform over the letters off the
+chain. Only the prefix is common to the windows, so they are exchangeable, not independent.
+
+Balance over answer letters. After one prefix the answer letter s* can only be one of its h free
+letters (for 1-hop windows: *one* letter, the same in every window), so balance must come from the
+set of prefixes. ``prefix_plan`` deals the free sets of P prefixes as consecutive blocks of h letters
+of one random cycle of the alphabet: each free set is a uniform h-subset, and every letter is free
+in ⌊Ph/n⌋ or ⌈Ph/n⌉ of them (exactly h of 8 at the paper's 8 letters and 8 prefixes). Within a
+prefix, ``sample_after`` deals s* over the free letters evenly (counts differ by at most one), so
+over the P prefixes the answer letters are as balanced as the counts allow. (Before this, each
+prefix drew its free letters at random and s* at random among them: at 1 hop two of the eight
+letters were never an answer at seed 0.)
 """
 
 from __future__ import annotations
@@ -178,28 +187,90 @@ def sample(
 PREFIX_PER_HOP = True  # a prefix leaves exactly n_hops letters free for the chain
 
 
-def draw_prefix(cfg: LetterTaskConfig, length: int, n_hops: int, rng: np.random.Generator) -> np.ndarray:
-    """(length,) uniform (letter, int) tokens over a random set of ``n_letters - n_hops`` letters."""
-    target_ids = vocab(cfg).encode(target_tokens(cfg)).reshape(cfg.n_letters, cfg.n_ints)
-    letters = rng.permutation(cfg.n_letters)[: cfg.n_letters - n_hops]
-    return target_ids[letters[rng.integers(0, len(letters), size=length)], rng.integers(0, cfg.n_ints, size=length)]
+def prefix_plan(cfg: LetterTaskConfig, n_hops: int, n_prefixes: int, rng: np.random.Generator) -> list[dict[str, Any]]:
+    """The ``draw_prefix`` keywords of ``n_prefixes`` prefixes whose windows together cover every answer
+    letter evenly: prefix j leaves free the letters at cycle positions jh, .., jh + h - 1 (mod n_letters)
+    of one random cycle (module docstring, "Balance over answer letters").
+
+    >>> plan = prefix_plan(LetterTaskConfig(), 1, 8, np.random.default_rng(0))
+    >>> sorted(int(p["free"][0]) for p in plan)        # 1-hop: each letter is the free one once
+    [0, 1, 2, 3, 4, 5, 6, 7]
+    """
+    if not 1 <= n_hops <= cfg.n_letters - 1 or n_prefixes < 1:
+        raise ValueError(f"n_hops={n_hops} must lie in 1..{cfg.n_letters - 1} and n_prefixes={n_prefixes} be >= 1")
+    cycle = rng.permutation(cfg.n_letters)
+    return [{"free": cycle[(j * n_hops + np.arange(n_hops)) % cfg.n_letters]} for j in range(n_prefixes)]
+
+
+def draw_prefix(
+    cfg: LetterTaskConfig,
+    length: int,
+    n_hops: int,
+    rng: np.random.Generator,
+    free: np.ndarray | None = None,
+    tokens: str = "targets",
+) -> np.ndarray:
+    """(length,) uniform tokens over the ``n_letters - n_hops`` letters other than ``free`` (the chain's;
+    default: ``n_hops`` letters at random).
+
+    ``tokens``: "targets" (uniform (letter, int) tokens, ``sample``'s extra tokens), "pretargets" ((letter,
+    letter) tokens; only the left letter avoids the chain, since only a left letter can match a hop), "mixed"
+    (each token either kind with probability 1/2) or "windows" (blocks laid out as a window's
+    n_target targets then n_pretarget pre-targets, repeated and cut at ``length``).
+    """
+    if tokens not in PREFIX_TOKENS:
+        raise ValueError(f"tokens={tokens!r}; allowed: {PREFIX_TOKENS}")
+    ids = vocab(cfg)
+    target_ids = ids.encode(target_tokens(cfg)).reshape(cfg.n_letters, cfg.n_ints)
+    if free is None:
+        letters = rng.permutation(cfg.n_letters)[: cfg.n_letters - n_hops]
+    else:
+        free = np.unique(np.asarray(free, dtype=np.int64))
+        if len(free) != n_hops or free.min() < 0 or free.max() >= cfg.n_letters:
+            raise ValueError(f"free={free.tolist()} must be {n_hops} distinct letter indices in 0..{cfg.n_letters - 1}")
+        letters = np.setdiff1d(np.arange(cfg.n_letters), free)
+    left = letters[rng.integers(0, len(letters), size=length)]
+    out = target_ids[left, rng.integers(0, cfg.n_ints, size=length)]
+    if tokens == "targets":
+        return out
+    pair_ids = ids.encode(pair_tokens(cfg)).reshape(cfg.n_letters, cfg.n_letters)
+    pairs = pair_ids[left, rng.integers(0, cfg.n_letters, size=length)]
+    is_pair = _pretarget_positions(cfg, length, tokens, rng)
+    return np.where(is_pair, pairs, out)
+
+
+PREFIX_TOKENS = ("targets", "pretargets", "mixed", "windows")
+
+
+def _pretarget_positions(cfg: WindowTaskConfig, length: int, tokens: str, rng: np.random.Generator) -> np.ndarray:
+    """Which of ``length`` prefix positions hold a pre-target-kind token, for a ``tokens`` reading."""
+    if tokens == "pretargets":
+        return np.ones(length, dtype=bool)
+    if tokens == "mixed":
+        return rng.random(length) < 0.5
+    block = cfg.n_target + cfg.n_pretarget  # "windows": targets then pre-targets, ending where the window starts
+    return ((np.arange(length) - length) % block) >= cfg.n_target
 
 
 def sample_after(
     cfg: LetterTaskConfig, combos: np.ndarray, rng: np.random.Generator, prefix: np.ndarray, length: int
 ) -> TaskSamples:
-    """One instance per row of ``combos``, every one after ``prefix[:length]``, (letter, int) tokens.
+    """One instance per row of ``combos``, every one after ``prefix[:length]``.
 
-    The letters of the *whole* prefix are kept off every chain, so no prefix token ever matches a hop
-    and the windows after every cut of one nested prefix use the same chain letters; the answer letter
-    s* of each row is re-drawn uniformly from the letters the prefix does not use.
+    The left letters of the *whole* prefix are kept off every chain, so no prefix token ever matches a
+    hop and the windows after every cut of one nested prefix use the same chain letters; the answer letter
+    s* (column 1 of ``combos``) is re-dealt evenly over the letters the prefix leaves free, in random order
+    (counts differ by at most one), since only those can end a chain.
     """
-    letter_of = {tok: i for i, tok in enumerate(vocab(cfg).encode(target_tokens(cfg)))}
+    ids = vocab(cfg)
+    prefix = np.asarray(prefix, dtype=np.int64)
+    left_of = {tok: i // cfg.n_ints for i, tok in enumerate(ids.encode(target_tokens(cfg)))}
+    left_of |= {tok: i // cfg.n_letters for i, tok in enumerate(ids.encode(pair_tokens(cfg)))}
     used = np.zeros(cfg.n_letters, dtype=bool)
     try:
-        used[[letter_of[t] // cfg.n_ints for t in np.unique(prefix).tolist()]] = True
+        used[[left_of[t] for t in np.unique(prefix).tolist()]] = True
     except KeyError as exc:
-        raise ValueError(f"a letter-task prefix holds only (letter, int) tokens; got token id {exc.args[0]}") from None
+        raise ValueError(f"a letter-task prefix holds only letter-task tokens; got token id {exc.args[0]}") from None
     free = np.flatnonzero(~used)
     combos = np.array(combos, dtype=np.int64)
     if len(free) < combos[:, 3].max(initial=0):
@@ -207,7 +278,7 @@ def sample_after(
             f"the prefix uses {int(used.sum())} of {cfg.n_letters} letters, leaving {len(free)}: too few for "
             f"{combos[:, 3].max()}-hop chains; draw it with draw_prefix(cfg, length, n_hops, rng)"
         )
-    combos[:, 1] = free[rng.integers(0, len(free), size=len(combos))]
+    combos[:, 1] = free[rng.permutation(np.arange(len(combos)) % len(free))]
     return sample(cfg, combos, rng, off_chain=used).prepend(prefix[:length])
 
 
@@ -296,6 +367,7 @@ TASK = Task(
     draw_prefix=draw_prefix,
     sample_after=sample_after,
     prefix_per_hop=PREFIX_PER_HOP,
+    prefix_plan=prefix_plan,
     upgrade=upgrade,
     summary="symbolic multi-hop: a letter names the next token (paper App. B.2)",
 )

@@ -110,10 +110,35 @@ def sample(cfg: NumberTaskConfig, combos: np.ndarray, rng: np.random.Generator, 
 PREFIX_PER_HOP = False  # any window may follow any prefix, so one prefix serves every hop count
 
 
-def draw_prefix(cfg: NumberTaskConfig, length: int, n_hops: int, rng: np.random.Generator) -> np.ndarray:
-    """(length,) uniform letters, the extra tokens ``sample`` puts before a window; ``n_hops`` is unused."""
+def draw_prefix(
+    cfg: NumberTaskConfig, length: int, n_hops: int, rng: np.random.Generator, tokens: str = "targets"
+) -> np.ndarray:
+    """(length,) uniform letters, the extra tokens ``sample`` puts before a window; ``n_hops`` is unused.
+
+    ``tokens``: "targets" (letters, the default), "pretargets" (offsets uniform in 1..n_target+n_pretarget),
+    "mixed" (each token a letter or an offset with probability 1/2) or "windows" (blocks laid out as a
+    window's n_target letters then n_pretarget offsets, repeated and cut at ``length``). Offsets are
+    relative and the chain never leaves the window, so no prefix token changes an answer.
+    """
+    if tokens not in PREFIX_TOKENS:
+        raise ValueError(f"tokens={tokens!r}; allowed: {PREFIX_TOKENS}")
     letter_ids = vocab(cfg).encode(number_alphabet(cfg.n_letters))
-    return letter_ids[rng.integers(0, cfg.n_letters, size=length)]
+    out = letter_ids[rng.integers(0, cfg.n_letters, size=length)]
+    if tokens == "targets":
+        return out  # the draw as it always was, so today's curves do not move
+    offset_ids = vocab(cfg).encode(offsets(cfg))
+    ints = offset_ids[rng.integers(0, len(offset_ids), size=length)]
+    if tokens == "pretargets":
+        is_int = np.ones(length, dtype=bool)
+    elif tokens == "mixed":
+        is_int = rng.random(length) < 0.5
+    else:  # "windows": ending where the real window starts
+        block = cfg.n_target + cfg.n_pretarget
+        is_int = ((np.arange(length) - length) % block) >= cfg.n_target
+    return np.where(is_int, ints, out)
+
+
+PREFIX_TOKENS = ("targets", "pretargets", "mixed", "windows")
 
 
 def random_prefix(cfg: NumberTaskConfig, batch: int, k: int, rng: np.random.Generator) -> np.ndarray:

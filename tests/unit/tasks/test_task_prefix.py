@@ -62,8 +62,8 @@ def test_a_prefix_that_uses_too_many_letters_or_a_bad_hop_count_is_refused():
         generate_after(cfg, everything, 10, 3, rng)
     with pytest.raises(ValueError, match=r"n_hops=5 is not a hop count of this task; allowed: \[1, 2, 3, 4\]"):
         draw_prefix(cfg, 10, 5, rng)
-    with pytest.raises(ValueError, match=r"holds only \(letter, int\) tokens"):
-        generate_after(cfg, generate(cfg, 1, rng).tokens[0, -3:], 10, 1, rng)
+    with pytest.raises(ValueError, match=r"holds only letter-task tokens; got token id 0"):
+        generate_after(cfg, np.array([5, 0, 7]), 10, 1, rng)  # PAD is no token a prefix may hold
 
 
 @pytest.mark.parametrize("name,digest", [("number", "6cf1f48557fdc628"), ("letter", "b66db4016fb3826e")])
@@ -86,3 +86,26 @@ def test_windows_after_any_cut_of_a_letter_prefix_keep_the_whole_prefix_letters_
         assert not {vocab.tokens[a][0] for a in samples.answer} & letters
         for record in samples.records(vocab):
             assert solve("letter", record["tokens"]).answer == record["answer"]
+
+
+@pytest.mark.parametrize("n_prefixes", [3, 8, 11])
+def test_a_letter_prefix_plan_frees_every_letter_equally_often_and_its_prefixes_avoid_their_free_letters(n_prefixes):
+    from possym.tasks import prefix_plan
+
+    cfg = task_config("letter")
+    vocab, rng = task_vocab(cfg), np.random.default_rng(n_prefixes)
+    for n_hops in cfg.hops:
+        plan = prefix_plan(cfg, n_hops, n_prefixes, rng)
+        counts = np.bincount(np.concatenate([p["free"] for p in plan]), minlength=cfg.n_letters)
+        assert counts.max() - counts.min() <= 1 and counts.sum() == n_hops * n_prefixes
+        for entry in plan[:2]:
+            prefix = draw_prefix(cfg, 500, n_hops, rng, **entry)
+            assert not {t[0] for t in vocab.decode(prefix)} & set("abcdefgh"[i] for i in entry["free"])
+            answers = generate_after(cfg, prefix, 40, n_hops, rng).answer
+            letters = np.bincount((answers - 1) // cfg.n_ints, minlength=cfg.n_letters)[entry["free"]]
+            assert letters.max() - letters.min() <= 1  # s* dealt evenly over the free letters
+    assert prefix_plan(task_config("number"), 2, 3, rng) == [{}, {}, {}]  # any number window follows any prefix
+    with pytest.raises(ValueError, match="must be 2 distinct letter indices"):
+        draw_prefix(cfg, 10, 2, rng, free=np.array([1, 1]))
+    with pytest.raises(ValueError, match="tokens='ints'; allowed"):
+        draw_prefix(cfg, 10, 2, rng, tokens="ints")

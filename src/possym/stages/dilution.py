@@ -1,0 +1,191 @@
+"""Is a letter model's multi-hop loss at length softmax dilution? Three tables of one run at one checkpoint
+(issue 22 §3), in RUN/dilution/:
+
+- ``attention.csv``: :func:`possym.evaluate.window_attention.hop_attention`, each hop's attention mass on
+  the key it should read against the mass on the extra window, per (K, hop count, layer, head, hop);
+- ``knockout.csv``: :func:`possym.evaluate.window_interventions.knockout_accuracy`, accuracy by hop count
+  with the extra window knocked out one layer at a time (and in every layer at once);
+- ``sharpen.csv``: :func:`possym.evaluate.window_interventions.sharpened_accuracy`, accuracy by hop count
+  with the logits of the symbolic layers (and of every layer) times β, for each β of ``betas``;
+- ``dilution.json``: the settings, the checkpoint and the layers that were sharpened.
+
+Reading them: dilution predicts that ``next_hop`` falls as ``extra_mass`` grows, that knocking the window
+out restores the K = 0 accuracy, and that a β near 1.3–1.5 recovers it. Mass on the window that stays
+small while accuracy falls, or a knock-out that does not restore it, is a mechanism, not logit scale.
+
+The symbolic layers are those whose scores at the checkpoint (``scores.csv``, the "last" query, head 0;
+the nearest scored step) lean symbolic, s_SYM > s_POS; a run with no scores sharpens every layer only.
+The stage measures letter runs (``tasks``); on a run of another task it writes nothing and says so in
+its result. Defaults are small (64 windows per point, 4 prefixes: minutes on a CPU); the paper-scale
+reading is ``n: 500, n_prefixes: 8``.
+
+Example:
+    >>> run = RunDir.open("runs/paper3/runs/letter-s0")                             # doctest: +SKIP
+    >>> dilution_run(run, DilutionConfig(n=500, n_prefixes=8)).files                # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from possym.config import ConfigError
+from possym.devices import resolve_device, torch_threads
+from possym.evaluate.lengthgen import EXTRA_TOKENS, LengthGenConfig
+from possym.evaluate.window_attention import hop_attention
+from possym.evaluate.window_interventions import knockout_accuracy, sharpened_accuracy
+from possym.records import ScoreRecord
+from possym.runs import RunDir, StepSpec, atomic_write_text
+from possym.stages.registry import Stage
+
+SUBDIR = "dilution"
+FILES = ("attention.csv", "knockout.csv", "sharpen.csv")
+
+
+@dataclass(frozen=True)
+class DilutionConfig:
+    """Settings of the dilution stage (module docstring).
+
+    grid: the K values; hops: the hop counts measured; n, n_prefixes, seed, extra_tokens, token_budget: the
+    length protocol's (:class:`~possym.evaluate.lengthgen.LengthGenConfig`); betas: the sharpening grid;
+    sharpen: the layer sets sharpened, each "symbolic" (by the run's scores), "all", or layers "2,3";
+    step: the checkpoint ("best", "final" or a number); tasks: the tasks measured (others are skipped).
+    """
+
+    grid: tuple[int, ...] = (0, 100, 300, 800, 2000)
+    hops: tuple[int, ...] = (3, 4)
+    n: int = 64
+    n_prefixes: int = 4
+    seed: int = 0
+    extra_tokens: str = "targets"
+    betas: tuple[float, ...] = (1.0, 1.2, 1.3, 1.4, 1.5, 2.0)
+    sharpen: tuple[str, ...] = ("symbolic", "all")
+    step: StepSpec = "best"
+    tasks: tuple[str, ...] = ("letter",)
+    token_budget: int = 2**18
+    threads: int | None = None
+    device: str = "auto"
+    force: bool = False
+
+    def __post_init__(self) -> None:
+        self.curve()  # validates grid, n, n_prefixes, extra_tokens, token_budget
+        if not self.hops or any(h < 1 for h in self.hops):
+            raise ConfigError(f"dilution hops={list(self.hops)}: give at least one hop count >= 1")
+        if not self.betas or any(not b > 0 for b in self.betas):
+            raise ConfigError(f"dilution betas={list(self.betas)}: give at least one β, each > 0")
+        for entry in self.sharpen:
+            if entry not in ("symbolic", "all") and not _is_layer_list(entry):
+                raise ConfigError(f"dilution sharpen: {entry!r}; allowed: 'symbolic', 'all' or layers such as '2,3'")
+        if not (isinstance(self.step, int) or self.step in ("best", "final")):
+            raise ConfigError(f"dilution step={self.step!r}; allowed: a checkpoint step number, 'best', 'final'")
+        if self.extra_tokens not in EXTRA_TOKENS:
+            raise ConfigError(f"dilution extra_tokens={self.extra_tokens!r}; allowed: {EXTRA_TOKENS}")
+
+    def curve(self) -> LengthGenConfig:
+        """The length protocol these tables share with the length curve."""
+        return LengthGenConfig(grid=self.grid, n=self.n, n_prefixes=self.n_prefixes, seed=self.seed,
+                               token_budget=self.token_budget, extra_tokens=self.extra_tokens)  # type: ignore[arg-type]
+
+
+def _is_layer_list(text: str) -> bool:
+    return bool(text) and all(part.strip().isdigit() for part in text.split(","))
+
+
+@dataclass(frozen=True)
+class DilutionResult:
+    """What the stage did on one run: the checkpoint, the layer sets sharpened, the files (empty when skipped)."""
+
+    run: str
+    step: int | None
+    sharpened: dict[str, tuple[int, ...]]
+    files: tuple[str, ...]
+    skipped: str = ""
+
+
+def symbolic_layers(run: RunDir, step: int) -> tuple[int, ...] | None:
+    """The layers whose scores lean symbolic (s_SYM > s_POS; the "last" query, head 0) at the scored step
+    nearest ``step``; None if the run has no scores."""
+    if not run.artifact("scores").is_file():
+        return None
+    rows = [r for r in run.read("scores", ScoreRecord) if r.query == "last" and r.head == 0]
+    if not rows:
+        return None
+    nearest = min({r.step for r in rows}, key=lambda s: (abs(s - step), s))
+    return tuple(sorted(r.layer for r in rows if r.step == nearest and r.s_sym > r.s_pos))
+
+
+def _layer_sets(run: RunDir, step: int, cfg: DilutionConfig, n_layers: int) -> dict[str, tuple[int, ...]]:
+    out: dict[str, tuple[int, ...]] = {}
+    for entry in cfg.sharpen:
+        if entry == "all":
+            out[entry] = tuple(range(n_layers))
+        elif entry == "symbolic":
+            layers = symbolic_layers(run, step)
+            if layers:  # no scores, or no symbolic layer: nothing to sharpen under this name
+                out[entry] = layers
+        else:
+            layers = tuple(sorted({int(x) for x in entry.split(",")}))
+            if max(layers) >= n_layers:
+                raise ConfigError(f"dilution sharpen {entry!r}: the model has layers 0..{n_layers - 1}")
+            out[entry] = layers
+    return out
+
+
+def _settings(cfg: DilutionConfig) -> dict[str, Any]:
+    keep = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("threads", "device", "force")}
+    return json.loads(json.dumps(keep))  # tuples as lists, as the file holds them
+
+
+def dilution_run(run: RunDir, cfg: DilutionConfig | None = None) -> DilutionResult:
+    """The three tables of ``run`` at ``cfg.step`` (module docstring), read back when already measured with the
+    same settings at the same checkpoint (``force`` remeasures)."""
+    cfg = cfg or DilutionConfig()
+    task = run.config.task
+    if task.name not in cfg.tasks:
+        why = f"task {task.name!r} is not one of {list(cfg.tasks)}"
+        return DilutionResult(str(run.path), None, {}, (), skipped=why)
+    bad = [h for h in cfg.hops if h not in task.hops]
+    if bad:
+        raise ConfigError(f"dilution hops {bad}: the run's task has hop counts {list(task.hops)}")
+    at = run.resolve_step(cfg.step)
+    out = run.path / SUBDIR
+    record_file = out / "dilution.json"
+    settings = _settings(cfg)
+    if not cfg.force and record_file.is_file() and all((out / f).is_file() for f in FILES):
+        stored = json.loads(record_file.read_text())
+        if stored.get("settings") == settings and stored.get("step") == at:
+            return DilutionResult(str(run.path), at, {k: tuple(v) for k, v in stored["sharpened"].items()},
+                                  tuple(str(out / f) for f in FILES))
+    with torch_threads(cfg.threads):
+        model = run.load_model(at, device=resolve_device(cfg.device))
+        curve = cfg.curve()
+        sets = _layer_sets(run, at, cfg, model.cfg.n_layers)
+        attention = hop_attention(model, task, curve, cfg.hops)
+        knockout = knockout_accuracy(model, task, curve, cfg.hops, together=True)
+        sharpen = pd.concat([sharpened_accuracy(model, task, curve, cfg.betas, cfg.hops, layers).assign(set=name)
+                             for name, layers in sets.items()], ignore_index=True)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, frame in zip(FILES, (attention, knockout, sharpen), strict=True):
+        atomic_write_text(out / name, frame.assign(step=at).to_csv(index=False))
+    # The record goes last: it says the tables beside it are complete.
+    atomic_write_text(record_file, json.dumps({"settings": settings, "step": at,
+                                               "sharpened": {k: list(v) for k, v in sets.items()}}, indent=2) + "\n")
+    return DilutionResult(str(run.path), at, sets, tuple(str(out / f) for f in FILES))
+
+
+def read_dilution(run: RunDir) -> dict[str, pd.DataFrame]:
+    """The tables the stage wrote into ``run``, by name ("attention", "knockout", "sharpen")."""
+    out = run.path / SUBDIR
+    missing = [f for f in FILES if not (out / f).is_file()]
+    if missing:
+        raise ConfigError(f"{out}: no {missing}; run the dilution stage first (possym.stages.dilution.dilution_run)")
+    return {f.removesuffix(".csv"): pd.read_csv(out / f) for f in FILES}
+
+
+STAGE = Stage("dilution", DilutionConfig, lambda run, cfg: [dilution_run(run, cfg)], scope="run",
+              summary="a letter run's hop attention vs the extra window, knock-outs and sharpening by hop count "
+                      "(is the multi-hop length loss dilution?)")

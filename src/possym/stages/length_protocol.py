@@ -1,0 +1,181 @@
+"""The length protocol measured rather than chosen (issue 22 §5): a run's length curves under every reading,
+and the table of how each reading moves the paper's length claims.
+
+- ``length_protocol`` (run scope): :func:`protocol_curves` measures the length curve (:func:`possym.evaluate.
+  lengthgen.measure_length_curve`) for each extra-token reading and checkpoint of its settings, on a grid
+  that holds both the paper's K values and K = L − 17 for each paper length L (so the x-axis can be read as
+  K or as total length), and derives each hop-mix reading from the per-hop rows. RUN/length_protocol/
+  curves.csv (length-curve rows plus ``extra_tokens``, ``hop_mix``, ``checkpoint``, ``step``) and
+  protocol.json (the settings; read back when they are the same, unless ``force``).
+- ``length_protocol_table`` (experiment scope): :func:`protocol_table` reads every run's curves and writes
+  EXP/length_protocol/claims.csv (:func:`possym.report.length_protocol.length_claim_table`: per claim and
+  reading, the seeds' mean, range and verdict) and claims_by_reading.csv (one row per claim, a column per
+  reading).
+
+Defaults are modest (100 windows per point, 4 prefixes); the paper-scale reading is ``n: 500,
+n_prefixes: 8``. On a CPU the grid (56 K values up to 5,000) costs minutes per reading and run.
+
+Example:
+    >>> runs = [RunDir.open(f"runs/paper3/runs/{t}-s{s}")                                  # doctest: +SKIP
+    ...         for t in ("number", "letter") for s in (0, 1, 2)]
+    >>> for run in runs:                                                                    # doctest: +SKIP
+    ...     _ = protocol_curves(run, LengthProtocolConfig(n=500, n_prefixes=8))
+    >>> claims_by_reading(protocol_table(runs))                                             # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from possym.config import ConfigError
+from possym.devices import resolve_device, torch_threads
+from possym.evaluate.lengthgen import (
+    EXTRA_TOKENS,
+    HOP_MIXES,
+    PAPER_GRID,
+    LengthGenConfig,
+    hop_weights,
+    measure_length_curve,
+)
+from possym.report.length_protocol import claims_by_reading, length_claim_table
+from possym.runs import RunDir, StepSpec, atomic_write_text
+from possym.stages.registry import ExperimentDir, Stage
+from possym.tasks import get_task
+
+SUBDIR = "length_protocol"
+WINDOW = 17  # tokens of the paper's window: the total-length axis reads K = L - 17
+PROTOCOL_GRID: tuple[int, ...] = tuple(sorted(set(PAPER_GRID) | {k - WINDOW for k in PAPER_GRID if k >= WINDOW}))
+
+
+@dataclass(frozen=True)
+class LengthProtocolConfig:
+    """Settings of the length-protocol stages: the readings (``extra_tokens`` x ``hop_mixes`` x ``steps``),
+    and the protocol's grid, windows per point, prefixes and seed (:class:`~possym.evaluate.lengthgen.
+    LengthGenConfig`)."""
+
+    grid: tuple[int, ...] = PROTOCOL_GRID
+    n: int = 100
+    n_prefixes: int = 4
+    seed: int = 0
+    extra_tokens: tuple[str, ...] = ("targets", "mixed", "windows")
+    hop_mixes: tuple[str, ...] = HOP_MIXES
+    steps: tuple[StepSpec, ...] = ("best", "final")
+    token_budget: int = 2**18
+    threads: int | None = None
+    device: str = "auto"
+    force: bool = False
+
+    def __post_init__(self) -> None:
+        self.curve("targets")  # validates the grid, n, n_prefixes and token_budget
+        for name, given, allowed in (("extra_tokens", self.extra_tokens, EXTRA_TOKENS),
+                                     ("hop_mixes", self.hop_mixes, HOP_MIXES)):
+            bad = [x for x in given if x not in allowed]
+            if not given or bad:
+                raise ConfigError(f"length_protocol {name}={list(given)}: each one of {allowed}, at least one")
+        for step in self.steps:
+            if not (isinstance(step, int) or step in ("best", "final")):
+                raise ConfigError(f"length_protocol steps: {step!r}; allowed: step numbers, 'best', 'final'")
+
+    def curve(self, extra_tokens: str) -> LengthGenConfig:
+        return LengthGenConfig(grid=self.grid, n=self.n, n_prefixes=self.n_prefixes, seed=self.seed,
+                               token_budget=self.token_budget, extra_tokens=extra_tokens)  # type: ignore[arg-type]
+
+
+def _settings(cfg: LengthProtocolConfig) -> dict[str, Any]:
+    keep = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("threads", "device", "force")}
+    return json.loads(json.dumps(keep))
+
+
+def reweighted(rows: pd.DataFrame, weights: dict[int, float]) -> pd.DataFrame:
+    """``rows`` (one curve, uniform mix) with each pooled (``n_hops = 0``) accuracy replaced by Σ_h w_h acc_h;
+    the pooled intervals are kept (at the paper's split sizes the test mix is uniform, so nothing moves)."""
+    out = rows.copy()
+    per_hop = rows[rows.n_hops > 0].pivot_table(index="extra", columns="n_hops", values="accuracy")
+    mixed = sum(weights[h] * per_hop[h] for h in weights)
+    pooled = out.n_hops == 0
+    out.loc[pooled, "accuracy"] = out.loc[pooled, "extra"].map(mixed).to_numpy()
+    return out
+
+
+def protocol_curves(run: RunDir, cfg: LengthProtocolConfig | None = None) -> pd.DataFrame:
+    """The run's length curves under every reading of ``cfg`` (module docstring), measured once and then read
+    from RUN/length_protocol/curves.csv."""
+    cfg = cfg or LengthProtocolConfig()
+    out = run.path / SUBDIR
+    settings = _settings(cfg)
+    steps = {str(s): run.resolve_step(s) for s in cfg.steps}
+    record_file = out / "protocol.json"
+    if not cfg.force and record_file.is_file() and (out / "curves.csv").is_file():
+        stored = json.loads(record_file.read_text())
+        if stored.get("settings") == settings and stored.get("steps") == steps:
+            return pd.read_csv(out / "curves.csv")
+    task = run.config.task
+    frames = []
+    measured: dict[tuple[int, str], pd.DataFrame] = {}  # best and final may be one checkpoint: measured once
+    with torch_threads(cfg.threads):
+        for name, at in steps.items():
+            model = run.load_model(at, device=resolve_device(cfg.device))
+            for extra_tokens in cfg.extra_tokens:
+                if (at, extra_tokens) not in measured:
+                    curve = measure_length_curve(model, task, cfg.curve(extra_tokens))
+                    measured[at, extra_tokens] = pd.DataFrame(curve)
+                rows = measured[at, extra_tokens]
+                for hop_mix in cfg.hop_mixes:
+                    mixed = rows if hop_mix == "uniform" else reweighted(rows, hop_weights(task, hop_mix, cfg.seed))
+                    frames.append(mixed.assign(extra_tokens=extra_tokens, hop_mix=hop_mix, checkpoint=name, step=at))
+    curves = pd.concat(frames, ignore_index=True)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "curves.csv", curves.to_csv(index=False))
+    atomic_write_text(record_file, json.dumps({"settings": settings, "steps": steps}, indent=2) + "\n")  # last
+    return curves
+
+
+def read_protocol_curves(runs: Iterable[RunDir]) -> pd.DataFrame:
+    """Every run's protocol curves, with its ``task``, ``seed`` (the init seed) and ``run`` columns."""
+    frames = []
+    for run in runs:
+        file = run.path / SUBDIR / "curves.csv"
+        if not file.is_file():
+            raise ConfigError(f"{run.path}: no {SUBDIR}/curves.csv; run the length_protocol stage on it first")
+        frames.append(pd.read_csv(file).assign(task=run.config.task.name, seed=run.config.seeds.init,
+                                               run=run.path.name))
+    if not frames:
+        raise ConfigError("no runs to read length-protocol curves from")
+    return pd.concat(frames, ignore_index=True)
+
+
+def protocol_table(runs: Iterable[RunDir], out: str | Path | None = None) -> pd.DataFrame:
+    """The claims table over ``runs`` (:func:`possym.report.length_protocol.length_claim_table`, the chance
+    levels from each task), written into ``out``/length_protocol/ when ``out`` (a directory) is given."""
+    runs = list(runs)
+    curves = read_protocol_curves(runs)
+    chance = {r.config.task.name: get_task(r.config.task.name).chance(r.config.task) for r in runs}
+    table = length_claim_table(curves, chance)
+    if out is not None:
+        where = Path(out) / SUBDIR
+        where.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(where / "claims.csv", table.to_csv(index=False))
+        atomic_write_text(where / "claims_by_reading.csv", claims_by_reading(table).to_csv())
+    return table
+
+
+def _table_stage(exp: ExperimentDir, cfg: LengthProtocolConfig) -> list[dict[str, Any]]:
+    runs = [r for r in exp.runs.values() if (r.path / SUBDIR / "curves.csv").is_file()]
+    if not runs:
+        return []
+    return protocol_table(runs, exp.path).to_dict("records")
+
+
+STAGES = (
+    Stage("length_protocol", LengthProtocolConfig, lambda run, cfg: [protocol_curves(run, cfg)], scope="run",
+          summary="length curves under every reading of the protocol (extra tokens, hop mix, checkpoint, x-axis)"),
+    Stage("length_protocol_table", LengthProtocolConfig, _table_stage, scope="experiment", always=True,
+          summary="how each reading of the length protocol moves the paper's length claims, over the seeds"),
+)

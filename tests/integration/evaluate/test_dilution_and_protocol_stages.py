@@ -1,0 +1,103 @@
+"""The dilution and length-protocol stages on tiny trained runs: files, reuse, skips and cross-table agreement."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from possym.cli import main
+from possym.config import ConfigError
+from possym.records import ScoreRecord
+from possym.report.length_protocol import ORDER_CLAIM, accuracy_claim, claims_by_reading
+from possym.runs import RunDir
+from possym.stages.dilution import DilutionConfig, dilution_run, read_dilution, symbolic_layers
+from possym.stages.length_protocol import LengthProtocolConfig, protocol_curves, protocol_table
+from possym.stages.registry import get_stage
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory, tiny_session_overrides):
+    root = tmp_path_factory.mktemp("runs")
+    out = {}
+    for task in ("letter", "number"):
+        assert main(["train", "--task", task, "--out", str(root / task), *tiny_session_overrides]) == 0
+        out[task] = RunDir.open(root / task)
+    return out
+
+
+def test_dilution_writes_three_tables_that_agree_and_skips_a_number_run(runs):
+    run = runs["letter"]
+    scores = [ScoreRecord(step=s, query="last", layer=layer, head=0, s_pos=p, s_sym=1 - p, entropy=1.0, n_inputs=9)
+              for s in (20, 30) for layer, p in ((0, 0.8 if s == 30 else 0.2), (1, 0.3))]
+    run.write("scores", scores)
+    assert symbolic_layers(run, 30) == (1,) and symbolic_layers(run, 21) == (0, 1)  # the nearest scored step
+    cfg = DilutionConfig(grid=(0, 20), hops=(3, 4), n=6, n_prefixes=2, betas=(1.0, 1.5), step="final")
+    result = dilution_run(run, cfg)
+    assert result.step == 30 and result.sharpened == {"symbolic": (1,), "all": (0, 1)}
+    tables = read_dilution(run)
+    attention, knockout, sharpen = tables["attention"], tables["knockout"], tables["sharpen"]
+    assert set(attention.query_hop) == {0, 1, 2, 3} and set(attention.layer) == {0, 1}
+    assert (attention.next_hop <= attention.chain + 1e-12).all()
+    assert (attention.extra_mass[attention.extra == 0] == 0).all()
+    assert set(knockout.knocked_out) == {"none", "L0", "L1", "all"}
+    # The unedited knock-out rows and the β = 1 sharpening rows measure the same windows.
+    none = knockout[knockout.knocked_out == "none"].set_index(["extra", "n_hops"]).correct
+    for name in ("symbolic", "all"):
+        plain = sharpen[(sharpen.beta == 1.0) & (sharpen.set == name)].set_index(["extra", "n_hops"]).correct
+        assert plain.to_dict() == none.to_dict()
+    # K = 0 has no extra window: every knock-out is the unedited model there.
+    at0 = knockout[knockout.extra == 0].groupby("n_hops").correct.nunique()
+    assert (at0 == 1).all()
+
+    stamp = (run.path / "dilution" / "attention.csv").stat().st_mtime_ns
+    assert dilution_run(run, cfg).files == result.files  # same settings: read back
+    assert (run.path / "dilution" / "attention.csv").stat().st_mtime_ns == stamp
+
+    skipped = dilution_run(runs["number"], cfg)
+    assert skipped.files == () and "number" in skipped.skipped and not (runs["number"].path / "dilution").exists()
+    with pytest.raises(ConfigError, match="allowed: 'symbolic', 'all' or layers"):
+        get_stage("dilution").settings_from({"sharpen": ["fast"]})
+
+
+def test_length_protocol_curves_and_the_claims_table(runs, tmp_path):
+    grid = (0, 33, 50, 83, 100)
+    cfg = LengthProtocolConfig(grid=grid, n=8, n_prefixes=2, extra_tokens=("targets", "mixed"), steps=("final",))
+    for run in runs.values():
+        curves = protocol_curves(run, cfg)
+        assert set(curves.extra_tokens) == {"targets", "mixed"} and set(curves.hop_mix) == {"uniform", "test"}
+        assert (curves.seq_len == curves.extra + 17).all()
+        # tiny runs have n_test = 200, a multiple of 4: the test split's mix is uniform, so nothing moves.
+        u = curves[curves.hop_mix == "uniform"].accuracy.to_numpy()
+        assert u == pytest.approx(curves[curves.hop_mix == "test"].accuracy.to_numpy())
+        record = json.loads((run.path / "length_protocol" / "protocol.json").read_text())
+        assert record["steps"] == {"final": 30}
+    table = protocol_table(runs.values(), tmp_path)
+    claims = set(table.claim)
+    assert accuracy_claim("number", 100) in claims and ORDER_CLAIM in claims
+    on_k = table[(table.claim == accuracy_claim("letter", 100)) & (table.x_axis == "extra")]
+    assert len(on_k) == 4  # 2 extra-token readings x 2 hop mixes, one checkpoint
+    curves = pd.read_csv(runs["letter"].path / "length_protocol" / "curves.csv")
+    want = curves[(curves.extra == 83) & (curves.n_hops == 0) & (curves.extra_tokens == "mixed")
+                  & (curves.hop_mix == "uniform")].accuracy.iloc[0]
+    on_total = table[(table.claim == accuracy_claim("letter", 100)) & (table.x_axis == "seq_len")
+                     & (table.extra_tokens == "mixed") & (table.hop_mix == "uniform")]
+    assert on_total["mean"].iloc[0] == pytest.approx(want)  # total length 100 is K = 83
+    wide = claims_by_reading(table)
+    assert wide.shape[1] == 8 and (tmp_path / "length_protocol" / "claims_by_reading.csv").is_file()
+
+
+def test_a_letter_curve_from_before_the_balance_fix_is_remeasured_and_a_number_curve_is_not(runs):
+    from possym.evaluate.lengthgen import LengthGenConfig
+    from possym.stages.lengthgen import length_curve
+
+    cfg = LengthGenConfig(grid=(0, 10), n=4, n_prefixes=2)
+    for task, remeasured in (("letter", True), ("number", False)):
+        run = runs[task]
+        length_curve(run, cfg)
+        file = run.path / "lengthgen.json"
+        record = json.loads(file.read_text())
+        assert record.pop("protocol") == 2
+        file.write_text(json.dumps(record))  # as protocol 1 wrote it
+        stamp = (run.path / "lengthgen.csv").stat().st_mtime_ns
+        length_curve(run, cfg)
+        assert ((run.path / "lengthgen.csv").stat().st_mtime_ns != stamp) == remeasured, task
