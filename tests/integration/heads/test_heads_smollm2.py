@@ -89,7 +89,7 @@ def test_engine_equals_rerun_through_smollm2_attention_modules(smol, smol64):
     assert worst_scores <= 1e-5, worst_scores
 
 
-def test_binding_blocks_are_the_pairs_and_the_model_answers_some(smol):
+def test_binding_blocks_are_the_pairs_and_correct_is_the_models_greedy_answer(smol):
     model, tokenizer = smol
     texts = _binding(tokenizer, 4, 4, seed=1)
     prompts = [encode(p, tokenizer) for p in texts]
@@ -101,6 +101,10 @@ def test_binding_blocks_are_the_pairs_and_the_model_answers_some(smol):
         assert tokenizer.decode([p.answer_id]) == text.answer
     scores = score_heads(model, prompts, layers=[0, 29])
     assert scores.s_pos.shape == (4, 2, 9) and not scores.correct.isnan().any()
+    # `correct` against a second reading: the HF model's own greedy next token on each prompt alone
+    with torch.no_grad():
+        greedy = [int(model(torch.tensor([p.ids])).logits[0, -1].argmax()) for p in prompts]
+    assert scores.correct.tolist() == [float(g == p.answer_id) for g, p in zip(greedy, prompts, strict=True)]
 
 
 def test_pairs_of_unequal_token_length_are_refused_with_the_way_out(smol):
