@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from possym.errors import ConfigError, require
+from possym.hardware import auto_precision
 from possym.tasks.base import TaskConfig
 from possym.tasks.registry import TASKS, get_task
 
@@ -227,6 +228,8 @@ class TrainConfig:
     ``precision="bf16"`` feeds the big matmuls of the training step bfloat16 (float32 accumulation,
     weights and optimiser state stay float32; :mod:`possym.train.fused`); the evaluations and the
     final test run at the same precision, as HF Trainer evaluates a mixed-precision run.
+    ``precision="auto"`` is ``bf16`` where the device computes bfloat16 natively and ``fp32`` elsewhere
+    (:mod:`possym.hardware`), resolved when the config is built, so the config holds what ran.
     ``precision="fp16"`` is the same in float16, the paper's setting, with a dynamic loss scale
     (:class:`possym.train.loop.LossScaler`; a step whose gradients overflow is skipped).
     ``compile=True`` runs that step through ``torch.compile`` (Inductor, which needs a C++ compiler),
@@ -274,14 +277,16 @@ class TrainConfig:
         _require(self.threads is None or self.threads >= 1, f"train.threads={self.threads} must be >= 1")
         _require(self.random_extra >= 0, f"train.random_extra={self.random_extra} must be >= 0 (0: no extra tokens)")
         _require(
-            self.precision in ("fp32", "bf16", "fp16"),
-            f"train.precision={self.precision!r} must be 'fp32', 'bf16' or 'fp16'",
+            self.precision in ("fp32", "bf16", "fp16", "auto"),
+            f"train.precision={self.precision!r} must be 'fp32', 'bf16', 'fp16' or 'auto'",
         )
-        _require(isinstance(self.compile, bool), f"train.compile={self.compile!r} must be true or false")
         _require(
             isinstance(self.device, str) and self.device.split(":")[0] in DEVICES,
             f"train.device={self.device!r}; allowed: {DEVICES} (cuda:N for one GPU of several)",
         )
+        if self.precision == "auto":  # resolved here, so that every config (and config.yaml) holds what ran
+            object.__setattr__(self, "precision", auto_precision(self.device))
+        _require(isinstance(self.compile, bool), f"train.compile={self.compile!r} must be true or false")
         _require(
             not (self.compile and self.random_extra),
             "train.compile=true needs batches of one length, and train.random_extra varies it: set one of them off",

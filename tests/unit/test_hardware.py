@@ -1,0 +1,32 @@
+"""train.precision=auto: bf16 only where the processor has bfloat16 arithmetic, resolved into the config."""
+
+from __future__ import annotations
+
+import pytest
+
+import possym.hardware as hardware
+from possym.config import ConfigError, TrainConfig, load_config
+
+
+def test_cpu_flags_are_read_from_cpuinfo(tmp_path):
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu avx2 fma avx512_bf16\n\nprocessor\t: 1\nflags\t\t: fpu\n")
+    assert hardware.cpu_flags(str(info)) == {"fpu", "avx2", "fma", "avx512_bf16"}  # the first CPU's
+    assert hardware.cpu_flags(str(tmp_path / "absent")) == frozenset()
+
+
+@pytest.mark.parametrize("flags, expected", [({"avx2", "fma"}, "fp32"), ({"avx2", "avx512_bf16"}, "bf16"),
+                                             ({"amx_bf16"}, "bf16"), (set(), "fp32")])
+def test_auto_is_bf16_exactly_where_the_cpu_has_bf16_instructions(monkeypatch, flags, expected):
+    monkeypatch.setattr(hardware, "cpu_flags", lambda: frozenset(flags))
+    assert hardware.auto_precision("cpu") == expected
+    cfg = TrainConfig(precision="auto", device="cpu")
+    assert cfg.precision == expected  # resolved when built: the config holds what runs
+    assert load_config("number", "quick", ["train.device=cpu"]).train.precision == expected  # quick says auto
+
+
+def test_explicit_precisions_are_kept_and_a_wrong_one_names_auto():
+    assert TrainConfig(precision="bf16").precision == "bf16"  # asked for, even where emulated
+    assert hardware.auto_precision("meta") == "fp32"
+    with pytest.raises(ConfigError, match="'auto'"):
+        TrainConfig(precision="fp8")
