@@ -422,6 +422,9 @@ def config_differences(before: RunConfig, now: RunConfig) -> list[str]:
     a, b = before.to_dict(), now.to_dict()
     a.pop("preset", None)
     b.pop("preset", None)
+    if getattr(now.train, "precision_was_auto", False) and a["train"].get("precision") in ("fp32", "bf16"):
+        # "auto" picks a precision for a new run; a run trained in fp32 or bf16 is that run still
+        b["train"]["precision"] = a["train"]["precision"]
     return changed_keys(a, b)
 
 

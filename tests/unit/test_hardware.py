@@ -30,3 +30,19 @@ def test_explicit_precisions_are_kept_and_a_wrong_one_names_auto():
     assert hardware.auto_precision("meta") == "fp32"
     with pytest.raises(ConfigError, match="'auto'"):
         TrainConfig(precision="fp8")
+
+
+def test_a_run_trained_in_bf16_or_fp32_is_reopened_by_auto_and_keeps_its_precision(tmp_path, monkeypatch):
+    from possym.errors import RunError
+    from possym.runs import ensure_run
+
+    monkeypatch.setattr(hardware, "cpu_flags", lambda: frozenset({"avx2"}))  # auto: fp32 on this "machine"
+    bf16 = ensure_run(tmp_path / "bf16", load_config("number", "quick", ["train.precision=bf16"]))
+    reopened = ensure_run(tmp_path / "bf16", load_config("number", "quick"))  # quick says auto
+    assert reopened.config.train.precision == bf16.config.train.precision == "bf16"
+    with pytest.raises(RunError, match="train.precision"):  # an explicit request is still a request
+        ensure_run(tmp_path / "bf16", load_config("number", "quick", ["train.precision=fp32"]))
+    fp16 = ensure_run(tmp_path / "fp16", load_config("number", "quick", ["train.precision=fp16"]))
+    assert fp16.config.train.precision == "fp16"
+    with pytest.raises(RunError, match="train.precision"):  # auto never means fp16
+        ensure_run(tmp_path / "fp16", load_config("number", "quick"))
