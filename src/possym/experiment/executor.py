@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import pickle
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -135,6 +136,10 @@ def run_experiment(exp: Experiment, out: str | Path, *, engine: Any = None, prog
     for segment in _segments(exp):
         if segment[0][0].scope == "experiment":
             stage, cfg = segment[0]
+            if specs and failed >= {s.id for s in specs}:
+                # Every run failed: a report on no runs would replace the last good one with an empty one.
+                outcome.skipped.append((EXPERIMENT, stage.name))
+                continue
             _experiment_stage(stage, cfg, context, log, outcome, exp.threads)
             continue
         alive = [s for s in specs if s.id not in failed]
@@ -221,8 +226,14 @@ def _units(out: Path, todo: list[RunSpec], segment: tuple[tuple[Stage, Any], ...
     if planner is None:
         return [Unit(str(out), (spec,), segment, threads) for spec in todo]
     stage, cfg = planner
-    groups = stage.plan([runs[spec.id] for spec in todo], cfg, workers)  # type: ignore[misc]
-    return [Unit(str(out), tuple(todo[i] for i in group), segment, threads) for group in groups]
+    # Only runs the planning stage has still to do need keeping together (once trained, a group's runs
+    # are analysed as any runs are, one unit each, so that the workers share the load evenly).
+    log = ResumeLog(out)
+    key, defaults = stage.key_of(cfg), _defaults(stage)
+    pending = [spec for spec in todo if not log.done(spec.id, stage.name, key, defaults)]
+    groups = stage.plan([runs[spec.id] for spec in pending], cfg, workers) if pending else []  # type: ignore[misc]
+    grouped = [Unit(str(out), tuple(pending[i] for i in group), segment, threads) for group in groups]
+    return grouped + [Unit(str(out), (spec,), segment, threads) for spec in todo if spec not in pending]
 
 
 def _run_here(units: list[Unit], log: ResumeLog, outcome: ExperimentOutcome, retries: int, progress: bool,
@@ -288,6 +299,7 @@ def _attempt(units: list[Unit], stage: Stage, cfg: Any, log: ResumeLog, outcome:
 
 def _run_on(engine: Any, units: list[Unit], outcome: ExperimentOutcome, retries: int,
             on_unit: Callable[[Unit, str], None] | None) -> None:
+    _check_picklable(units)
     log = ResumeLog(outcome.out)
     todo = list(units)
     for attempt in range(retries + 1):
@@ -313,6 +325,18 @@ def _run_on(engine: Any, units: list[Unit], outcome: ExperimentOutcome, retries:
             if on_unit:
                 on_unit(unit, state)
         todo = again
+
+
+def _check_picklable(units: list[Unit]) -> None:
+    """An engine ships each unit pickled; a stage that cannot be (its function a lambda or a closure) would
+    fail every unit in its worker before any stage ran, so it is refused here, by name, before anything runs."""
+    for stage, cfg in units[0].stages if units else ():
+        try:
+            pickle.dumps((stage, cfg))
+        except (pickle.PicklingError, AttributeError, TypeError) as exc:
+            raise PossymError(f"stage {stage.name!r} cannot be sent to an engine's workers ({exc}); declare its "
+                              "function (and its config) at the top level of a module, not as a lambda or a "
+                              "closure, or run the experiment without an engine") from None
 
 
 def _record_lost(unit: Unit, error: str) -> None:

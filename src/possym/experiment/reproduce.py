@@ -23,7 +23,8 @@ from possym.errors import ConfigError
 from possym.experiment.config import EXPERIMENT_DIR, Experiment, load_experiment
 from possym.experiment.executor import ExperimentOutcome, run_experiment
 
-SKIPPABLE = ("data", "score", "theory", "discrepancy", "lengthgen", "canonical")
+SKIPPABLE = ("data", "score", "theory", "discrepancy", "lengthgen", "cliff", "dilution", "l0", "length_protocol",
+             "canonical")
 
 
 def reproduction_presets() -> list[str]:

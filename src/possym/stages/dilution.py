@@ -186,6 +186,11 @@ def read_dilution(run: RunDir) -> dict[str, pd.DataFrame]:
     return {f.removesuffix(".csv"): pd.read_csv(out / f) for f in FILES}
 
 
-STAGE = Stage("dilution", DilutionConfig, lambda run, cfg: [dilution_run(run, cfg)], scope="run",
+def _dilution_stage(run: RunDir, cfg: DilutionConfig) -> list[DilutionResult]:
+    # A named function, not a lambda: an engine's worker receives the stage pickled.
+    return [dilution_run(run, cfg)]
+
+
+STAGE = Stage("dilution", DilutionConfig, _dilution_stage, scope="run",
               summary="a letter run's hop attention vs the extra window, knock-outs and sharpening by hop count "
                       "(is the multi-hop length loss dilution?)")

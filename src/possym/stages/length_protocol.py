@@ -173,8 +173,13 @@ def _table_stage(exp: ExperimentDir, cfg: LengthProtocolConfig) -> list[dict[str
     return protocol_table(runs, exp.path).to_dict("records")
 
 
+def _curves_stage(run: RunDir, cfg: LengthProtocolConfig) -> list[pd.DataFrame]:
+    # A named function, not a lambda: an engine's worker receives the stage pickled.
+    return [protocol_curves(run, cfg)]
+
+
 STAGES = (
-    Stage("length_protocol", LengthProtocolConfig, lambda run, cfg: [protocol_curves(run, cfg)], scope="run",
+    Stage("length_protocol", LengthProtocolConfig, _curves_stage, scope="run",
           summary="length curves under every reading of the protocol (extra tokens, hop mix, checkpoint, x-axis)"),
     Stage("length_protocol_table", LengthProtocolConfig, _table_stage, scope="experiment", always=True,
           summary="how each reading of the length protocol moves the paper's length claims, over the seeds"),

@@ -175,3 +175,54 @@ def test_runs_that_train_as_one_group_share_a_unit_and_a_failure_in_one_leaves_t
     assert (tmp_path / "runs" / "number-s0" / "count.json").exists()  # its later stage ran despite its companion
     train = json.loads((tmp_path / "log" / "number-s0.json").read_text())["stages"]["train"]
     assert train["status"] == "done" and train["attempts"] == 1
+
+
+def test_a_stage_an_engine_cannot_ship_is_refused_by_name_before_anything_runs(tmp_path, tiny_overrides):
+    stage = register_stage(Stage("lambda_stage", CountConfig, lambda run, cfg: 1, scope="run"), replace=True)
+    try:
+        exp = tiny_experiment(tiny_overrides, {"lambda_stage": {}})
+        with pytest.raises(PossymError, match="stage 'lambda_stage' cannot be sent to an engine's workers"):
+            run_experiment(exp, tmp_path, engine=InProcessEngine(), progress=False)
+        assert not (tmp_path / "log" / "number-s0.json").exists()  # not even training started
+        assert run_experiment(exp, tmp_path, progress=False).failed == {}  # in this process it is fine
+    finally:
+        unregister_stage(stage.name)
+
+
+def write_summary(exp, cfg: CountConfig) -> int:
+    (exp.path / "summary.txt").write_text(f"{sorted(exp.runs)}\n")
+    return len(exp.runs)
+
+
+def always_fails(run: RunDir, cfg: CountConfig) -> None:
+    raise RuntimeError("every run fails on purpose")
+
+
+def test_when_every_run_fails_the_experiment_stages_do_not_replace_what_the_last_call_made(
+        tmp_path, tiny_overrides):
+    summary = register_stage(Stage("summary", CountConfig, write_summary, scope="experiment", always=True),
+                             replace=True)
+    fails = register_stage(Stage("always_fails", CountConfig, always_fails, scope="run"), replace=True)
+    try:
+        first = run_experiment(tiny_experiment(tiny_overrides, {"summary": {}}), tmp_path, progress=False)
+        assert first.results["summary"] == 2
+        made = (tmp_path / "summary.txt").read_text()
+        outcome = run_experiment(tiny_experiment(tiny_overrides, {"always_fails": {}, "summary": {}}), tmp_path,
+                                 progress=False)
+    finally:
+        unregister_stage(summary.name)
+        unregister_stage(fails.name)
+    assert sorted(outcome.failed) == ["number-s0", "number-s1"]
+    assert ("experiment", "summary") in outcome.skipped and "summary" not in outcome.results
+    assert (tmp_path / "summary.txt").read_text() == made
+
+
+def test_once_a_group_has_trained_its_runs_are_analysed_one_unit_each(tmp_path, tiny_overrides, count_stage):
+    engine = InProcessEngine()
+    run_experiment(tiny_experiment(tiny_overrides, {}), tmp_path, engine=engine, progress=False)
+    assert engine.units == ["number-s0+1"]  # the two seeds train as one batched step
+    engine = InProcessEngine()
+    outcome = run_experiment(tiny_experiment(tiny_overrides, {"count_checkpoints": {}}), tmp_path, engine=engine,
+                             progress=False)
+    assert outcome.failed == {} and sorted(engine.units) == ["number-s0", "number-s1"]
+    assert calls(tmp_path, "number-s1") == ["a"]
