@@ -117,3 +117,31 @@ def test_positional_layers_are_those_ending_pure_positional_else_those_ever_pure
     run.write("purity", [rec(2, "symbolic", "symbolic")])
     with pytest.raises(PossymError, match="no layer is ever pure positional"):
         positional_layers(run)
+
+
+def test_the_mechanisms_table_stacks_each_runs_tables_and_its_summary_is_read_from_them(number_run, tmp_path):
+    from possym.report.mechanisms import collect_tables
+    from possym.stages.mechanisms import MechanismsTableConfig, mechanisms_table
+    from possym.stages.registry import ExperimentDir
+
+    cliff_run(number_run, CliffConfig(start=3, stop=6, n=8, n_prefixes=2, layers=(0, 1), gate_every=2, step="final",
+                                      device="cpu"))
+    l0_run(number_run, L0Config(layers=(0,), steps=("final",), n_inputs=20, n_boot=50, modality_boot=20))
+    tables = collect_tables([number_run])
+    assert {"cliff_accuracy_hops", "cliff_evidence", "l0_tally", "l0_modality"} <= set(tables)
+    assert not any(name.startswith("dilution") for name in tables)  # a number run has no dilution tables
+    hops = pd.read_csv(number_run.path / "cliff" / "accuracy_hops.csv")
+    assert tables["cliff_accuracy_hops"].drop(columns=["task", "seed"]).equals(hops)
+    exp = ExperimentDir(tmp_path, {"r": number_run}, {"r": "number"}, {"r": 0})
+    summary = mechanisms_table(exp, MechanismsTableConfig())
+    assert (tmp_path / "mechanisms" / "summary_by_seed.csv").is_file()
+    assert set(summary.task) == {"number"} and set(summary.seed) == {number_run.config.seeds.init}
+    for r in hops[hops.extra == 6].itertuples():  # the end of the K grid, read back as the summary says
+        got = summary.loc[summary.measure == f"cliff: {r.n_hops}-hop accuracy at K = 6", "value"].item()
+        assert got == pytest.approx(r.accuracy)
+    evidence = pd.read_csv(number_run.path / "cliff" / "evidence.csv")
+    for r in evidence.itertuples():
+        got = summary.loc[summary.measure == f"cliff: accuracy past the cliff, plane {r.plane} gated in L{r.layer}",
+                          "value"].item()
+        assert got == pytest.approx(r.acc_above_gated, nan_ok=True)
+    assert mechanisms_table(ExperimentDir(tmp_path / "none", {}), MechanismsTableConfig()).empty
