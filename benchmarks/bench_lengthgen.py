@@ -11,7 +11,12 @@ points), against part 1's measured time. The plain mode on the full curve would 
 hour, hence the extrapolation; per input, the plain pass costs (K + 17)^2 attention work against
 the cached mode's 17 (K + 17).
 
-    python benchmarks/bench_lengthgen.py [--run runs/paper_letter] [--threads 2]
+Part 3: the cached windows' forward pass as it is and as it was, on the same inputs, in the same
+process: ``past`` attention split into two blocks with a shared row maximum, and only the last
+query row in the last block (``last=True``), against the concatenated softmax over every row (what a
+no-op hook on every ``hook_pattern`` still forces). Medians of ``--repeats`` and their ratio per K.
+
+    python benchmarks/bench_lengthgen.py [--run runs/paper_letter] [--threads 2] [--skip-curve]
 """
 
 from __future__ import annotations
@@ -50,7 +55,8 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--compare-grid", default="0,1000,5000", help="K values of part 2")
     p.add_argument("--compare-n", type=int, default=32, help="inputs per K in part 2")
-    p.add_argument("--skip-curve", action="store_true", help="only part 2")
+    p.add_argument("--skip-curve", action="store_true", help="only parts 2 and 3")
+    p.add_argument("--repeats", type=int, default=5, help="timings per K in part 3")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
     if args.run:
@@ -99,6 +105,31 @@ def main() -> None:
         full = sum(np.polyval(coef, k + task.seq_len) * LengthGenConfig().n * len(task.hops) for k in PAPER_GRID)
         print(f"        plain mode on the whole curve, extrapolated from these per-input times: {full / 60:.0f} min; "
               f"speed-up of the cached curve {full / seconds:.0f}x")
+
+    # Part 3: a no-op hook on every pattern sends the model down the concatenated-softmax path and, being a
+    # hook, makes it compute every row: the computation as it was before the split softmax and last=True.
+    noop = [(f"blocks.{layer}.attn.hook_pattern", lambda t, hook: None) for layer in range(model.cfg.n_layers)]
+    for k in grid:
+        if k == 0:
+            continue
+        long = draw_prefix(task, k, task.max_hops, np.random.default_rng(k))
+        cfg = LengthGenConfig(grid=(k,), n=args.compare_n * 4, n_prefixes=1)
+        windows = torch.as_tensor(point_samples(task, cfg, task.max_hops, 0, k, long).tokens)[:, k:]
+        past = slice_cache(prefix_cache(model, long), k)
+        times: dict[str, list[float]] = {"now": [], "before": []}
+        for _ in range(args.repeats):
+            for name in times:
+                with model.hooks(noop if name == "before" else []):
+                    t0 = time.perf_counter()
+                    logits = last_logits_after(model, windows, past, cfg.token_budget)
+                    times[name].append(time.perf_counter() - t0)
+                if name == "now":
+                    now_logits = logits
+                else:
+                    difference = (now_logits - logits).abs().max().item()
+        before, now = (float(np.median(times[n])) for n in ("before", "now"))
+        print(f"part 3: K={k:>5}, {len(windows)} windows: before {before * 1e3:7.1f} ms, now {now * 1e3:7.1f} ms, "
+              f"before / now {before / now:4.2f}x (medians of {args.repeats}); max |logit difference| {difference:.1e}")
 
 
 if __name__ == "__main__":

@@ -169,7 +169,7 @@ def last_logits_after(model: GPTJ, windows: Tensor, past: list[KV] | None, token
     """Last-position logits of ``windows`` [batch, w] continuing ``past`` (one cached prefix), in batches."""
     n_past = 0 if past is None else past[0][0].shape[-2]
     step = max(1, token_budget // (n_past + windows.shape[1]))
-    return torch.cat([model(windows[i : i + step], past=past)[:, -1] for i in range(0, len(windows), step)])
+    return torch.cat([model(windows[i : i + step], past=past, last=True)[:, -1] for i in range(0, len(windows), step)])
 
 
 def last_logits_plain(model: GPTJ, tokens: Tensor, token_budget: int) -> Tensor:
@@ -182,7 +182,8 @@ def prefix_cache(model: GPTJ, prefix: np.ndarray) -> list[KV] | None:
     if len(prefix) == 0:
         return None
     with torch.inference_mode():
-        return model.forward_kv(torch.as_tensor(prefix, device=model_device(model))[None])[1]
+        # last=True: the cache needs every layer's keys and values, not the last block's outputs.
+        return model.forward_kv(torch.as_tensor(prefix, device=model_device(model))[None], last=True)[1]
 
 
 def slice_cache(cache: list[KV] | None, length: int) -> list[KV] | None:

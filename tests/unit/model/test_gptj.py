@@ -201,6 +201,29 @@ def test_a_cached_prefix_gives_the_full_forward_logits(shared, options):
     assert cache["blocks.1.attn.hook_pattern"].shape == (3, 2, 7, 57)
 
 
+@pytest.mark.parametrize("cached", [True, False])
+@pytest.mark.parametrize("options", [{}, {"mlp": False}])
+def test_last_position_only_equals_the_last_row_of_the_full_pass(cached, options):
+    # Evaluations read the last position: with last=True the final block computes one query row. It
+    # must give the full pass's last row, keep every layer's keys and values (a cache built with it
+    # continues as the full one does), and leave a hooked model's shapes alone.
+    model = random_model(n_heads=2, **options)
+    g = torch.Generator().manual_seed(4)
+    prefix, rest = torch.randint(0, 40, (1, 40), generator=g), torch.randint(0, 40, (3, 9), generator=g)
+    _, past = model.forward_kv(prefix) if cached else (None, None)
+    full = model(rest, past=past)
+    short = model(rest, past=past, last=True)
+    assert short.shape == (3, 1, 40)
+    torch.testing.assert_close(short, full[:, -1:], atol=1e-12, rtol=0)
+    _, kv_full = model.forward_kv(rest, past=past)
+    _, kv_short = model.forward_kv(rest, past=past, last=True)
+    for (k1, v1), (k2, v2) in zip(kv_full, kv_short, strict=True):
+        assert torch.equal(k1, k2) and torch.equal(v1, v2)
+    logits, cache = model.run_with_cache(rest, ["blocks.2.hook_resid_post"], past=past, last=True)
+    torch.testing.assert_close(logits, full[:, -1:], atol=1e-12, rtol=0)
+    assert cache["blocks.2.hook_resid_post"].shape == (3, 9, 32)  # every row, as without last
+
+
 @pytest.mark.parametrize("activation", ["gelu_new", "gelu"])
 def test_the_cache_continues_like_hf_past_key_values(activation):
     # An independent second implementation of caching: HF GPT-J's own past_key_values.
