@@ -10,11 +10,15 @@ What it measures, in one run:
    number task's quick run for ``--steps`` steps, with the same command, alternating the two
    codebases (``git worktree`` of REV, run through ``PYTHONPATH``) ``--repeats`` times; medians and
    their ratio. This says whether the code lost speed, apart from the machine.
-3. **The demo itself**: ``possym reproduce --preset quick --out TMP`` as ``make demo`` runs it
-   (``--workers``), each stage's seconds from the resume log, and the total, in seconds and in baseline
-   units (total x baseline steps/s).
+3. **The demo, HEAD against the baseline revision**: ``possym reproduce --preset quick --out TMP``
+   as each revision's ``make demo`` runs it (HEAD with ``--workers``; 74e3a60's Makefile ran it in one
+   process), one after the other on the same machine: each stage's seconds from the run's own stage
+   log (``log/*.json`` now, ``stages.json`` then), the totals, their ratio, and the totals in baseline
+   units (total x baseline steps/s). The baseline revision's demo took 8 min 21 s on the day issue 24
+   was filed, so the ratio says what HEAD's demo would have taken that day.
 
-    python benchmarks/bench_demo.py [--workers 2] [--steps 600] [--repeats 3] [--against 74e3a60] [--skip-demo]
+    python benchmarks/bench_demo.py [--workers 2] [--steps 600] [--repeats 3] [--against 74e3a60]
+                                    [--skip-training] [--skip-demo] [--skip-demo-against]
 
 The goal: the demo in <= 8 minutes on 2 cores (README).
 """
@@ -81,9 +85,7 @@ def _train_seconds(src: Path, steps: int, out: Path) -> float:
 def training_against(rev: str, steps: int, repeats: int) -> tuple[list[float], list[float]]:
     """Quick training seconds at HEAD and at ``rev``, alternating: (head, rev) lists."""
     with tempfile.TemporaryDirectory() as tmp:
-        tree = Path(tmp) / "tree"
-        subprocess.run(["git", "worktree", "add", "--detach", str(tree), rev], cwd=ROOT, check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        tree = _worktree(rev, tmp)
         try:
             head, old = [], []
             for i in range(repeats):
@@ -95,22 +97,40 @@ def training_against(rev: str, steps: int, repeats: int) -> tuple[list[float], l
     return head, old
 
 
-def demo(workers: int) -> tuple[float, dict[str, float]]:
-    """``possym reproduce --preset quick`` into a temporary directory: (total seconds, seconds per stage)."""
+def demo(src: Path, extra: list[str]) -> tuple[float, dict[str, float]]:
+    """``possym reproduce --preset quick`` from sources ``src`` into a temporary directory: (total seconds,
+    seconds per stage, summed over runs and workers)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "demo"
-        cmd = [sys.executable, "-m", "possym", "reproduce", "--preset", "quick", "--out", str(out),
-               "--workers", str(workers)]
+        cmd = [sys.executable, "-m", "possym", "reproduce", "--preset", "quick", "--out", str(out), *extra]
         t0 = time.perf_counter()
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(src)}, check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
         total = time.perf_counter() - t0
         stages: dict[str, float] = {}
+        if (out / "stages.json").is_file():  # the pipeline before the experiment executor
+            for name, entry in json.loads((out / "stages.json").read_text())["stages"].items():
+                stages[name] = entry.get("seconds") or 0.0
         for folder in (out, out / "canonical"):
             for log in sorted((folder / "log").glob("*.json")):
                 for name, entry in json.loads(log.read_text())["stages"].items():
                     key = f"canonical {name}" if folder.name == "canonical" else name
                     stages[key] = stages.get(key, 0.0) + (entry.get("seconds") or 0.0)
     return total, stages
+
+
+def _worktree(rev: str, tmp: str) -> Path:
+    tree = Path(tmp) / "tree"
+    subprocess.run(["git", "worktree", "add", "--detach", str(tree), rev], cwd=ROOT, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return tree
+
+
+def _print_demo(label: str, total: float, stages: dict[str, float], rate: float) -> None:
+    print(f"{label}:")
+    for name, seconds in stages.items():
+        print(f"  {name:<28} {seconds:7.1f} s")
+    print(f"  total wall-clock {total:.0f} s = {total / 60:.1f} min; {total * rate:.0f} baseline steps")
 
 
 def main() -> None:
@@ -121,6 +141,7 @@ def main() -> None:
     parser.add_argument("--against", default="74e3a60")
     parser.add_argument("--skip-training", action="store_true")
     parser.add_argument("--skip-demo", action="store_true")
+    parser.add_argument("--skip-demo-against", action="store_true", help="time HEAD's demo only")
     args = parser.parse_args()
 
     torch.set_num_threads(2)
@@ -132,13 +153,20 @@ def main() -> None:
         h, o = statistics.median(head), statistics.median(old)
         print(f"  median HEAD {h:.1f} s, {args.against} {o:.1f} s: HEAD / {args.against} = {h / o:.3f}")
     if not args.skip_demo:
-        total, stages = demo(args.workers)
-        print(f"make demo (possym reproduce --preset quick --workers {args.workers}):")
-        for name, seconds in stages.items():
-            print(f"  {name:<28} {seconds:7.1f} s (summed over runs and workers)")
-        print(f"  total wall-clock {total:.0f} s = {total / 60:.1f} min; {total * rate:.0f} baseline steps "
-              f"(goal: <= 480 s on 2 cores)")
-
+        total, stages = demo(ROOT / "src", ["--workers", str(args.workers)])
+        label = f"make demo at HEAD (possym reproduce --preset quick --workers {args.workers})"
+        _print_demo(label, total, stages, rate)
+        if not args.skip_demo_against:
+            with tempfile.TemporaryDirectory() as tmp:
+                tree = _worktree(args.against, tmp)
+                try:
+                    old, old_stages = demo(tree / "src", [])
+                finally:
+                    subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=False)
+            _print_demo(f"make demo at {args.against} (possym reproduce --preset quick, one process)", old,
+                        old_stages, rate)
+            print(f"  HEAD / {args.against} = {total / old:.3f}: at {args.against}'s 8 min 21 s (issue 24's "
+                  f"machine) HEAD would take {total / old * 501:.0f} s (goal: <= 480 s on 2 cores)")
 
 if __name__ == "__main__":
     main()
