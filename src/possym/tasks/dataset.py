@@ -121,7 +121,8 @@ def _check_hops(cfg: TaskConfig, n_hops: int) -> None:
 def balanced_combinations(combos: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
     """``n`` rows of ``combos`` (n_combos, k), balanced as the module docstring says, shuffled: (n, k).
 
-    ``combos`` is a full grid whose first column is the answer position and last the hop count.
+    ``combos``: every combination, a row each, whose first column is the answer position and last the hop
+    count; its (hop, position) cells may be empty or unequal.
     """
     n_combos = len(combos)
     answer_pos, hops = combos[:, 0], combos[:, -1]
@@ -129,11 +130,14 @@ def balanced_combinations(combos: np.ndarray, n: int, rng: np.random.Generator) 
     n_pos = int(answer_pos.max()) + 1
     # Stratified remainder: rank each combination at random within its (hop, position) cell, then
     # order by (rank, shuffled position, shuffled hop); any prefix of that order then deals rank 0 of
-    # every cell before rank 1 of any, position by position and hop by hop.
-    cell_size = n_combos // (len(hop_values) * n_pos)
+    # every cell before rank 1 of any, position by position and hop by hop. A rank counts from its own
+    # cell's start, so a grid with empty or unequal cells (a task whose answer sits at one position)
+    # is dealt as evenly as a full one.
     by_cell = np.lexsort((rng.random(n_combos), answer_pos, hop_index))
+    cell = (hop_index * n_pos + answer_pos)[by_cell]
+    starts = np.flatnonzero(np.r_[True, cell[1:] != cell[:-1]])
     rank = np.empty(n_combos, dtype=np.int64)
-    rank[by_cell] = np.arange(n_combos) % cell_size
+    rank[by_cell] = np.arange(n_combos) - np.repeat(starts, np.diff(np.r_[starts, n_combos]))
     pos_turn = rng.permutation(n_pos)[answer_pos]
     hop_turn = rng.permutation(len(hop_values))[hop_index]
     key = (rank * n_pos + pos_turn) * len(hop_values) + hop_turn

@@ -104,3 +104,15 @@ def test_the_same_seed_gives_identical_splits_and_another_seed_different_ones(na
             np.testing.assert_array_equal(getattr(first[split], array), getattr(again[split], array))
         assert not np.array_equal(first[split].tokens, other[split].tokens)
     assert not np.array_equal(first["train"].tokens[:50], first["val"].tokens)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_ragged_grid_is_dealt_cell_by_cell(seed):
+    # Answer positions 3 and 7 only (5 and 2 combinations), two hop counts: cells empty and unequal.
+    # Any remainder must take rank 0 of every non-empty cell before rank 1 of any, so it stays
+    # within one of even over positions and hop counts; ranking by a common cell size (here 0) did not.
+    combos = np.array([[3, i, h] for h in (1, 2) for i in range(5)] + [[7, i, h] for h in (1, 2) for i in range(2)])
+    for n in (2, 4, 6, 8):
+        picked = balanced_combinations(combos, n, np.random.default_rng(seed))
+        cells = np.unique(picked[:, [0, 2]], axis=0, return_counts=True)[1]
+        assert len(cells) == min(n, 4) and cells.max() - cells.min() <= 1
