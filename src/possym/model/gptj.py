@@ -128,9 +128,10 @@ class Attention(nn.Module):
         if last:
             q = q[:, :, -1:]  # the last query sees every key: no causal mask is left to apply
         p_drop = self.attn_dropout if self.training else 0.0
-        if past is None and not self._pattern_wanted():
+        hooked = self._pattern_wanted()
+        if past is None and not hooked:
             z = F.scaled_dot_product_attention(q, k, v, dropout_p=p_drop, is_causal=not last)
-        elif past is not None and not self._pattern_wanted() and p_drop == 0.0:
+        elif past is not None and not hooked and p_drop == 0.0:
             z = _attend_after(q, k, v, past)
         else:
             causal = _causal(q.shape[-2], k.shape[-2], h.device)
