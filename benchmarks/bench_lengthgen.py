@@ -28,7 +28,7 @@ import time
 import numpy as np
 import torch
 
-from possym.config import ModelConfig, TaskConfig
+from possym.config import ModelConfig
 from possym.evaluate.lengthgen import (
     PAPER_GRID,
     LengthGenConfig,
@@ -41,7 +41,7 @@ from possym.evaluate.lengthgen import (
 )
 from possym.model.gptj import GPTJ
 from possym.runs import RunDir
-from possym.tasks import draw_prefix, task_vocab
+from possym.tasks import draw_prefix, task_config, task_vocab
 
 
 def peak_gb() -> float:
@@ -56,14 +56,16 @@ def main() -> None:
     p.add_argument("--compare-grid", default="0,1000,5000", help="K values of part 2")
     p.add_argument("--compare-n", type=int, default=32, help="inputs per K in part 2")
     p.add_argument("--skip-curve", action="store_true", help="only parts 2 and 3")
-    p.add_argument("--repeats", type=int, default=5, help="timings per K in part 3")
+    p.add_argument("--repeats", type=int, default=5, help="timings per K in part 3 (>= 1)")
     args = p.parse_args()
+    if args.repeats < 1:
+        p.error(f"--repeats {args.repeats}: must be >= 1")
     torch.set_num_threads(args.threads)
     if args.run:
         run = RunDir.open(args.run)
         model, task = run.load_model(), run.config.task
     else:
-        task = TaskConfig(name=args.task)
+        task = task_config(args.task)
         model = GPTJ(ModelConfig(d_vocab=len(task_vocab(task)), dropout=0.0), torch.Generator().manual_seed(0)).eval()
     print(f"model: {args.run or 'random paper-size GPT-J'} ({task.name} task), {args.threads} threads")
 
@@ -117,16 +119,14 @@ def main() -> None:
         windows = torch.as_tensor(point_samples(task, cfg, task.max_hops, 0, k, long).tokens)[:, k:]
         past = slice_cache(prefix_cache(model, long), k)
         times: dict[str, list[float]] = {"now": [], "before": []}
+        logits: dict[str, torch.Tensor] = {}
         for _ in range(args.repeats):
             for name in times:
                 with model.hooks(noop if name == "before" else []):
                     t0 = time.perf_counter()
-                    logits = last_logits_after(model, windows, past, cfg.token_budget)
+                    logits[name] = last_logits_after(model, windows, past, cfg.token_budget)
                     times[name].append(time.perf_counter() - t0)
-                if name == "now":
-                    now_logits = logits
-                else:
-                    difference = (now_logits - logits).abs().max().item()
+        difference = (logits["now"] - logits["before"]).abs().max().item()
         before, now = (float(np.median(times[n])) for n in ("before", "now"))
         print(f"part 3: K={k:>5}, {len(windows)} windows: before {before * 1e3:7.1f} ms, now {now * 1e3:7.1f} ms, "
               f"before / now {before / now:4.2f}x (medians of {args.repeats}); max |logit difference| {difference:.1e}")
