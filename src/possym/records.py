@@ -298,6 +298,18 @@ class ClaimRecord(Record):
     seed_sd: float | None = None
     seed_min: float | None = None
     seed_max: float | None = None
+    # Calibration (docs/replication.md): each seed's verdict by the same rule ("s0 partial; s1 differs")
+    # and their count ("partial at 2 seeds, differs at 1"); the p-value of the paper's value as one more
+    # draw of our seeds; the paper's uncertainty the rule used; the pre-registered reading that grades,
+    # the verdict under every admissible reading, and "robust" when they all agree.
+    seed_verdicts: str = ""
+    seed_verdict_counts: str = ""
+    p_value: float | None = None
+    paper_uncertainty: str = ""
+    reading: str = ""
+    readings: str = ""
+    robustness: str = ""
+    kind: str = "empirical"  # "empirical", or "verification" (a check of our code or of a formula)
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from possym.config import RunConfig
 from possym.records import (
     BoundCheckRecord,
@@ -110,3 +112,58 @@ def load_evidence(runs: Mapping[str, Sequence[RunDir]], theory_dir: Path | None)
 def legacy_runs(out: Path) -> dict[str, list[RunDir]]:
     """The runs of a single-seed reproduction directory: ``DIR/{task}``, each read as its one seed."""
     return {name: [RunDir.open(out / name)] for name in TASK_DIRS if (out / name / "config.yaml").exists()}
+
+
+def _seed_table(tables: Path, task: str, seed: int, name: str) -> Path:
+    return tables / f"{task}_s{seed}_{name}.csv"
+
+
+def table_evidence(tables: Path, task: str, seed: int) -> TaskEvidence:
+    """One seed's evidence from a reproduction's committed tables (``docs/reproduce_paper``: ``learning.csv``,
+    ``final_scores.csv``, ``{task}_s{seed}_{purity,table1,lengthgen}.csv``), for regrading it by today's rules
+    after its runs are gone. What the tables lack is left out: the per-checkpoint scores (purity onsets and sets
+    come from the purity table, where every onset was recorded) and the training log (the first step at 0.9 of
+    each accuracy comes from ``learning.csv``)."""
+    from possym.config import load_config
+    from possym.errors import PossymError
+
+    purity = read_records(_seed_table(tables, task, seed, "purity"), PurityRecord)
+    if not purity:
+        raise PossymError(f"{_seed_table(tables, task, seed, 'purity')}: no purity table for {task} seed {seed}")
+    learning = [r for r in table(tables / "learning.csv") if r["task"] == task and int(r["seed"]) == seed]
+    finals = [ScoreRecord(int(r["step"]), "last", int(r["layer"]), int(r["head"]), float(r["s_pos"]),
+                          float(r["s_sym"]), entropy=float("nan"), n_inputs=0)
+              for r in table(tables / "final_scores.csv") if r["task"] == task and int(r["seed"]) == seed]
+    points = read_records(_seed_table(tables, task, seed, "lengthgen"), LengthRecord)
+    best = purity[0].best_step
+    final = max((p.step for p in points if p.step is not None), default=None)
+    preset = yaml.safe_load((tables / "experiment.yaml").read_text("utf-8")).get("preset", "paper")
+    cfg = load_config(task, preset)
+    at_best = points_at(points, best) if best is not None else []
+    at_final = points_at(points, final) if final is not None else []
+    return TaskEvidence(
+        n_layers=cfg.model.n_layers, seed=seed, chance=chance(cfg), n_planes=cfg.model.n_planes,
+        purity=purity, scores=finals, table1=read_records(_seed_table(tables, task, seed, "table1"), Table1Record),
+        lengthgen=at_best or at_final, lengthgen_final=at_final if at_best and best != final else [],
+        best_step=best, eval_every=cfg.train.eval_every,
+        solved={str(r["accuracy"]): None if r["first_step_0.9"] in ("", None) else int(r["first_step_0.9"])
+                for r in learning},
+        trained_steps=cfg.total_steps,
+        lengthgen_step=f"best {best}" if at_best else (f"final {final}" if at_final else ""),
+        scores_step=f"final {finals[0].step}" if finals else "",
+        table1_step=f"step {read_records(_seed_table(tables, task, seed, 'table1'), Table1Record)[0].step}"
+        if _seed_table(tables, task, seed, "table1").exists() else "",
+    )
+
+
+def tables_evidence(tables: Path, runs: Mapping[str, Sequence[RunDir]] | None = None) -> Evidence:
+    """Every seed of a reproduction's committed tables (the seeds ``learning.csv`` lists), with the theory's
+    bounds (``theory_bounds.csv``), and the seeds of ``runs`` added per task (e.g. more seeds trained since)."""
+    seeds = sorted({(str(r["task"]), int(r["seed"])) for r in table(tables / "learning.csv")})
+    tasks: dict[str, list[TaskEvidence]] = {}
+    for task, seed in seeds:
+        tasks.setdefault(task, []).append(table_evidence(tables, task, seed))
+    for task, dirs in (runs or {}).items():
+        tasks.setdefault(task, []).extend(task_evidence(r) for r in dirs)
+    return Evidence(tasks={t: sorted(v, key=lambda te: te.seed) for t, v in tasks.items()},
+                    bounds=read_records(tables / "theory_bounds.csv", BoundCheckRecord))

@@ -5,26 +5,41 @@ among the readings our data allow, the one closest to the paper: a tie, or a lay
 straddles γ, is resolved against the paper or not at all.
 
 Verdicts (:data:`VERDICTS`): ``match``, ``partial``, ``differs``; ``uninformative`` where the paper's
-value and ours both lie at the chance floor, so that agreement says nothing; ``n/a`` where the
-evidence cannot judge the claim.
+value and ours both lie at the chance floor, so that agreement says nothing; ``ceiling``, its
+counterpart at accuracy 1; ``verified`` for a check of our own code or of a formula against the
+paper's (a construction, a plotted bound), which reproduces nothing and stays out of the empirical
+tally; ``n/a`` where the evidence cannot judge the claim.
 
-**A number** (:func:`grade_accuracy`, :func:`grade_step`). Each seed s gives a point x_s and its own
-interval [l_s, h_s] (an accuracy's per-prefix 95% interval; a step's evaluation spacing). With
-R = [min_s l_s, max_s h_s], our seed range widened by each seed's own interval:
+**A number, with uncertainty on both sides** (:func:`grade_accuracy`, :func:`grade_step`).
 
-- match if the paper's value p lies in R;
-- partial if p lies in R widened by a stated band: for an accuracy, a factor :data:`ODDS_PARTIAL` = 2
-  in odds at each end (on the log-odds scale, logit(p) in [logit(min l) − log 2, logit(max h) + log 2]),
-  about ±0.17 at 0.5, ±0.06 at 0.9 or 0.1, ±0.03 at 0.96 or 0.04, so that a gap near 0 or 1 counts
-  for what it is in odds; for a step, :data:`STEP_PARTIAL` = 10% of the paper's value at each end;
+*Ours*: the interval in which a new seed's value should fall, a 95% t prediction interval over the
+seeds' point estimates, mean ± t(0.975, n−1)·sd·√(1 + 1/n), on the log-odds scale for an accuracy
+(the between-seed spread already holds each seed's own sampling noise). With one seed, or seeds
+that all agree, it is the seeds' own intervals' hull.
+
+*The paper's* (:class:`PaperValue`): its value, read off a figure to within ``tolerance`` (measured:
+:data:`DIGITISATION`), and, for an accuracy, the 95% Wilson interval of a binomial proportion at a
+stated number of evaluation inputs ``n``: the paper gives none, so claims show the verdict at 100,
+500 and 2,400 inputs (:data:`PAPER_SAMPLE_SIZES`) and grade at :data:`GRADING_N` = 500.
+
+The p-value of "the paper's run is one more draw of our seeds": a two-sided t test of the paper's
+value against the seeds' mean, with variance sd²(1 + 1/n) plus the paper's own (its interval's
+half-width / 1.96, squared), on the log-odds scale for an accuracy (with one seed, or no spread, a
+normal test with the seeds' own interval as its 95%).
+
+- match if p ≥ :data:`ALPHA` = 0.05: the paper's value is what a new seed of ours could give;
+- partial if not, but the paper's interval meets ours once ours is widened by a stated band: a
+  factor :data:`ODDS_PARTIAL` = 2 in odds at each end for an accuracy (about ±0.17 at 0.5, ±0.06 at
+  0.9), :data:`STEP_PARTIAL` = 10% of the paper's value for a step;
 - differs otherwise.
 
-**A number within chance of the floor.** An accuracy is *at the floor* when its odds are within a
+**At the floor and at the ceiling.** An accuracy is *at the floor* when its odds are within a
 factor :data:`ODDS_FLOOR` = 10 of chance's: a ≤ expit(logit(c) + log 10); chance c = 1/(number of
-possible answers): 1/120 on the number task (0.078 and below is the floor), 1/64 on the letter task
-(its answer is one of 8 × 8 (letter, int) tokens; 0.137 and below). When the paper's value and every
-seed's point estimate are at the floor, the claim is ``uninformative`` (its chance is stated), whatever
-the distance between them.
+possible answers): 1/120 on the number task (0.078 and below), 1/64 on the letter task (0.137 and
+below). When the paper's value and every seed's point estimate are at the floor, the claim is
+``uninformative``. Its counterpart at the top is ``ceiling``: the paper's value within its figure's
+resolution of 1 (p ≥ 1 − tolerance) and every seed's point estimate too, so that the figure cannot
+tell the two apart and agreement says only that both solve it. Neither counts as a match.
 
 **A layer set or a count** (:func:`grade_set`, :func:`grade_count`). Each seed's point estimates give
 its set (or count); the verdict is on the set that most seeds give. On a tie for most, the verdict
@@ -43,6 +58,13 @@ means (two-sided) beside Welch's t; with 3 seeds against 3, the smallest p the e
 
 Example:
     >>> grade_accuracy([Estimate(0.33, 0.28, 0.38), Estimate(0.54, 0.50, 0.58)], paper=0.70).verdict
+    'match'
+    >>> seeds = [Estimate(0.33, 0.31, 0.35), Estimate(0.54, 0.52, 0.56), Estimate(0.37, 0.35, 0.39),
+    ...          Estimate(0.50, 0.48, 0.52)]
+    >>> g = grade_accuracy(seeds, paper=PaperValue(0.74, DIGITISATION, 500))
+    >>> g.verdict, round(g.p_value, 3)
+    ('match', 0.072)
+    >>> grade_accuracy(seeds, paper=PaperValue(0.85, DIGITISATION, 500)).verdict
     'partial'
     >>> grade_accuracy([Estimate(0.02, 0.01, 0.03)], paper=0.04, chance=1 / 120).verdict
     'uninformative'
@@ -66,13 +88,23 @@ from typing import TypeVar
 import numpy as np
 
 MATCH, PARTIAL, DIFFERS, UNINFORMATIVE, NA = "match", "partial", "differs", "uninformative", "n/a"
-VERDICTS = (MATCH, PARTIAL, DIFFERS, UNINFORMATIVE, NA)
+CEILING, VERIFIED = "ceiling", "verified"
+VERDICTS = (MATCH, PARTIAL, DIFFERS, UNINFORMATIVE, CEILING, VERIFIED, NA)
+EMPIRICAL = (MATCH, PARTIAL, DIFFERS, UNINFORMATIVE, CEILING)  # the tally of a reproduction: verified stays out
 # How far a verdict is from agreeing with the paper: a tie is resolved towards the larger rank.
 _RANK = {MATCH: 0, PARTIAL: 1, DIFFERS: 2}
 
 ODDS_PARTIAL = 2.0  # an accuracy's partial band: odds within this factor beyond the widened seed range
 ODDS_FLOOR = 10.0  # an accuracy is at the floor when its odds are within this factor of chance's
 STEP_PARTIAL = 0.10  # a step's partial band: this fraction of the paper's value beyond the range
+# How far a value read off one of the paper's figures can be from the figure's own: the largest gap
+# between Fig. 5A's digitised points and the closed form they plot (0.005; possym.report.calibration
+# .digitisation_error), rounded up to the 0.01 the digitisation notes state.
+DIGITISATION = 0.01
+PAPER_SAMPLE_SIZES = (100, 500, 2400)  # the paper's evaluation sample is unstated: verdicts at each
+GRADING_N = 500  # the one that grades: the paper preset's inputs per length point (lengthgen.n = 500)
+PREDICTION = 0.95  # the coverage of our prediction interval for a new seed
+ALPHA = 0.05  # match: the paper's value is not significantly unlike a new seed of ours
 JACCARD_PARTIAL = 0.5
 COUNT_MATCH, COUNT_PARTIAL = 1, 3
 
@@ -127,10 +159,65 @@ def summarise(values: Sequence[float]) -> SeedSummary:
 
 @dataclass(frozen=True)
 class Grade:
-    """A verdict and the words that say how the rule reached it."""
+    """A verdict and the words that say how the rule reached it; for a number, the p-value of the
+    paper's value as one more draw of our seeds (NaN where not computed)."""
 
     verdict: str
     detail: str
+    p_value: float = math.nan
+
+
+@dataclass(frozen=True)
+class PaperValue:
+    """One of the paper's numbers with its uncertainty: ``tolerance``, how far a value read off a figure
+    may be from the figure's own (0 for a table's number); ``n``, the evaluation inputs assumed behind
+    an accuracy (None: no binomial error, as for a step).
+
+    >>> lo, hi = PaperValue(1.0, 0.01, 500).interval()
+    >>> round(lo, 3), hi
+    (0.982, 1.0)
+    >>> PaperValue(4800, 100).interval()
+    (4700, 4900)
+    """
+
+    value: float
+    tolerance: float = 0.0
+    n: int | None = None
+
+    def interval(self) -> tuple[float, float]:
+        """The 95% Wilson interval at ``n`` (the point where ``n`` is None), widened by ``tolerance``."""
+        lo = hi = self.value
+        if self.n is not None:
+            lo, hi = wilson(self.value, self.n)
+        lo, hi = lo - self.tolerance, hi + self.tolerance
+        if self.n is not None:  # a proportion
+            lo, hi = max(lo, 0.0), min(hi, 1.0)
+        return lo, hi
+
+    def text(self) -> str:
+        lo, hi = self.interval()
+        parts = [f"±{self.tolerance:g} read off the figure"] if self.tolerance else []
+        if self.n is not None:
+            parts.append(f"binomial at n = {self.n}")
+        return f"{self.value:g} [{lo:.3g}, {hi:.3g}]" + (f" ({'; '.join(parts)})" if parts else "")
+
+
+def paper_value(paper: float | PaperValue) -> PaperValue:
+    return paper if isinstance(paper, PaperValue) else PaperValue(float(paper))
+
+
+def wilson(p: float, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
+    """The Wilson score interval of a proportion ``p`` observed on ``n`` trials.
+
+    >>> [round(x, 4) for x in wilson(1.0, 100)]
+    [0.963, 1.0]
+    """
+    if n < 1:
+        raise ValueError(f"n={n} must be >= 1")
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def logit(p: float) -> float:
@@ -164,37 +251,132 @@ def _in(x: float, lo: float, hi: float) -> bool:
     return lo <= x <= hi
 
 
-def grade_accuracy(seeds: Sequence[Estimate], paper: float, chance: float | None = None) -> Grade:
-    """The rule for an accuracy (module docstring): the widened seed range, a factor 2 in odds beyond it,
-    and ``uninformative`` when the paper's value and every seed's are at the floor of ``chance``."""
+def _overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    return a[0] <= b[1] and b[0] <= a[1]
+
+
+# Accuracies of exactly 0 or 1 have infinite log-odds; on this scale they sit at the resolution of
+# the largest sample anyone evaluates on (1 in 10^4).
+_CLIP = 1e-4
+
+
+def _clipped_logit(p: float) -> float:
+    return logit(min(max(p, _CLIP), 1 - _CLIP))
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """Where a new seed's value should fall: ``low``..``high`` (on the value's own scale), from ``n``
+    seeds; ``how`` says which construction gave it; ``centre``, ``scale``: the mean and the standard
+    deviation of a new seed on the transformed scale (NaN where the hull stands in)."""
+
+    low: float
+    high: float
+    n: int
+    how: str
+    centre: float = math.nan
+    scale: float = math.nan
+
+
+def prediction_interval(seeds: Sequence[Estimate], *, log_odds: bool) -> Prediction:
+    """The 95% t prediction interval for a new seed (module docstring); with fewer than 2 seeds, or no
+    spread, the hull of the seeds' own intervals.
+
+    >>> p = prediction_interval([Estimate(0.4, 0.38, 0.42), Estimate(0.5, 0.48, 0.52), Estimate(0.6, 0.58, 0.62)],
+    ...                         log_odds=True)
+    >>> round(p.low, 3), round(p.high, 3), p.how
+    (0.118, 0.882, 't prediction interval over 3 seeds')
+    """
+    from scipy import stats
+
+    f, inv = (_clipped_logit, expit) if log_odds else ((lambda v: v), (lambda v: v))
+    x = np.array([f(e.value) for e in seeds], dtype=float)
+    hull = (min(e.low for e in seeds), max(e.high for e in seeds))
+    if len(x) < 2 or float(np.ptp(x)) == 0.0:
+        return Prediction(hull[0], hull[1], len(x), "the seeds' own intervals (no spread over seeds to use)")
+    mean, sd = float(x.mean()), float(x.std(ddof=1))
+    scale = sd * math.sqrt(1.0 + 1.0 / len(x))
+    half = float(stats.t.ppf(0.5 + PREDICTION / 2, len(x) - 1)) * scale
+    return Prediction(inv(mean - half), inv(mean + half), len(x), f"t prediction interval over {len(x)} seeds",
+                      mean, scale)
+
+
+def _facing(lo: float, centre: float, hi: float, toward: float) -> float:
+    """The standard deviation an asymmetric 95% interval implies on the side facing ``toward``."""
+    return ((centre - lo) if toward < centre else (hi - centre)) / 1.959963984540054
+
+
+def _p_value(pred: Prediction, seeds: Sequence[Estimate], paper: PaperValue, f) -> float:
+    """Two-sided p of the paper's value as a new draw of our seeds, with the paper's own variance added. An
+    interval near 0 or 1 is lopsided on the log-odds scale: each side's spread is read on the side that faces
+    the other's value."""
+    from scipy import stats
+
+    lo, hi = paper.interval()
+    if paper.n is not None:  # an accuracy of 0 or 1 on n inputs: its log-odds at half an input's resolution
+        paper = PaperValue(min(max(paper.value, 0.5 / paper.n), 1 - 0.5 / paper.n), paper.tolerance, paper.n)
+    theirs = f(paper.value)
+    if math.isnan(pred.scale):  # one seed, or no spread: the seeds' own interval as its normal 95%
+        centre = float(np.mean([f(e.value) for e in seeds]))
+        own = _facing(f(pred.low), centre, f(pred.high), theirs)
+        sd = math.hypot(own, _facing(f(lo), theirs, f(hi), centre))
+        if sd == 0:
+            return 1.0 if theirs == centre else 0.0
+        return float(2 * stats.norm.sf(abs(theirs - centre) / sd))
+    sd = math.hypot(pred.scale, _facing(f(lo), theirs, f(hi), pred.centre))
+    return float(2 * stats.t.sf(abs(theirs - pred.centre) / sd, pred.n - 1))
+
+
+def grade_accuracy(seeds: Sequence[Estimate], paper: float | PaperValue, chance: float | None = None) -> Grade:
+    """The rule for an accuracy (module docstring): our prediction interval for a new seed on the log-odds
+    scale against the paper's interval; a factor 2 in odds beyond ours for partial; ``uninformative`` at
+    the floor of ``chance``, ``ceiling`` at 1."""
     if not seeds:
         return Grade(NA, "no seed")
+    pv = paper_value(paper)
     if chance is not None:
-        ceiling = floor_ceiling(chance)
-        if paper <= ceiling and all(e.value <= ceiling for e in seeds):
-            return Grade(UNINFORMATIVE, f"paper and every seed at the floor (≤ {ceiling:.3f}; chance {chance:.4f})")
-    lo, hi = min(e.low for e in seeds), max(e.high for e in seeds)
+        top = floor_ceiling(chance)
+        if pv.value <= top and all(e.value <= top for e in seeds):
+            return Grade(UNINFORMATIVE, f"paper and every seed at the floor (≤ {top:.3f}; chance {chance:.4f})")
+    if pv.tolerance > 0 and pv.value >= 1 - pv.tolerance and all(e.value >= 1 - pv.tolerance for e in seeds):
+        return Grade(CEILING, f"paper and every seed within the figure's resolution ({pv.tolerance:g}) of 1")
+    pred = prediction_interval(seeds, log_odds=True)
     band = math.log(ODDS_PARTIAL)
-    wide_lo, wide_hi = expit(logit(lo) - band), expit(logit(hi) + band)
-    if _in(paper, lo, hi):
-        return Grade(MATCH, f"paper {paper:.3g} in the seeds' widened range [{lo:.3f}, {hi:.3f}]")
-    where = f"the seeds' widened range [{lo:.3f}, {hi:.3f}]; ×{ODDS_PARTIAL:g} in odds: [{wide_lo:.3f}, {wide_hi:.3f}]"
-    if _in(paper, wide_lo, wide_hi):
-        return Grade(PARTIAL, f"paper {paper:.3g} outside {where}")
-    return Grade(DIFFERS, f"paper {paper:.3g} outside {where}")
+    wide = (expit(_clipped_logit(pred.low) - band), expit(_clipped_logit(pred.high) + band))
+    p = _p_value(pred, seeds, pv, _clipped_logit)
+    where = (f"paper {pv.text()}; ours [{pred.low:.3f}, {pred.high:.3f}] ({pred.how}; "
+             f"×{ODDS_PARTIAL:g} in odds: [{wide[0]:.3f}, {wide[1]:.3f}]); p = {p:.2g}")
+    verdict = MATCH if p >= ALPHA else PARTIAL if _overlap(wide, pv.interval()) else DIFFERS
+    return Grade(verdict, where, p)
 
 
-def grade_step(seeds: Sequence[Estimate], paper: float) -> Grade:
-    """The rule for a step (module docstring): the widened seed range, then :data:`STEP_PARTIAL` of the
-    paper's value beyond it."""
+def grade_step(seeds: Sequence[Estimate], paper: float | PaperValue) -> Grade:
+    """The rule for a step (module docstring): our prediction interval for a new seed against the paper's
+    interval, then :data:`STEP_PARTIAL` of the paper's value beyond ours."""
     if not seeds:
         return Grade(NA, "no seed")
-    lo, hi = min(e.low for e in seeds), max(e.high for e in seeds)
-    pad = STEP_PARTIAL * abs(paper)
-    if _in(paper, lo, hi):
-        return Grade(MATCH, f"paper {paper:g} in the seeds' widened range [{lo:g}, {hi:g}]")
-    where = f"the seeds' widened range [{lo:g}, {hi:g}] (± {pad:g}: [{lo - pad:g}, {hi + pad:g}])"
-    return Grade(PARTIAL if _in(paper, lo - pad, hi + pad) else DIFFERS, f"paper {paper:g} outside {where}")
+    pv = paper_value(paper)
+    pred = prediction_interval(seeds, log_odds=False)
+    pad = STEP_PARTIAL * abs(pv.value)
+    p = _p_value(pred, seeds, pv, lambda v: v)
+    lo, hi = pv.interval()
+    paper_text = f"paper {pv.value:g}" + (f" [{lo:g}, {hi:g}]" if (lo, hi) != (pv.value, pv.value) else "")
+    where = (f"{paper_text}; ours [{pred.low:.0f}, {pred.high:.0f}] ({pred.how}; ± {pad:g}: "
+             f"[{pred.low - pad:.0f}, {pred.high + pad:.0f}]); p = {p:.2g}")
+    verdict = MATCH if p >= ALPHA else PARTIAL if _overlap((pred.low - pad, pred.high + pad), (lo, hi)) else DIFFERS
+    return Grade(verdict, where, p)
+
+
+def per_seed_verdicts(verdicts: Sequence[str]) -> str:
+    """How many seeds give each verdict, most first: ``partial at 2 seeds, differs at 1``.
+
+    >>> per_seed_verdicts(["partial", "differs", "partial"])
+    'partial at 2 seeds, differs at 1'
+    """
+    counts = Counter(verdicts)
+    order = sorted(counts, key=lambda v: (-counts[v], VERDICTS.index(v) if v in VERDICTS else 99))
+    return ", ".join(f"{v} at {counts[v]}" + (" seeds" if i == 0 and counts[v] > 1 else " seed" if i == 0 else "")
+                     for i, v in enumerate(order))
 
 
 def jaccard(a: frozenset[int], b: frozenset[int]) -> float:

@@ -10,10 +10,14 @@ import pytest
 from scipy import stats
 
 from possym.report.rules import (
+    ALPHA,
+    DIGITISATION,
+    GRADING_N,
     ODDS_FLOOR,
     ODDS_PARTIAL,
     STEP_PARTIAL,
     Estimate,
+    PaperValue,
     compare_groups,
     expit,
     floor_ceiling,
@@ -23,35 +27,77 @@ from possym.report.rules import (
     grade_set,
     grade_step,
     logit,
+    per_seed_verdicts,
+    prediction_interval,
     summarise,
+    wilson,
 )
 
 EPS = 1e-6
 SEEDS = [Estimate(0.33, 0.30, 0.36), Estimate(0.54, 0.50, 0.58), Estimate(0.37, 0.34, 0.40)]
 
 
-def test_an_accuracy_matches_inside_the_seed_range_widened_by_each_seeds_interval():
-    assert grade_accuracy(SEEDS, 0.30).verdict == "match"  # seed 0's own low end
-    assert grade_accuracy(SEEDS, 0.58).verdict == "match"  # seed 1's own high end
-    assert grade_accuracy(SEEDS, 0.58 + EPS).verdict == "partial"
-    assert grade_accuracy(SEEDS, 0.30 - EPS).verdict == "partial"
+def test_the_prediction_interval_is_the_t_interval_for_a_new_seed_on_the_log_odds():
+    """A second implementation: scipy's t quantile, by hand, on logit(x_s)."""
+    pred = prediction_interval(SEEDS, log_odds=True)
+    x = np.array([logit(e.value) for e in SEEDS])
+    half = stats.t.ppf(0.975, 2) * x.std(ddof=1) * math.sqrt(1 + 1 / 3)
+    assert pred.low == pytest.approx(expit(x.mean() - half)) and pred.high == pytest.approx(expit(x.mean() + half))
+    flat = prediction_interval([Estimate(0.5, 0.45, 0.55)] * 3, log_odds=True)
+    assert (flat.low, flat.high) == (0.45, 0.55) and "own intervals" in flat.how  # no spread: the seeds' own
 
 
-def test_an_accuracy_is_partial_within_a_factor_two_in_odds_beyond_the_range_and_differs_past_it():
-    top = expit(logit(0.58) + math.log(ODDS_PARTIAL))
-    bottom = expit(logit(0.30) - math.log(ODDS_PARTIAL))
-    assert grade_accuracy(SEEDS, top - EPS).verdict == "partial"
-    assert grade_accuracy(SEEDS, top + EPS).verdict == "differs"
-    assert grade_accuracy(SEEDS, bottom + EPS).verdict == "partial"
-    assert grade_accuracy(SEEDS, bottom - EPS).verdict == "differs"
-    assert grade_accuracy(SEEDS, 0.74).verdict == "differs"  # the paper's +100 against 0.33 / 0.54 / 0.37
+def test_the_papers_interval_is_wilson_at_n_widened_by_the_reading_tolerance():
+    """Wilson's interval against its closed form at a known point (0.5 on 100 trials: 0.5 ± 0.0966)."""
+    lo, hi = wilson(0.5, 100)
+    assert (lo, hi) == pytest.approx((0.40383, 0.59617), abs=1e-5)
+    assert PaperValue(0.5, DIGITISATION, 100).interval() == pytest.approx((lo - 0.01, hi + 0.01))
+    assert PaperValue(0.5).interval() == (0.5, 0.5)
+    assert PaperValue(1.0, DIGITISATION, 2400).interval()[1] == 1.0
+
+
+def test_an_accuracy_matches_when_the_paper_is_not_significantly_unlike_a_new_seed():
+    """Match iff p >= ALPHA: found by moving the paper's value until p crosses 0.05, on both sides of it."""
+    def p_at(v):
+        return grade_accuracy(SEEDS, PaperValue(v, DIGITISATION, GRADING_N)).p_value
+
+    lo, hi = 0.45, 0.99  # p(0.45) > 0.05 > p(0.99): bisect for the crossing
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if p_at(mid) >= ALPHA else (lo, mid)
+    assert grade_accuracy(SEEDS, PaperValue(lo, DIGITISATION, GRADING_N)).verdict == "match"
+    assert grade_accuracy(SEEDS, PaperValue(hi + 1e-9, DIGITISATION, GRADING_N)).verdict != "match"
+
+
+def test_an_accuracy_is_partial_within_a_factor_two_in_odds_beyond_our_interval_and_differs_past_it():
+    tight = [Estimate(0.33, 0.32, 0.34), Estimate(0.34, 0.33, 0.35), Estimate(0.35, 0.34, 0.36),
+             Estimate(0.36, 0.35, 0.37)]
+    pred = prediction_interval(tight, log_odds=True)
+    top = expit(logit(pred.high) + math.log(ODDS_PARTIAL))  # the partial band's edge, which the paper's interval meets
+    # A paper value whose interval's low end sits just inside / outside the edge (no tolerance, no sample size).
+    assert grade_accuracy(tight, top - EPS).verdict == "partial"
+    assert grade_accuracy(tight, top + EPS).verdict == "differs"
+    assert grade_accuracy(tight, 0.74).verdict == "differs"  # the paper's +100 against four tight seeds at 0.35
+
+
+def test_one_seed_near_one_is_read_on_the_side_that_faces_the_paper():
+    """0.98 [0.96, 1.0] against 0.74: the interval's lower half decides (its upper half is wide on the log-odds)."""
+    assert grade_accuracy([Estimate(0.98, 0.96, 1.0)], PaperValue(0.74, DIGITISATION, GRADING_N)).verdict == "differs"
+
+
+def test_the_ceiling_is_the_floors_counterpart_at_one():
+    paper = PaperValue(1.0, DIGITISATION, GRADING_N)
+    assert grade_accuracy([Estimate(0.99, 0.98, 1.0)] * 2, paper).verdict == "ceiling"
+    assert grade_accuracy([Estimate(0.99 - EPS, 0.98, 1.0)] * 2, paper).verdict != "ceiling"
+    assert grade_accuracy([Estimate(0.99, 0.98, 1.0)], PaperValue(0.99 - EPS, DIGITISATION, GRADING_N)).verdict \
+        != "ceiling"
 
 
 def test_near_one_the_band_is_narrower_in_accuracy_than_near_one_half():
-    """A factor 2 in odds: 0.90 -> 0.947, but 0.50 -> 0.667. So 0.96 against a seed at [0.88, 0.92] differs,
-    while the same gap of 0.04 in the middle would be partial."""
-    assert grade_accuracy([Estimate(0.90, 0.88, 0.92)], 0.96).verdict == "differs"
-    assert grade_accuracy([Estimate(0.50, 0.48, 0.52)], 0.56).verdict == "partial"
+    """A factor 2 in odds: 0.92 -> 0.958, but 0.52 -> 0.684. So 0.97 against a seed at [0.88, 0.92] differs,
+    while a gap of 0.07 in the middle is partial."""
+    assert grade_accuracy([Estimate(0.90, 0.88, 0.92)], 0.97).verdict == "differs"
+    assert grade_accuracy([Estimate(0.50, 0.48, 0.52)], 0.59).verdict == "partial"
 
 
 def test_the_floor_makes_a_claim_uninformative_only_when_the_paper_and_every_seed_are_at_it():
@@ -74,16 +120,25 @@ def test_a_seed_without_an_interval_counts_by_its_point():
 
 def test_accuracies_of_exactly_zero_or_one_have_no_infinite_trouble():
     assert grade_accuracy([Estimate(1.0, 1.0, 1.0)], 1.0).verdict == "match"
-    assert grade_accuracy([Estimate(1.0, 1.0, 1.0)], 0.99).verdict == "differs"  # odds 99 vs infinite
+    assert grade_accuracy([Estimate(1.0, 1.0, 1.0)], 0.99).verdict == "differs"  # odds 99 vs 10^4 (clipped)
     assert grade_accuracy([Estimate(0.0, 0.0, 0.01)], 0.0).verdict == "match"
+    assert math.isfinite(grade_accuracy([Estimate(1.0, 0.99, 1.0)] * 3, PaperValue(1.0, 0, 100)).p_value)
 
 
-def test_a_step_matches_in_the_widened_range_and_is_partial_within_ten_percent_of_the_papers_value():
-    seeds = [Estimate(2633, 2583, 2683), Estimate(2550, 2500, 2600)]
-    assert grade_step(seeds, 2683).verdict == "match" and grade_step(seeds, 2684).verdict == "partial"
-    edge = 2683 / (1 - STEP_PARTIAL)  # p = 2683 + 0.1 p
+def test_a_step_matches_when_not_significantly_unlike_a_new_seed_and_is_partial_within_ten_percent():
+    seeds = [Estimate(2600, 2550, 2650), Estimate(2650, 2600, 2700), Estimate(2650, 2600, 2700),
+             Estimate(2700, 2650, 2750)]
+    pred = prediction_interval(seeds, log_odds=False)
+    assert grade_step(seeds, 2650).verdict == "match"
+    edge = pred.high / (1 - STEP_PARTIAL)  # p = high + 0.1 p
     assert grade_step(seeds, edge - 1).verdict == "partial" and grade_step(seeds, edge + 1).verdict == "differs"
+    assert grade_step(seeds, PaperValue(edge + 1, 2)).verdict == "partial"  # the paper's reading tolerance counts
     assert grade_step(seeds, 3400).verdict == "differs"  # the paper's letter max-accuracy step
+
+
+def test_per_seed_verdicts_are_counted_most_first():
+    assert per_seed_verdicts(["match", "differs", "differs"]) == "differs at 2 seeds, match at 1"
+    assert per_seed_verdicts(["match"]) == "match at 1 seed"
 
 
 def test_a_layer_set_is_graded_on_the_set_most_seeds_give():
