@@ -550,8 +550,9 @@ def hop_claims(ev: Evidence) -> list[ClaimRecord]:
             results[name].append(all(counts[k] >= k - slack for k, _ in solved))
         texts.append("; ".join(f"{k}-hop at {s}: {counts[k]} pure positional by then" for k, s in solved))
     name, section = "number task: n hops need n pure positional layers", "Sec. 3.3, Fig. 2C"
-    paper = ("reliably solving n hops requires sufficiently many positional heads (Sec. 3.3); the paper's own Fig. 2A/2C "
-             "solve 1 hop at 2000 before L1 turns pure (2200) and 4 hops at 3500 with 3 pure positional layers")
+    paper = ("reliably solving n hops requires sufficiently many positional heads (Sec. 3.3); the paper's own "
+             "Fig. 2A/2C solve 1 hop at 2000 before L1 turns pure (2200) and 4 hops at 3500 with 3 pure positional "
+             "layers")
     graded = "k − 1 layers (calibrated on Fig. 2A/2C)"
     rule = (f"{HOLDS_RULE}; it holds at a seed if, whenever k hops first reach {SOLVED} (step s), at least k − 1 "
             "layers have become pure positional (point estimates, last-token query) by s plus one evaluation. The "
@@ -686,8 +687,8 @@ def head_claims(ev: Evidence) -> list[ClaimRecord]:
         if any(r.n_layers != PAPER_LAYERS for r in runs):
             holds = [c >= 1 for c in counts]
             out.append(_holds_claim(name, "Sec. 3.3, Fig. 6", paper, holds,
-                                    f"pure heads emerge (a model without the paper's 12 layers): {HOLDS_RULE}; it holds "
-                                    "at a seed with at least one pure layer at the last scored step",
+                                    f"pure heads emerge (a model without the paper's 12 layers): {HOLDS_RULE}; it "
+                                    "holds at a seed with at least one pure layer at the last scored step",
                                     runs=runs, per_seed=texts, step=step, values=[float(c) for c in counts],
                                     extra=_straddle_text(straddle)))
             continue
@@ -970,8 +971,9 @@ def theory_claims(ev: Evidence) -> list[ClaimRecord]:
         out.append(_claim("Fig. 5A: the bounds' curves (index falls to 0, retrieval stays near 0.13 at n = 99)",
                           "Fig. 5A", f"{len(pairs)} digitised points", f"largest gap {worst:.3f}",
                           VERIFIED if worst <= DIGITISATION else "partial" if worst <= 0.05 else DIFFERS,
-                          f"a check of the formula's plot: verified if every digitised point is within {DIGITISATION:g} "
-                          "(the digitisation) of the closed form, partial if within 0.05", kind="verification"))
+                          "a check of the formula's plot: verified if every digitised point is within "
+                          f"{DIGITISATION:g} (the digitisation) of the closed form, partial if within 0.05",
+                          kind="verification"))
     return out
 
 
