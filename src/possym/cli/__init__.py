@@ -28,6 +28,7 @@ SUBCOMMANDS: dict[str, str] = {
     "sweep": "possym.cli.sweep",
     "heads": "possym.cli.heads",
     "canonical": "possym.cli.canonical",
+    "regrade": "possym.cli.regrade",
 }
 
 

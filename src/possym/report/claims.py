@@ -281,13 +281,13 @@ def onsets(te: TaskEvidence, kind: str) -> dict[int, int]:
                 out.setdefault(r.layer, r.step)
         return out
     out = {}
-    for r in te.purity:
-        if r.gamma != GAMMA or r.query != "last" or r.head != 0:
+    for row in te.purity:
+        if row.gamma != GAMMA or row.query != "last" or row.head != 0:
             continue
-        if r.kind == kind and r.step is not None:
-            out[r.layer] = r.step
-        elif r.final_kind == kind and r.final_kind_step is not None:
-            out[r.layer] = r.final_kind_step
+        if row.kind == kind and row.step is not None:
+            out[row.layer] = row.step
+        elif row.final_kind == kind and row.final_kind_step is not None:
+            out[row.layer] = row.final_kind_step
     return out
 
 
@@ -632,9 +632,9 @@ def head_claims(ev: Evidence) -> list[ClaimRecord]:
 
     runs = [r for r in ev.seeds("number") if any(x.gamma == 0.05 for x in r.purity)]
     if runs:
-        sets = [frozenset(ever_pure(r.purity, "positional", 0.05)) for r in runs]
+        strict = [frozenset(ever_pure(r.purity, "positional", 0.05)) for r in runs]
         out.append(_set_claim("number task: layers that become pure positional at γ = 0.05", "Sec. 3.3, Fig. 2C",
-                              runs, sets, frozenset({1, 2}), [],
+                              runs, strict, frozenset({1, 2}), [],
                               rule=SET_RULE + "; purity at γ = 0.05 from the purity table"))
 
     runs = [r for r in ev.seeds("number") if r.scores or r.purity]
@@ -647,12 +647,12 @@ def head_claims(ev: Evidence) -> list[ClaimRecord]:
 
     runs = [r for r in ev.seeds("letter") if r.scores or r.purity]
     if runs:
-        sets = [ever_set(r, "positional")[0] for r in runs]
-        holds = [not s for s in sets]
+        positional = [ever_set(r, "positional")[0] for r in runs]
+        holds = [not s for s in positional]
         out.append(_holds_claim(
             "letter task: no layer is ever pure positional", "Sec. 3.3, Fig. 7", "no pure positional layer", holds,
             f"{HOLDS_RULE}; it holds at a seed if no layer is pure positional (point estimate) at any scored step",
-            runs=runs, per_seed=[_layers(s) for s in sets]))
+            runs=runs, per_seed=[_layers(s) for s in positional]))
 
     pairs = [(n, le) for n, le in _pairs(ev, "number", "letter") if end_kinds(n) and end_kinds(le)]
     if pairs:
@@ -975,6 +975,17 @@ def theory_claims(ev: Evidence) -> list[ClaimRecord]:
                           f"{DIGITISATION:g} (the digitisation) of the closed form, partial if within 0.05",
                           kind="verification"))
     return out
+
+
+def claim_summary(c: ClaimRecord) -> str:
+    """Ours over seeds in a few words: a number's mean ± sd (range, seeds), else the rule's reading up to its
+    first colon."""
+    if c.seed_mean is not None and c.seed_min is not None and c.seed_max is not None:
+        n = len(c.seeds.split(",")) if c.seeds else 1
+        fmt = ".0f" if abs(c.seed_mean) >= 50 else ".2f"  # steps, or accuracies and counts
+        sd = f" ± {c.seed_sd:{fmt}}" if c.seed_sd is not None else ""
+        return f"{c.seed_mean:{fmt}}{sd} ({c.seed_min:{fmt}}–{c.seed_max:{fmt}}, {n} seed{'s' if n > 1 else ''})"
+    return c.ours.split(":")[0].split("; straddling")[0]
 
 
 def check_claims(ev: Evidence) -> list[ClaimRecord]:

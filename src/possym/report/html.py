@@ -20,7 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 VERDICT_COLOURS = {"match": "#d8f0d8", "partial": "#fff1c7", "differs": "#f6d3d3", "uninformative": "#dde6f3",
-                   "n/a": "#e8e8e8"}
+                   "ceiling": "#dde6f3", "verified": "#eef4ee", "n/a": "#e8e8e8"}
+EMPIRICAL_VERDICTS = ("match", "partial", "differs", "uninformative", "ceiling", "n/a")
 
 STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 1150px; margin: 2em auto; padding: 0 1em; color: #222; }
@@ -40,6 +41,14 @@ window.addEventListener("load", function () {
   document.body.setAttribute("data-images-total", imgs.length);
 });
 """
+
+
+@dataclass(frozen=True)
+class Fold:
+    """A table cell that folds out: a one-line ``summary``, and ``lines`` of detail under it."""
+
+    summary: str
+    lines: Sequence[str] = ()
 
 
 @dataclass(frozen=True)
@@ -64,6 +73,9 @@ class Section:
 
 
 def _cell(value: Any) -> str:
+    if isinstance(value, Fold):
+        items = "".join(f"<li>{html.escape(line)}</li>" for line in value.lines)
+        return f"<details><summary>{html.escape(value.summary)}</summary><ul>{items}</ul></details>"
     if isinstance(value, float):
         return f"{value:.4g}"
     return html.escape(str(value))
@@ -92,13 +104,16 @@ def image_html(image: Image) -> str:
 
 
 def render(title: str, sections: Sequence[Section], claims: Sequence[Mapping[str, Any]], intro: str = "") -> str:
-    """The whole page: title, intro, the claims table (coloured by verdict), then each section."""
+    """The whole page: title, intro, the claims table (coloured by verdict; a row whose ``kind`` is not
+    "empirical" is a verification, counted apart), then each section."""
     parts = [f"<h1>{html.escape(title)}</h1>", f"<p>{intro}</p>" if intro else ""]
     if claims:
-        tally = {v: sum(1 for c in claims if c["verdict"] == v) for v in VERDICT_COLOURS}
+        empirical = [c for c in claims if c.get("kind", "empirical") == "empirical"]
+        tally = {v: sum(1 for c in empirical if c["verdict"] == v) for v in EMPIRICAL_VERDICTS}
         summary = ", ".join(f"{n} {v}" for v, n in tally.items() if n)
-        parts.append(f"<h2 id='claims'>Claims: {summary}</h2>")
-        parts.append(table_html(claims, colour_key="verdict"))
+        checks = len(claims) - len(empirical)
+        parts.append(f"<h2 id='claims'>Claims: {summary}" + (f"; {checks} verifications" if checks else "") + "</h2>")
+        parts.append(table_html([{k: v for k, v in c.items() if k != "kind"} for c in claims], colour_key="verdict"))
     for s in sections:
         parts.append(f"<h2>{html.escape(s.title)}</h2>")
         if s.text:

@@ -24,7 +24,7 @@ from possym.errors import PossymError
 from possym.paper import paper_numbers
 from possym.records import ClaimRecord, LengthRecord, ScoreRecord, Table1Record, frame, read_records, records_csv
 from possym.report import compare_plots, html
-from possym.report.claims import Evidence, TaskEvidence, check_claims, final_kinds, first_steps
+from possym.report.claims import Evidence, TaskEvidence, check_claims, claim_summary, final_kinds, first_steps
 from possym.report.evidence import load_evidence, run_seed, table
 from possym.report.length_plots import plot_length_curves
 from possym.report.seeds import claims_wide
@@ -49,8 +49,9 @@ THEORY_FIGURES = (
     ("theory_beta", "Smallest softmax β per n0 against Lemma F.1"),
 )
 THEORY_TABLES = ("verification.csv", "bounds.csv", "violations.csv", "counterexamples.csv", "beta.csv")
-# The claims table as the page shows it: what the paper says, ours per seed and over seeds, the verdict.
-CLAIM_COLUMNS = ("claim", "section", "paper", "per_seed", "ours", "verdict", "rule", "step")
+# The claims table as the page shows it first: the claim, the paper's value, ours over seeds, the verdict with
+# each seed's; the rule, the per-seed values, the readings and the paper's uncertainty fold out under each row.
+CLAIM_COLUMNS = ("claim", "paper", "ours", "verdict", "per seed", "details")
 
 
 def _copy_figure(src_stem: Path, dst_stem: Path) -> bool:
@@ -97,8 +98,19 @@ def final_score_rows(evidence: Evidence) -> list[dict[str, Any]]:
 
 
 def claim_rows(claims: Sequence[ClaimRecord]) -> list[dict[str, Any]]:
-    """The claims as the page's table shows them (:data:`CLAIM_COLUMNS`)."""
-    return [{k: getattr(c, k) for k in CLAIM_COLUMNS} for c in claims]
+    """The claims as the page's table shows them (:data:`CLAIM_COLUMNS`, and ``kind``)."""
+    rows = []
+    for c in claims:
+        lines = [f"{c.section}", f"rule: {c.rule}"] + [f"{name}: {value}" for name, value in (
+            ("per seed", c.per_seed), ("per-seed verdicts", c.seed_verdicts), ("checkpoint", c.step),
+            ("p-value", "" if c.p_value is None else f"{c.p_value:.2g}"),
+            ("the paper's uncertainty", c.paper_uncertainty),
+            ("graded reading", c.reading), ("every reading", f"{c.readings} ({c.robustness})" if c.readings else ""),
+            ("as the rule read it", c.ours)) if value]
+        rows.append({"claim": c.claim, "paper": c.paper, "ours": claim_summary(c), "verdict": c.verdict,
+                     "per seed": c.seed_verdict_counts, "details": html.Fold("rule, seeds, readings", lines),
+                     "kind": c.kind})
+    return rows
 
 
 def _seed_frame(runs: Sequence[TaskEvidence], records, kind) -> pd.DataFrame:
