@@ -139,7 +139,7 @@ def open_run(path: str | Path) -> Run:
     return Run(RunDir.open(path))
 
 
-def head_scores(model: torch.nn.Module, tokens: Any, **options: Any):
+def head_scores(model: Any, tokens: Any, **options: Any):
     """s_POS, s_SYM and entropy of every head of ``model`` on ``tokens``, with the exact swap engine.
 
     A possym GPT-J takes a LongTensor [batch, pos] of token ids (options: ``query``, ``tau``,
@@ -149,10 +149,16 @@ def head_scores(model: torch.nn.Module, tokens: Any, **options: Any):
     or a LongTensor scored as a possym model's is (the last token queries, blocks of ``block_size``
     tile the keys before it; :func:`possym.heads.layout.token_prompts`). Either way the result has
     ``s_pos`` and ``s_sym`` tensors [input, layer, head]. An empty batch, or a token id outside the
-    model's vocabulary, raises :class:`~possym.errors.PossymError`.
+    model's vocabulary, raises :class:`~possym.errors.PossymError`. An nnsight ``LanguageModel`` (or
+    any nnsight wrapper) is scored as the model it wraps (:mod:`possym.heads.wrappers`). A Hugging Face or
+    TransformerLens model's result also carries TransformerLens's head detectors, ``detectors``
+    [input, layer, head, detector] (:mod:`possym.heads.detectors`).
     """
     from possym.heads.layout import check_token_ids, token_prompts
+    from possym.heads.wrappers import unwrap
     from possym.model.gptj import GPTJ
+
+    model = unwrap(model)
 
     if isinstance(model, GPTJ):
         from possym.scores.swaps import head_scores as gptj_scores
@@ -174,7 +180,7 @@ def head_scores(model: torch.nn.Module, tokens: Any, **options: Any):
 
     if not isinstance(model, PreTrainedModel):
         raise PossymError(
-            "head_scores takes a possym GPTJ, a Hugging Face model or a TransformerLens model, "
+            "head_scores takes a possym GPTJ, a Hugging Face model, a TransformerLens model or an nnsight wrapper, "
             f"not {type(model).__name__}"
         )
     return score_heads(model, list(tokens), **options)
