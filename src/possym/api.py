@@ -276,11 +276,11 @@ class Run:
             rows = score_run(self.dir, cfg).scores
         return frame([r for r in rows if r.step in wanted], ScoreRecord)
 
-    def head_detectors(self, step: StepSpec = "final", n_inputs: int = 100, seed: int = 0,
-                       **options: bool) -> pd.DataFrame:
+    def head_detectors(self, step: StepSpec = "final", n_inputs: int = 100, seed: int = 0, *,
+                       exclude_bos: bool = False, exclude_current_token: bool = False) -> pd.DataFrame:
         """TransformerLens's previous-token, duplicate-token and induction scores of every head at ``step``
         (:mod:`possym.heads.detectors`), each the mean over the ``n_inputs`` test inputs :meth:`scores`
-        scores with this ``seed``; ``options``: ``exclude_bos``, ``exclude_current_token``. Columns
+        scores with this ``seed``; ``exclude_bos`` and ``exclude_current_token`` as TransformerLens's. Columns
         ``step, layer, head`` and :data:`~possym.heads.detectors.HEAD_NAMES`, so that
         ``run.scores().merge(run.head_detectors(), on=["step", "layer", "head"])`` puts them beside
         s_POS and s_SYM. Computed each call (one forward pass), not written to the run.
@@ -295,7 +295,8 @@ class Run:
         at = self.step(step)
         model = self.model(at)
         tokens = torch.as_tensor(score_inputs(self.config.task, self.config.seeds.data, n_inputs, seed).tokens)
-        scores = hooked_detector_scores(model, tokens, **options).mean(0)  # [layer, head, detector]
+        scores = hooked_detector_scores(model, tokens, exclude_bos=exclude_bos,
+                                        exclude_current_token=exclude_current_token).mean(0)  # [layer, head, detector]
         rows = [{"step": at, "layer": layer, "head": head, **dict(zip(HEAD_NAMES, scores[layer, head].tolist(),
                                                                        strict=True))}
                 for layer in range(scores.shape[0]) for head in range(scores.shape[1])]

@@ -92,13 +92,21 @@ def detector_scores(
     return torch.stack([(a * DETECTION_PATTERNS[name](tokens)).sum((-2, -1)) / total for name in HEAD_NAMES], -1)
 
 
-def hooked_detector_scores(model: Any, tokens: Tensor, layers: list[int] | None = None, **options: bool) -> Tensor:
-    """Detector scores of every head of a model with TransformerLens's ``run_with_cache`` and
-    ``cache["pattern", layer]`` (a possym GPT-J, a ``HookedTransformer``): tokens [batch, pos] ->
-    [batch, layer, head, detector]. ``options``: ``exclude_bos``, ``exclude_current_token``."""
+def hooked_detector_scores(
+    model: Any,
+    tokens: Tensor,
+    *,
+    layers: list[int] | None = None,
+    exclude_bos: bool = False,
+    exclude_current_token: bool = False,
+) -> Tensor:
+    """Detector scores of every head of ``layers`` (default all) of a model with TransformerLens's
+    ``run_with_cache`` and hook names (a possym GPT-J, a ``HookedTransformer``): tokens [batch, pos] ->
+    [batch, layer, head, detector]; the options as :func:`detector_scores`."""
     layers = list(range(model.cfg.n_layers)) if layers is None else list(layers)
     names = [f"blocks.{layer}.attn.hook_pattern" for layer in layers]
     with torch.no_grad():
         _, cache = model.run_with_cache(tokens, names_filter=names)
     tokens = tokens.to(cache[names[0]].device)[:, None]  # [batch, 1 (head), pos]
+    options = {"exclude_bos": exclude_bos, "exclude_current_token": exclude_current_token}
     return torch.stack([detector_scores(cache[name], tokens, **options) for name in names], 1)
