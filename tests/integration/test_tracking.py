@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,8 @@ def wandb_records(path: Path):
         if kind == 0:  # zeros: the rest of the block is padding (wandb pads a block when it flushes)
             pos += left
             continue
+        if pos + 7 + length > len(data):  # a chunk still being written
+            break
         payload, pos = data[pos + 7 : pos + 7 + length], pos + 7 + length
         chunks = payload if kind in (1, 2) else chunks + payload
         if kind in (1, 4):
@@ -71,6 +74,11 @@ def wandb_records(path: Path):
 
 def wandb_scalars(run) -> dict[tuple[str, int], float]:
     (file,) = (run.path / WANDB_DIR).glob("wandb/offline-run-*/run-*.wandb")
+    # wandb's service process writes the file (buffered) and closes it moments after run.finish() returns
+    deadline = time.monotonic() + 60
+    while not any(r.WhichOneof("record_type") == "exit" for r in wandb_records(file)):
+        assert time.monotonic() < deadline, f"{file} has no exit record 60 s after the run finished"
+        time.sleep(0.2)
     out = {}
     for record in wandb_records(file):
         if record.WhichOneof("record_type") != "history":
