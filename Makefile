@@ -39,6 +39,8 @@ demo: setup
 test: setup browser
 	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest -q -rs
+	# the versions the suite just passed with, into the committed docs/tested_versions.txt
+	$(BIN)/python .ci/tested_versions.py
 
 test-slow: setup
 	# exit code 5 is pytest's "no tests collected": no test is marked slow at present
