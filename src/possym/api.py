@@ -17,7 +17,8 @@ Example (a tiny run, trained here in a few seconds)::
     >>> possym.load_model(run.path / "checkpoints" / "step_000004.safetensors").cfg.n_layers
     1
 
-Names follow the paper: :meth:`Run.scores` (s_POS, s_SYM per head), :meth:`Run.purity` (pure heads
+Names follow the paper: :meth:`Run.scores` (s_POS, s_SYM per head; :meth:`Run.head_detectors`, TransformerLens's
+previous-token, duplicate-token and induction scores beside them), :meth:`Run.purity` (pure heads
 at threshold γ), :meth:`Run.table1` (frequency IDs), :meth:`Run.length_curve` (Fig. 5B).
 """
 
@@ -138,7 +139,7 @@ def open_run(path: str | Path) -> Run:
     return Run(RunDir.open(path))
 
 
-def head_scores(model: torch.nn.Module, tokens: Any, **options: Any):
+def head_scores(model: Any, tokens: Any, **options: Any):
     """s_POS, s_SYM and entropy of every head of ``model`` on ``tokens``, with the exact swap engine.
 
     A possym GPT-J takes a LongTensor [batch, pos] of token ids (options: ``query``, ``tau``,
@@ -148,10 +149,16 @@ def head_scores(model: torch.nn.Module, tokens: Any, **options: Any):
     or a LongTensor scored as a possym model's is (the last token queries, blocks of ``block_size``
     tile the keys before it; :func:`possym.heads.layout.token_prompts`). Either way the result has
     ``s_pos`` and ``s_sym`` tensors [input, layer, head]. An empty batch, or a token id outside the
-    model's vocabulary, raises :class:`~possym.errors.PossymError`.
+    model's vocabulary, raises :class:`~possym.errors.PossymError`. An nnsight ``LanguageModel`` (or
+    any nnsight wrapper) is scored as the model it wraps (:mod:`possym.heads.wrappers`). A Hugging Face or
+    TransformerLens model's result also carries TransformerLens's head detectors, ``detectors``
+    [input, layer, head, detector] (:mod:`possym.heads.detectors`).
     """
     from possym.heads.layout import check_token_ids, token_prompts
+    from possym.heads.wrappers import unwrap
     from possym.model.gptj import GPTJ
+
+    model = unwrap(model)
 
     if isinstance(model, GPTJ):
         from possym.scores.swaps import head_scores as gptj_scores
@@ -173,7 +180,7 @@ def head_scores(model: torch.nn.Module, tokens: Any, **options: Any):
 
     if not isinstance(model, PreTrainedModel):
         raise PossymError(
-            "head_scores takes a possym GPTJ, a Hugging Face model or a TransformerLens model, "
+            "head_scores takes a possym GPTJ, a Hugging Face model, a TransformerLens model or an nnsight wrapper, "
             f"not {type(model).__name__}"
         )
     return score_heads(model, list(tokens), **options)
@@ -268,6 +275,32 @@ class Run:
         if cfg.force or not wanted <= {r.step for r in rows}:
             rows = score_run(self.dir, cfg).scores
         return frame([r for r in rows if r.step in wanted], ScoreRecord)
+
+    def head_detectors(self, step: StepSpec = "final", n_inputs: int = 100, seed: int = 0, *,
+                       exclude_bos: bool = False, exclude_current_token: bool = False) -> pd.DataFrame:
+        """TransformerLens's previous-token, duplicate-token and induction scores of every head at ``step``
+        (:mod:`possym.heads.detectors`), each the mean over the ``n_inputs`` test inputs :meth:`scores`
+        scores with this ``seed``; ``exclude_bos`` and ``exclude_current_token`` as TransformerLens's. Columns
+        ``step, layer, head`` and :data:`~possym.heads.detectors.HEAD_NAMES`, so that
+        ``run.scores().merge(run.head_detectors(), on=["step", "layer", "head"])`` puts them beside
+        s_POS and s_SYM. Computed each call (one forward pass), not written to the run.
+        """
+        import pandas as pd
+
+        from possym.heads.detectors import HEAD_NAMES, hooked_detector_scores
+        from possym.scores.checkpoints import score_inputs
+
+        if n_inputs < 1:
+            raise PossymError(f"n_inputs={n_inputs} must be >= 1")
+        at = self.step(step)
+        model = self.model(at)
+        tokens = torch.as_tensor(score_inputs(self.config.task, self.config.seeds.data, n_inputs, seed).tokens)
+        scores = hooked_detector_scores(model, tokens, exclude_bos=exclude_bos,
+                                        exclude_current_token=exclude_current_token).mean(0)  # [layer, head, detector]
+        rows = [{"step": at, "layer": layer, "head": head, **dict(zip(HEAD_NAMES, scores[layer, head].tolist(),
+                                                                       strict=True))}
+                for layer in range(scores.shape[0]) for head in range(scores.shape[1])]
+        return pd.DataFrame(rows, columns=["step", "layer", "head", *HEAD_NAMES])
 
     def purity(self, gamma: float = GAMMA, **settings: Any) -> pd.DataFrame:
         """Per head, its first passage to purity at ``gamma`` (0.1 or 0.05: ``purity.csv``); scores first if needed."""

@@ -36,6 +36,7 @@ _require = require
 ACTIVATIONS = {"gelu_new": "tanh", "gelu": "none"}
 # Where a model runs (possym.devices resolves "auto" to the best this machine has).
 DEVICES = ("auto", "cpu", "cuda", "mps")
+TRACKERS = ("none", "tensorboard", "wandb")  # train.log (possym.train.tracking)
 # Presets and sweep specs are package data, so a plain `pip install` (no -e) ships them.
 PRESET_DIR = Path(__file__).resolve().parent / "configs"
 SWEEP_DIR = PRESET_DIR / "sweeps"
@@ -239,6 +240,8 @@ class TrainConfig:
     ``device`` runs the step (:func:`possym.devices.resolve_device`): ``auto`` (CUDA, else MPS, else
     the CPU), ``cpu``, ``cuda`` or ``mps``. Dropout bits are drawn on the CPU whatever the device, so
     a run draws the same masks everywhere and resumes on another device.
+    ``log`` mirrors ``metrics.jsonl`` live to an experiment tracker: ``none``, ``tensorboard`` or
+    ``wandb`` (offline unless ``WANDB_MODE`` says otherwise; :mod:`possym.train.tracking`).
     """
 
     lr: float = 1e-4
@@ -258,9 +261,11 @@ class TrainConfig:
     precision: str = "fp32"
     compile: bool = False
     device: str = "auto"
+    log: str = "none"
 
     def __post_init__(self) -> None:
         _require(self.lr > 0 and math.isfinite(self.lr), f"train.lr={self.lr} must be a positive number")
+        _require(self.log in TRACKERS, f"train.log={self.log!r}; allowed: {', '.join(TRACKERS)}")
         for name in ("beta1", "beta2"):
             v = getattr(self, name)
             _require(0.0 <= v < 1.0, f"train.{name}={v} must lie in [0, 1)")

@@ -102,3 +102,24 @@ def test_the_run_draws_its_own_figures_through_the_api(run):
     assert isinstance(fig, Figure) and len(fig.axes) >= run.config.model.n_layers
     curve = run.plot_length_curve(grid=(0, 10), n=4, n_prefixes=2)
     assert isinstance(curve, Figure) and curve.axes[0].lines
+
+
+def test_head_detectors_sit_beside_the_scores_and_equal_transformer_lens_detect_head(run):
+    pytest.importorskip("transformer_lens.head_detector", reason="TransformerLens 3.x (possym[tl]) has detect_head")
+    from transformer_lens.head_detector import detect_head
+
+    from possym.heads.detectors import HEAD_NAMES
+    from possym.scores.checkpoints import score_inputs
+    from possym.tasks import task_vocab
+
+    detectors = run.head_detectors(step="best", n_inputs=5, exclude_bos=True)
+    both = run.scores(n_inputs=5, frequency=False).merge(detectors, on=["step", "layer", "head"])
+    assert len(both) == len(detectors) == run.config.model.n_layers * run.config.model.n_heads
+    ht = run.hooked_transformer(step="best")
+    words = task_vocab(run.config.task).tokens
+    tokens = score_inputs(run.config.task, run.config.seeds.data, 5, 0).tokens
+    texts = [" ".join(words[t] for t in row) for row in tokens.tolist()]
+    assert torch.equal(ht.to_tokens(texts).cpu(), torch.as_tensor(tokens))
+    for name in HEAD_NAMES:
+        theirs = detect_head(ht, texts, name, exclude_bos=True).flatten().tolist()
+        assert detectors[name].tolist() == pytest.approx(theirs, abs=1e-6)

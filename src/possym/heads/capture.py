@@ -47,6 +47,12 @@ if TYPE_CHECKING:
 
 CAPTURE = "possym_capture"  # the name registered in both transformers registries
 
+# The first transformers release whose GPT-J attention dispatches through the attention interface
+# (read from the 5.23 and 5.24 wheels' modeling_gptj.py); Llama, Qwen, Gemma, ... did so long before.
+# Older GPT-J attention calls its own _attn, the capture records nothing, and possym's exports
+# (possym.model.hf) cannot be scored. pyproject.toml's transformers floor is this version.
+TRANSFORMERS_NEEDED = "5.24"
+
 # id(attention module) -> that layer's record list; filled only inside capture_attention.
 _ACTIVE: dict[int, list[AttentionRecord]] = {}
 
@@ -61,6 +67,7 @@ class AttentionRecord:
     softcap: float | None  # Gemma-2: logits -> softcap · tanh(logits / softcap)
     mask: Tensor | None  # [batch, 1, pos, key_pos] additive mask as given (None: no mask was built)
     last_row: Tensor | None = None  # [batch, head, key_pos] the model's own attention at the last query, if known
+    pattern: Tensor | None = None  # [batch, head, pos, key_pos] the model's own attention weights, if known
 
     @property
     def n_rep(self) -> int:
@@ -71,7 +78,9 @@ class AttentionRecord:
         """The record of query head ``head`` alone (and of the key head it reads)."""
         kv = head // self.n_rep
         row = None if self.last_row is None else self.last_row[:, head : head + 1]
-        return replace(self, query=self.query[:, head : head + 1], key=self.key[:, kv : kv + 1], last_row=row)
+        pattern = None if self.pattern is None else self.pattern[:, head : head + 1]
+        return replace(self, query=self.query[:, head : head + 1], key=self.key[:, kv : kv + 1], last_row=row,
+                       pattern=pattern)
 
     def keys_per_head(self) -> Tensor:
         """The keys each query head sees: [batch, head, pos, d_head] (HF's ``repeat_kv``)."""
@@ -111,6 +120,7 @@ def _eager(module: nn.Module):
 
 
 def _record_then_attend(module, query, key, value, attention_mask, **kwargs):
+    output, weights = _eager(module)(module, query, key, value, attention_mask, **kwargs)
     records = _ACTIVE.get(id(module))
     if records is not None:
         scale = kwargs.get("scaling")
@@ -121,9 +131,11 @@ def _record_then_attend(module, query, key, value, attention_mask, **kwargs):
                 float(scale) if scale is not None else query.shape[-1] ** -0.5,
                 kwargs.get("softcap"),
                 None if attention_mask is None else attention_mask.detach(),
+                # the eager weights are the pattern the head detectors read (possym.heads.detectors)
+                pattern=None if weights is None else weights.detach(),
             )
         )
-    return _eager(module)(module, query, key, value, attention_mask, **kwargs)
+    return output, weights
 
 
 def _register() -> None:
@@ -132,6 +144,23 @@ def _register() -> None:
 
     AttentionInterface.register(CAPTURE, _record_then_attend)
     AttentionMaskInterface.register(CAPTURE, ALL_MASK_ATTENTION_FUNCTIONS["eager"])
+
+
+def silent_capture_message(model: PreTrainedModel, layers: list[int]) -> str:
+    """Why a capture recorded nothing for ``layers``, and which transformers release fixes it."""
+    from importlib.metadata import version
+
+    from packaging.version import Version
+
+    installed = version("transformers")
+    what = (f"{type(model).__name__}: the attention of layers {layers} never called transformers' attention "
+            "interface, where possym reads the rotated q and k, so nothing was recorded")
+    if Version(installed) < Version(TRANSFORMERS_NEEDED):
+        return (f"{what}; possym needs transformers {TRANSFORMERS_NEEDED} or later (installed: {installed}), "
+                f"whose {model.config.model_type} attention dispatches through it: "
+                f"pip install 'transformers>={TRANSFORMERS_NEEDED}'")
+    return (f"{what}; its attention module ({type(attention_module(decoder_layers(model)[layers[0]])).__name__}) "
+            f"computes attention itself (transformers {installed} is recent enough), so possym cannot read it")
 
 
 @contextmanager

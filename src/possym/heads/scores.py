@@ -48,7 +48,8 @@ import torch
 from torch import Tensor
 
 from possym.errors import PossymError
-from possym.heads.capture import AttentionRecord, RopeSpec, capture_attention, rope_spec
+from possym.heads.capture import AttentionRecord, RopeSpec, capture_attention, rope_spec, silent_capture_message
+from possym.heads.detectors import HEAD_NAMES, detector_scores
 from possym.heads.layout import BlockLayout, EncodedPrompt, check_token_ids
 from possym.local_models import input_device
 from possym.scores.metric import TAU, attention_entropy
@@ -134,15 +135,20 @@ class PromptScores:
     entropy: Tensor  # [prompt, layer, head] nats, of the clean row
     layers: tuple[int, ...]
     correct: Tensor  # [prompt] 1.0 / 0.0: greedy next token is the answer's first token; NaN: no answer
+    # [prompt, layer, head, detector] TransformerLens's head detectors over the whole prompt, in the order of
+    # possym.heads.detectors.HEAD_NAMES; NaN where the model returned no attention pattern
+    detectors: Tensor
 
     def records(self, n_kv_heads: int, **fields: Any) -> list[dict[str, Any]]:
-        """One record per (layer, head): means and standard deviations over prompts; ``fields`` added to each."""
+        """One record per (layer, head): means and standard deviations over prompts, and the detector
+        scores' means over prompts (TransformerLens's mean over a list of inputs); ``fields`` added to each."""
         n_heads = self.s_pos.shape[-1]
         out = []
         for li, layer in enumerate(self.layers):
             for head in range(n_heads):
                 sp, ss, ent = (t[:, li, head] for t in (self.s_pos, self.s_sym, self.entropy))
                 ok = ~sp.isnan()
+                detectors = self.detectors[:, li, head].mean(0)
                 out.append(
                     {
                         **fields,
@@ -155,6 +161,7 @@ class PromptScores:
                         "n": int(ok.sum()),
                         "s_pos_sd": float(sp[ok].std()) if ok.sum() > 1 else float("nan"),
                         "s_sym_sd": float(ss[ok].std()) if ok.sum() > 1 else float("nan"),
+                        **{name: float(d) for name, d in zip(HEAD_NAMES, detectors, strict=True)},
                     }
                 )
         return out
@@ -172,6 +179,9 @@ def _forward(model: PreTrainedModel, ids: Tensor, layers: list[int]) -> tuple[di
     ids = ids.to(input_device(model))
     with torch.no_grad(), capture_attention(model, layers) as records:
         logits = model(input_ids=ids, use_cache=False).logits[:, -1]
+    silent = [layer for layer, recs in records.items() if not recs]
+    if silent:
+        raise PossymError(silent_capture_message(model, silent))
     return {layer: recs[0] for layer, recs in records.items()}, logits
 
 
@@ -226,6 +236,7 @@ def score_prompts(
         raise PossymError("head_scores needs at least one prompt (or a [batch, pos] tensor with batch >= 1); got none")
     shape = (len(prompts), len(layers), n_heads)
     s_pos, s_sym, ent = (torch.full(shape, float("nan"), dtype=torch.float64) for _ in range(3))
+    detectors = torch.full((*shape, len(HEAD_NAMES)), float("nan"), dtype=torch.float64)
     correct = torch.full((len(prompts),), float("nan"), dtype=torch.float64)
     for idx in _groups(prompts, batch_size):
         ids = torch.tensor([prompts[i].ids for i in idx])
@@ -237,12 +248,15 @@ def score_prompts(
             check_last_row(records[layer], row, layer)
             s_pos[idx, li], s_sym[idx, li] = (t.cpu() for t in sw.scores(tau))  # layers may sit on several devices
             ent[idx, li] = attention_entropy(row).cpu()
+            pattern = records[layer].pattern
+            if pattern is not None:
+                detectors[idx, li] = detector_scores(pattern, ids[:, None]).cpu()
         for j, i in enumerate(idx):
             if prompts[i].answer_id is not None:
                 correct[i] = float(int(logits[j].argmax()) == prompts[i].answer_id)
         if progress is not None:
             progress(len(idx))
-    return PromptScores(s_pos, s_sym, ent, tuple(layers), correct)
+    return PromptScores(s_pos, s_sym, ent, tuple(layers), correct, detectors)
 
 
 def _n_embeddings(model: PreTrainedModel) -> int:

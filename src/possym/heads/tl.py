@@ -16,7 +16,8 @@ One forward pass per batch reads, per layer, ``hook_rot_q`` [batch, pos, head, d
 ``hook_rot_k`` [batch, pos, kv_head, d_head] (after RoPE; or ``hook_q``/``hook_k``, rotated as
 above), the mask at the last query from ``hook_attn_scores`` (a masked key's score is −inf, or the
 dtype's most negative number; GPT-J's bridge fires it after the softmax, where nothing reads as
-masked, right for a causal row), and the model's own attention row from ``hook_pattern``. The rest
+masked, right for a causal row), and the model's own attention pattern from ``hook_pattern`` (its last
+row checks the engine; all of it gives the head detectors, :mod:`possym.heads.detectors`). The rest
 is what the Hugging Face path knows:
 
 - the logit scale: a HookedTransformer divides by ``attn.attn_scale``; a bridge's HF attention
@@ -126,8 +127,9 @@ def tl_forward(model: Any, ids: Tensor, layers: list[int]) -> tuple[dict[int, At
     hooks: list[tuple[str, Callable[[Tensor, Any], None]]] = []
     for layer in layers:
         p = f"blocks.{layer}.attn."
-        hooks += [(p + h, keep(p + h)) for h in ("hook_q", "hook_k", *rotated)]
-        hooks += [(p + h, keep_last(p + h)) for h in ("hook_attn_scores", "hook_pattern")]
+        # the whole pattern, not only its last row: the head detectors read every query (possym.heads.detectors)
+        hooks += [(p + h, keep(p + h)) for h in ("hook_q", "hook_k", "hook_pattern", *rotated)]
+        hooks += [(p + "hook_attn_scores", keep_last(p + "hook_attn_scores"))]
     with torch.no_grad():
         logits = model.run_with_hooks(ids.to(next(model.parameters()).device), fwd_hooks=hooks)[:, -1]
     silent = [name for name, _ in hooks if name not in acts and "hook_rot_" not in name]
@@ -152,7 +154,8 @@ def tl_forward(model: Any, ids: Tensor, layers: list[int]) -> tuple[dict[int, At
         else:  # a bridge whose HF attention rotates out of the hooks' sight (GPT-J, GPT-NeoX)
             rope = tl_rope_spec(model, layer)
             q, k = (rotate(acts[p + h].transpose(1, 2), rope) for h in ("hook_q", "hook_k"))
-        records[layer] = AttentionRecord(q, k, scale, cap, mask, last_row=acts[p + "hook_pattern"])
+        pattern = acts[p + "hook_pattern"]  # [batch, head, pos, key_pos]
+        records[layer] = AttentionRecord(q, k, scale, cap, mask, last_row=pattern[:, :, -1], pattern=pattern)
     return records, logits
 
 

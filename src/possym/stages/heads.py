@@ -1,7 +1,9 @@
 """Score every head of a local Hugging Face RoPE LM (paper B's measurement on pretrained models).
 
 Writes into ``out``:
-  head_scores.csv       layer, head, kv_head, s_pos, s_sym, entropy, n, s_pos_sd, s_sym_sd (means over prompts)
+  head_scores.csv       layer, head, kv_head, s_pos, s_sym, entropy, n, s_pos_sd, s_sym_sd (means over prompts),
+                        previous_token_head, duplicate_token_head, induction_head (TransformerLens's head
+                        detectors over each whole prompt, means over prompts; possym.heads.detectors)
   frequency_scores.csv  per-frequency s_pos, s_sym of the most positional and most symbolic head
                         (and of ``frequency_heads``)
   summary.json          settings, early/late-half medians, Pearson r across heads, next-token accuracy
@@ -162,13 +164,15 @@ def replot_heads(out: Path, label: str | None = None) -> None:
     """Redraw the figures of an earlier run from its files alone (no model is loaded)."""
     import torch
 
+    from possym.heads.detectors import HEAD_NAMES
     from possym.heads.scores import FrequencyScores
 
     out = Path(out)
     if not (out / "summary.json").is_file():
         raise ConfigError(f"{out} has no summary.json: give the --out of an earlier `possym heads`")
     summary = json.loads((out / "summary.json").read_text())
-    records = [{k: (float(v) if k.startswith("s_") or k == "entropy" else v) for k, v in r.items()}
+    floats = ("entropy", *HEAD_NAMES)
+    records = [{k: (float(v) if k.startswith("s_") or k in floats else v) for k, v in r.items()}
                for r in read_csv(out / "head_scores.csv")]
     for r in records:
         r["layer"], r["head"] = int(r["layer"]), int(r["head"])

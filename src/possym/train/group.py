@@ -71,6 +71,7 @@ from possym.runs import RunDir
 from possym.tasks import TaskSamples, task_vocab
 from possym.train.fused import Precision
 from possym.train.fused_group import SHAPE_FIELDS, GroupBits, ModelGroup, idle_bits, shape_key
+from possym.train.tracking import tracking
 from possym.train.trainee import (
     GROUP_STATE,
     Monitor,
@@ -299,47 +300,49 @@ def train_group(
                 slots = list(kept)
                 group = ModelGroup([t.model for t in kept])
 
-    fresh = [i for i, t in enumerate(slots) if t is not None and t.state is None]
-    checkpoint(fresh)
-    finish([i for i, t in enumerate(slots) if t is not None and t.step >= t.total])
+    # each member's train.log tracker (possym.train.tracking) mirrors its metrics.jsonl while the group trains
+    with tracking(runs):
+        fresh = [i for i, t in enumerate(slots) if t is not None and t.state is None]
+        checkpoint(fresh)
+        finish([i for i, t in enumerate(slots) if t is not None and t.step >= t.total])
 
-    t0 = time.perf_counter()
-    started = {id(t): t.step for t in trainees}
-    while True:
-        live = [i for i, t in enumerate(slots) if t is not None]
-        if not live:
-            break
-        batches = {i: cast(Trainee, slots[i]).batch() for i in live}
-        tokens_l, answers_l, bits_l, scales = [], [], [], []
-        for i, member in enumerate(group.members):
-            if i in batches:
-                tk, an, bt = batches[i]
-                trainee = cast(Trainee, slots[i])
-                scale = 1.0 if trainee.scaler is None else trainee.scaler.scale
-            else:  # an idle slot computes on the lead's batch with no dropout; its results are dropped
-                tk, an, _ = batches[live[0]]
-                bt, scale = idle_bits(member.cfg, tk.shape[0], tk.shape[1]), 1.0
-            tokens_l.append(tk)
-            answers_l.append(an)
-            bits_l.append(bt)
-            scales.append(scale)
-        active = [i in batches for i in range(len(group))]
-        losses = group.loss_and_grads(torch.stack(tokens_l), torch.stack(answers_l), GroupBits.stack(bits_l),
-                                      precision, compiled, scales, active).tolist()
-        infos: dict[int, dict[str, Any]] = {}
-        for i in live:
-            t = cast(Trainee, slots[i])
-            t.apply()
-            infos[i] = {"step": t.step, "total": t.total, "loss": losses[i], "lr": t.sched.get_last_lr()[0]}
-        records = checkpoint([i for i in live if cast(Trainee, slots[i]).due()])
-        elapsed = time.perf_counter() - t0
-        for i in live:
-            t = cast(Trainee, slots[i])
-            if i in records:
-                infos[i]["eval"] = records[i]
-            if on_step is not None:
-                infos[i]["steps_per_s"] = (t.step - started[id(t)]) / elapsed if elapsed > 0 else 0.0
-                on_step(index[id(t)], infos[i])
-        finish([i for i in live if cast(Trainee, slots[i]).step >= cast(Trainee, slots[i]).total])
-    return [finals[i] for i in range(len(trainees))]
+        t0 = time.perf_counter()
+        started = {id(t): t.step for t in trainees}
+        while True:
+            live = [i for i, t in enumerate(slots) if t is not None]
+            if not live:
+                break
+            batches = {i: cast(Trainee, slots[i]).batch() for i in live}
+            tokens_l, answers_l, bits_l, scales = [], [], [], []
+            for i, member in enumerate(group.members):
+                if i in batches:
+                    tk, an, bt = batches[i]
+                    trainee = cast(Trainee, slots[i])
+                    scale = 1.0 if trainee.scaler is None else trainee.scaler.scale
+                else:  # an idle slot computes on the lead's batch with no dropout; its results are dropped
+                    tk, an, _ = batches[live[0]]
+                    bt, scale = idle_bits(member.cfg, tk.shape[0], tk.shape[1]), 1.0
+                tokens_l.append(tk)
+                answers_l.append(an)
+                bits_l.append(bt)
+                scales.append(scale)
+            active = [i in batches for i in range(len(group))]
+            losses = group.loss_and_grads(torch.stack(tokens_l), torch.stack(answers_l), GroupBits.stack(bits_l),
+                                          precision, compiled, scales, active).tolist()
+            infos: dict[int, dict[str, Any]] = {}
+            for i in live:
+                t = cast(Trainee, slots[i])
+                t.apply()
+                infos[i] = {"step": t.step, "total": t.total, "loss": losses[i], "lr": t.sched.get_last_lr()[0]}
+            records = checkpoint([i for i in live if cast(Trainee, slots[i]).due()])
+            elapsed = time.perf_counter() - t0
+            for i in live:
+                t = cast(Trainee, slots[i])
+                if i in records:
+                    infos[i]["eval"] = records[i]
+                if on_step is not None:
+                    infos[i]["steps_per_s"] = (t.step - started[id(t)]) / elapsed if elapsed > 0 else 0.0
+                    on_step(index[id(t)], infos[i])
+            finish([i for i in live if cast(Trainee, slots[i]).step >= cast(Trainee, slots[i]).total])
+        return [finals[i] for i in range(len(trainees))]
 

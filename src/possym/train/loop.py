@@ -30,6 +30,7 @@ from possym.runs import RunDir
 from possym.tasks import TaskSamples
 from possym.train.fused import Precision, loss_and_grads
 from possym.train.group import train_group
+from possym.train.tracking import tracking
 from possym.train.trainee import (
     GROUP_STATE,
     LossScaler,
@@ -76,29 +77,31 @@ def train(
         member_step = None if on_step is None else (lambda _i, info: on_step(info))
         return train_group([run], [splits], on_step=member_step, monitor=monitor, monitor_size=monitor_size,
                            dtype=dtype)[0]
-    device = resolve_device(tc.device)
-    precision = cast(Precision, tc.precision)  # validated by TrainConfig
-    t = open_trainee(run, splits, device, dtype, state, scaler_factory=LossScaler)
-    model, opt, sched, dropout, scaler, eval_set = t.model, t.opt, t.sched, t.dropout, t.scaler, t.eval_set
-    start = t.step
-    if t.state is None:
-        checkpoint_and_eval(run, model, opt, sched, dropout, 0, eval_set, monitor, monitor_size, scaler)
+    # train.log's tracker (possym.train.tracking) mirrors metrics.jsonl while the run trains
+    with tracking([run]):
+        device = resolve_device(tc.device)
+        precision = cast(Precision, tc.precision)  # validated by TrainConfig
+        t = open_trainee(run, splits, device, dtype, state, scaler_factory=LossScaler)
+        model, opt, sched, dropout, scaler, eval_set = t.model, t.opt, t.sched, t.dropout, t.scaler, t.eval_set
+        start = t.step
+        if t.state is None:
+            checkpoint_and_eval(run, model, opt, sched, dropout, 0, eval_set, monitor, monitor_size, scaler)
 
-    t0, last = time.perf_counter(), start
-    for step in range(start, total):
-        tokens, answers, bits = t.batch()
-        scale = 1.0 if scaler is None else scaler.scale
-        loss = loss_and_grads(model, tokens, answers, bits, precision, tc.compile, loss_scale=scale)
-        t.apply()
-        done = step + 1
-        info: dict[str, Any] = {"step": done, "total": total, "loss": loss.item(), "lr": sched.get_last_lr()[0]}
-        if t.due():
-            info["eval"] = checkpoint_and_eval(
-                run, model, opt, sched, dropout, done, eval_set, monitor, monitor_size, scaler
-            )
-        if on_step is not None:
-            elapsed = time.perf_counter() - t0
-            info["steps_per_s"] = (done - last) / elapsed if elapsed > 0 else 0.0
-            on_step(info)
+        t0, last = time.perf_counter(), start
+        for step in range(start, total):
+            tokens, answers, bits = t.batch()
+            scale = 1.0 if scaler is None else scaler.scale
+            loss = loss_and_grads(model, tokens, answers, bits, precision, tc.compile, loss_scale=scale)
+            t.apply()
+            done = step + 1
+            info: dict[str, Any] = {"step": done, "total": total, "loss": loss.item(), "lr": sched.get_last_lr()[0]}
+            if t.due():
+                info["eval"] = checkpoint_and_eval(
+                    run, model, opt, sched, dropout, done, eval_set, monitor, monitor_size, scaler
+                )
+            if on_step is not None:
+                elapsed = time.perf_counter() - t0
+                info["steps_per_s"] = (done - last) / elapsed if elapsed > 0 else 0.0
+                on_step(info)
 
-    return log_final(run, evaluate(model, splits["test"], precision=precision, compiled=tc.compile), device)
+        return log_final(run, evaluate(model, splits["test"], precision=precision, compiled=tc.compile), device)

@@ -25,6 +25,7 @@ from possym.devices import batch_size_on
 from possym.model.gptj import GPTJ
 from possym.runs import RunDir
 from possym.tasks import TaskSamples
+from possym.train import tracking
 from possym.train.augment import with_random_extra
 from possym.train.fused import DropoutBits, Precision, cxx_compiler, draw_bits, last_token_logits
 from possym.train.schedule import lr_factor
@@ -259,7 +260,7 @@ def log_final(run: RunDir, test_metrics: dict[str, float], device: torch.device)
         "device": str(device),  # what train.device (e.g. "auto") resolved to
         "time": round(time.time(), 3),
     }
-    run.log(final)
+    tracking.log(run, final)  # metrics.jsonl, and train.log's tracker
     run.write_best()  # the checkpoint `--step best` names, fixed once training is done
     return final
 
@@ -307,7 +308,7 @@ def checkpoint_and_eval(
                 tokens = torch.as_tensor(eval_set.tokens[:monitor_size]).to(model.embed.weight.device)
                 record["scores"] = monitor(model, tokens)
             record["monitor_s"] = time.perf_counter() - t
-        run.log(record)
+        tracking.log(run, record)  # metrics.jsonl, and train.log's tracker
     if step % tc.checkpoint_every == 0 or step == total:
         run.save_checkpoint(step, model.state_dict())
     if step % tc.state_interval == 0 or step == total:
