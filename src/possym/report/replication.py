@@ -28,14 +28,14 @@ import pandas as pd
 
 from possym.records import ClaimRecord, read_records, records_csv
 from possym.report.calibration import CalibrationRecord, calibrate
-from possym.report.claims import check_claims, claim_summary
+from possym.report.claims import Evidence, check_claims, claim_summary
 from possym.report.evidence import tables_evidence
 from possym.report.rules import EMPIRICAL, NA
 from possym.runs import RunDir, atomic_write_text
 
 # The figure each claim's section shows, by the figure its section names (files of the tables directory).
 FIGURES = (
-    ("Fig. 5B", "compare_fig5b_length.png"),
+    ("Fig. 5B", "compare_fig5b_per_hop.png"),
     ("Fig. 5A", "compare_fig5a_bounds.png"),
     ("Table 1", "compare_table1_frequency_ids.png"),
     ("Fig. 6", "compare_fig6_final_scores.png"),
@@ -50,19 +50,23 @@ COMMAND = "possym regrade {tables} --out {out} --replication docs/replication.md
 
 def regrade(tables: Sequence[Path], runs: Mapping[str, Sequence[RunDir]] | None = None) -> list[ClaimRecord]:
     """Every claim graded over the seeds of the committed ``tables`` directories (and of ``runs``, if any)."""
-    from possym.report.claims import Evidence
+    return check_claims(evidence(tables, runs))
 
-    evidence = [tables_evidence(Path(t)) for t in tables]
+
+def evidence(tables: Sequence[Path], runs: Mapping[str, Sequence[RunDir]] | None = None) -> Evidence:
+    """The seeds of the committed ``tables`` directories (and of ``runs``), merged per task in seed order."""
+
+    found = [tables_evidence(Path(t)) for t in tables]
     merged: dict[str, list] = {}
-    for ev in evidence:
+    for ev in found:
         for task, seeds in ev.tasks.items():
             merged.setdefault(task, []).extend(seeds)
     for task, dirs in (runs or {}).items():
         from possym.report.evidence import task_evidence
 
         merged.setdefault(task, []).extend(task_evidence(r) for r in dirs)
-    bounds = [b for ev in evidence for b in ev.bounds]
-    return check_claims(Evidence({t: sorted(v, key=lambda te: te.seed) for t, v in merged.items()}, bounds=bounds))
+    bounds = [b for ev in found for b in ev.bounds]
+    return Evidence({t: sorted(v, key=lambda te: te.seed) for t, v in merged.items()}, bounds=bounds)
 
 
 def tally(claims: Sequence[ClaimRecord]) -> dict[str, int]:
@@ -190,18 +194,33 @@ def write(tables: Sequence[Path], out: Path, *, replication: Path | None = None,
           runs: Mapping[str, Sequence[RunDir]] | None = None, provenance: str = "") -> list[ClaimRecord]:
     """Regrade ``tables`` (and ``runs``) into ``out/claims.csv`` and ``out/calibration.csv``; with ``replication``,
     write the page there too (its figures are read from ``tables[0]``). Returns the claims."""
-    claims = regrade(tables, runs)
+    ev = evidence(tables, runs)
+    claims = check_claims(ev)
     calibration = calibrate()
     out.mkdir(parents=True, exist_ok=True)
+    per_hop_figure(ev).savefig(out / "compare_fig5b_per_hop.png", dpi=110)
     atomic_write_text(out / "claims.csv", records_csv(claims))
     atomic_write_text(out / "calibration.csv", records_csv(calibration))
     if replication is not None:
-        figures = Path(tables[0])
+        figures = out
         link = os.path.relpath(figures, replication.parent)
         command = COMMAND.format(tables=" ".join(str(t) for t in tables), out=out)
         atomic_write_text(replication, render(claims, calibration, figures=figures, link=str(link), command=command,
                                               provenance=provenance) + "\n")
     return claims
+
+
+def per_hop_figure(ev: Evidence):
+    """Fig. 5B: our curves at the best checkpoint, pooled per seed (left) and per hop count over seeds (right),
+    each beside the paper's digitised curve."""
+    from possym.paper import paper_numbers
+    from possym.records import LengthRecord, frame
+    from possym.report.length_plots import plot_length_curves
+
+    curves = {task: pd.concat([frame(list(te.lengthgen), LengthRecord).assign(seed=te.seed) for te in seeds],
+                              ignore_index=True)
+              for task, seeds in ev.tasks.items() if any(te.lengthgen for te in seeds)}
+    return plot_length_curves(curves, paper_numbers()["fig5b_length_generalisation"])
 
 
 def read(out: Path) -> tuple[list[ClaimRecord], list[CalibrationRecord]]:
