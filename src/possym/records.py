@@ -313,6 +313,21 @@ class ClaimRecord(Record):
 
 
 @dataclass(frozen=True)
+class LengthSeedRecord(Record):
+    """One seed's pooled accuracy at +``extra`` tokens at the ``best`` or ``final`` checkpoint, kept where the
+    seed's whole curve is not (``length_seeds.csv``): its interval and where it was measured (``source``)."""
+
+    task: str
+    seed: int
+    extra: int
+    checkpoint: str
+    accuracy: float
+    low: float
+    high: float
+    source: str
+
+
+@dataclass(frozen=True)
 class VerificationRecord(Record):
     """One construction of Theorem 3.1 run through the model code against its oracle (``verification.csv``,
     and ``violations.csv`` for the settings that break the theorem's conditions). ``ok``: as expected."""

@@ -56,6 +56,7 @@ from possym.records import (
     ClaimRecord,
     Fig5aRecord,
     LengthRecord,
+    LengthSeedRecord,
     PurityRecord,
     ScoreRecord,
     Table1Record,
@@ -129,10 +130,13 @@ class TaskEvidence:
 
 @dataclass(frozen=True)
 class Evidence:
-    """Per task, its runs in seed order; the theory's tables."""
+    """Per task, its runs in seed order; the theory's tables; ``length_seeds``: pooled length accuracies of a
+    task's seeds kept without their curves (a sweep of more seeds), which then grade that task's length claims
+    (the hop-mix readings stay on the seeds with per-hop curves)."""
 
     tasks: Mapping[str, Sequence[TaskEvidence]] = field(default_factory=dict)
     bounds: Sequence[BoundCheckRecord] = ()
+    length_seeds: Sequence[LengthSeedRecord] = ()
     verification: Sequence[VerificationRecord] = ()
     fig5a: Sequence[Fig5aRecord] = ()
 
@@ -156,7 +160,7 @@ def _layers(layers) -> str:
 
 
 def _claim(claim: str, section: str, paper: str, ours: str, verdict: str, rule: str, *,
-           runs: Sequence[TaskEvidence] = (), per_seed: Sequence[str] = (), step: str = "",
+           runs: Sequence[TaskEvidence | _Kept] = (), per_seed: Sequence[str] = (), step: str = "",
            paper_value: float | None = None, values: Sequence[float] = (), seed_verdicts: Sequence[str] = (),
            p_value: float | None = None, paper_uncertainty: str = "", reading: str = "",
            readings: Mapping[str, str] | None = None, kind: str = "empirical") -> ClaimRecord:
@@ -770,6 +774,14 @@ def frequency_claims(ev: Evidence) -> list[ClaimRecord]:
 
 
 HOPS = (1, 2, 3, 4)
+
+
+@dataclass(frozen=True)
+class _Kept:
+    """A seed known by its pooled length accuracies alone (:class:`~possym.records.LengthSeedRecord`)."""
+
+    seed: int
+    source: str
 PRE_REGISTERED_LENGTH = "uniform hop mix, best checkpoint"
 
 
@@ -893,27 +905,49 @@ def length_claims(ev: Evidence) -> list[ClaimRecord]:
             chance_set = {r.chance for r in runs}
             chance = chance_set.pop() if len(chance_set) == 1 else None
             pv = PaperValue(float(want), DIGITISATION, GRADING_N)
-            seeds = [_pooled(r.lengthgen, extra) for r in runs]
-            estimates = [e for e in seeds if e is not None]
+            kept = sorted((x for x in ev.length_seeds if x.task == task and x.extra == extra), key=lambda x: x.seed)
+            readings = {}
+            graded: list[TaskEvidence | _Kept]
+            if kept:  # a self-consistent set of more seeds grades; the curves' seeds give the hop-mix readings
+                best = [x for x in kept if x.checkpoint == "best"]
+                final = [x for x in kept if x.checkpoint == "final"]
+                graded = [_Kept(x.seed, x.source) for x in best]
+                estimates = [Estimate.of(x.accuracy, x.low, x.high) for x in best]
+                if final:
+                    sweep = final[0].source.split(" (")[0]
+                    name_final = f"uniform hop mix, final checkpoint ({len(final)} seeds, {sweep})"
+                    readings[name_final] = rules.grade_accuracy(
+                        [Estimate.of(x.accuracy, x.low, x.high) for x in final], pv, chance).verdict
+                source = best[0].source if best else ""
+            else:
+                graded = list(runs)
+                estimates = [e for e in (_pooled(r.lengthgen, extra) for r in runs) if e is not None]
+                source = ""
             grade = rules.grade_accuracy(estimates, pv, chance)
             by_n = {n: rules.grade_accuracy(estimates, PaperValue(float(want), DIGITISATION, n), chance).verdict
                     for n in PAPER_SAMPLE_SIZES}
-            readings = {}
+            curve_seeds = f" ({len(runs)} seeds with per-hop curves)" if kept else ""
             for reading, (est, _) in length_readings(runs, extra, fit).items():
-                readings[reading] = rules.grade_accuracy(est, pv, chance).verdict
-            texts = []
-            for r, e in zip(runs, estimates, strict=True):
-                final = _at(r.lengthgen_final, extra)
-                texts.append(f"{e.value:.2f} [{e.low:.2f}, {e.high:.2f}]"
-                             + (f" (final checkpoint {final.accuracy:.2f})" if final is not None else ""))
+                readings[reading + curve_seeds] = rules.grade_accuracy(est, pv, chance).verdict
+            if kept:
+                texts = [f"{e.value:.2f} [{e.low:.2f}, {e.high:.2f}]" for e in estimates]
+            else:
+                texts = []
+                for r, e in zip(runs, estimates, strict=True):
+                    final_point = _at(r.lengthgen_final, extra)
+                    texts.append(f"{e.value:.2f} [{e.low:.2f}, {e.high:.2f}]"
+                                 + (f" (final checkpoint {final_point.accuracy:.2f})"
+                                    if final_point is not None else ""))
             acc = [e.value for e in estimates]
             uncertainty = (f"±{DIGITISATION:g} read off Fig. 5B; binomial at n = {GRADING_N} (graded); verdict at "
                            + ", ".join(f"n = {n}: {v}" for n, v in by_n.items()))
             if fit is not None:
                 uncertainty += f"; fitted hop mix {fit.text()} (rmse {fit.rmse:.3f})"
+            if source:
+                uncertainty += f"; seeds: {source}"
             out.append(_claim(name, "Sec. 3.6, Fig. 5B", f"{want:.2f}", f"{summarise(acc).text()}: {grade.detail}",
-                              grade.verdict, rule, runs=runs, per_seed=texts, paper_value=float(want), values=acc,
-                              step=_steps(runs, lambda r: r.lengthgen_step),
+                              grade.verdict, rule, runs=graded, per_seed=texts, paper_value=float(want), values=acc,
+                              step="best" if kept else _steps(runs, lambda r: r.lengthgen_step),
                               seed_verdicts=[rules.grade_accuracy([e], pv, chance).verdict for e in estimates],
                               p_value=grade.p_value, paper_uncertainty=uncertainty,
                               reading=f"{PRE_REGISTERED_LENGTH} (pre-registered)", readings=readings))

@@ -25,6 +25,7 @@ from possym.records import (
     BoundCheckRecord,
     Fig5aRecord,
     LengthRecord,
+    LengthSeedRecord,
     PurityRecord,
     ScoreRecord,
     Table1Record,
@@ -166,4 +167,5 @@ def tables_evidence(tables: Path, runs: Mapping[str, Sequence[RunDir]] | None = 
     for task, dirs in (runs or {}).items():
         tasks.setdefault(task, []).extend(task_evidence(r) for r in dirs)
     return Evidence(tasks={t: sorted(v, key=lambda te: te.seed) for t, v in tasks.items()},
-                    bounds=read_records(tables / "theory_bounds.csv", BoundCheckRecord))
+                    bounds=read_records(tables / "theory_bounds.csv", BoundCheckRecord),
+                    length_seeds=read_records(tables / "length_seeds.csv", LengthSeedRecord))

@@ -66,7 +66,9 @@ def evidence(tables: Sequence[Path], runs: Mapping[str, Sequence[RunDir]] | None
 
         merged.setdefault(task, []).extend(task_evidence(r) for r in dirs)
     bounds = [b for ev in found for b in ev.bounds]
-    return Evidence({t: sorted(v, key=lambda te: te.seed) for t, v in merged.items()}, bounds=bounds)
+    kept = [x for ev in found for x in ev.length_seeds]
+    return Evidence({t: sorted(v, key=lambda te: te.seed) for t, v in merged.items()}, bounds=bounds,
+                    length_seeds=kept)
 
 
 def tally(claims: Sequence[ClaimRecord]) -> dict[str, int]:

@@ -319,3 +319,17 @@ def test_evidence_refuses_a_seed_twice():
     assert Evidence({"number": [te(3)]}).tasks["number"] == (te(3),)
     with pytest.raises(ValueError, match="repeat"):
         Evidence({"number": [te(0), te(0)]})
+
+
+def test_kept_seeds_of_a_sweep_grade_the_length_claim_and_the_curves_give_the_hop_mix_readings():
+    """Eight seeds kept by their pooled accuracy alone (LengthSeedRecord) replace the three with curves in the
+    graded reading; the hop-mix readings stay on the curves' seeds and say so."""
+    from possym.records import LengthSeedRecord
+
+    curves = [te(s, lengthgen=curve({100: 0.74}, 0.02)) for s in range(3)]
+    kept = [LengthSeedRecord("number", s, 100, "best", a, a - 0.02, a + 0.02, "a sweep (bf16)")
+            for s, a in enumerate((0.33, 0.34, 0.35, 0.36, 0.33, 0.34, 0.35, 0.36))]
+    c = claim(check_claims(Evidence({"number": curves}, length_seeds=kept)), "number task: accuracy at +100")
+    assert c.verdict == "differs" and c.seeds == "0,1,2,3,4,5,6,7" and "seeds: a sweep" in c.paper_uncertainty
+    assert "uniform hop mix, best checkpoint (3 seeds with per-hop curves): match" in c.readings
+    assert c.robustness == "reading-dependent"
