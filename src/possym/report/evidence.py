@@ -158,8 +158,9 @@ def table_evidence(tables: Path, task: str, seed: int) -> TaskEvidence:
 
 
 def tables_evidence(tables: Path, runs: Mapping[str, Sequence[RunDir]] | None = None) -> Evidence:
-    """Every seed of a reproduction's committed tables (the seeds ``learning.csv`` lists), with the theory's
-    bounds (``theory_bounds.csv``), and the seeds of ``runs`` added per task (e.g. more seeds trained since)."""
+    """Every seed of a reproduction's committed tables (the seeds ``learning.csv`` lists), with the theory's tables
+    (``theory_{bounds,verification,fig5a}.csv``), pooled length accuracies of seeds kept without their curves
+    (``length_seeds.csv``), and the seeds of ``runs`` added per task (e.g. more seeds trained since)."""
     seeds = sorted({(str(r["task"]), int(r["seed"])) for r in table(tables / "learning.csv")})
     tasks: dict[str, list[TaskEvidence]] = {}
     for task, seed in seeds:
@@ -168,4 +169,6 @@ def tables_evidence(tables: Path, runs: Mapping[str, Sequence[RunDir]] | None = 
         tasks.setdefault(task, []).extend(task_evidence(r) for r in dirs)
     return Evidence(tasks={t: sorted(v, key=lambda te: te.seed) for t, v in tasks.items()},
                     bounds=read_records(tables / "theory_bounds.csv", BoundCheckRecord),
+                    verification=read_records(tables / "theory_verification.csv", VerificationRecord),
+                    fig5a=read_records(tables / "theory_fig5a.csv", Fig5aRecord),
                     length_seeds=read_records(tables / "length_seeds.csv", LengthSeedRecord))

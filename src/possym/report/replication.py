@@ -45,6 +45,19 @@ FIGURES = (
     ("Fig. 2B", "compare_fig2a_accuracy.png"),
     ("Thm.", "compare_fig5a_bounds.png"),
 )
+# Claims of the paper that no rule grades yet, and why (issue 32 §5 lists them).
+UNGRADED = (
+    ("Remark 3.1's scope: Retrieval is beyond a purely positional head only when the head's output is the attention "
+     "output (Theorem 4's F)", "measured by `possym theory` (witnesses.csv: a positional head with a query-reading F "
+     "computes Retrieval on every proper input), and stated in docs/theory.md; a check of a proof's premise, not a "
+     "reproduction, and its table is not among the committed ones"),
+    ("the decay of accuracy with length resembles the theory (Fig. 5A against Fig. 5B)",
+     "the paper states no quantity to compare: Fig. 5A bounds a discrepancy of constructed heads against n, Fig. 5B "
+     "is trained models' accuracy against K; a rule would have to invent the link"),
+    ("Fig. 3's information flow along the hops and Fig. 4B's geometry, in the trained heads",
+     "drawn per run by the score stage (fig3_hop_attention, fig4b_geometry) but qualitative in the paper; the "
+     "committed tables do not hold the attention maps to grade them from"),
+)
 COMMAND = "possym regrade {tables} --out {out} --replication docs/replication.md"
 
 
@@ -65,10 +78,11 @@ def evidence(tables: Sequence[Path], runs: Mapping[str, Sequence[RunDir]] | None
         from possym.report.evidence import task_evidence
 
         merged.setdefault(task, []).extend(task_evidence(r) for r in dirs)
-    bounds = [b for ev in found for b in ev.bounds]
-    kept = [x for ev in found for x in ev.length_seeds]
-    return Evidence({t: sorted(v, key=lambda te: te.seed) for t, v in merged.items()}, bounds=bounds,
-                    length_seeds=kept)
+    return Evidence({t: sorted(v, key=lambda te: te.seed) for t, v in merged.items()},
+                    bounds=[b for ev in found for b in ev.bounds],
+                    verification=[v for ev in found for v in ev.verification],
+                    fig5a=[f for ev in found for f in ev.fig5a],
+                    length_seeds=[x for ev in found for x in ev.length_seeds])
 
 
 def tally(claims: Sequence[ClaimRecord]) -> dict[str, int]:
@@ -140,6 +154,8 @@ def render(claims: Sequence[ClaimRecord], calibration: Sequence[CalibrationRecor
               "| check | paper | ours | verdict |", "|---|---|---|---|"]
     lines += ["| " + " | ".join(_cell(x) for x in (c.claim, c.paper, c.ours, f"**{c.verdict}**")) + " |"
               for c in checks]
+    lines += ["", "Not graded, and why:", "", "| claim | why not |", "|---|---|"]
+    lines += ["| " + " | ".join(_cell(x) for x in row) + " |" for row in UNGRADED]
     lines += [
         "", "## How to read it", "",
         "- **Verdicts.** *match*: the paper's value is not significantly unlike a new seed of ours (p ≥ 0.05, our "
