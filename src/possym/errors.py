@@ -20,6 +20,10 @@ class RunError(PossymError):
     """A run directory is missing, incomplete or corrupt; the message says which file and why."""
 
 
+class LockError(PossymError):
+    """A directory is being written by another process (:mod:`possym.locks`); the message names it."""
+
+
 class ConfigError(PossymError):
     """A configuration value is wrong; the message names the field and what is allowed."""
 

@@ -23,9 +23,11 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
+import logging
 import os
 import platform
 import subprocess
@@ -45,7 +47,8 @@ from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
 from possym.config import RunConfig, config_from_saved
-from possym.errors import RunError
+from possym.errors import PossymError, RunError
+from possym.locks import LOCK_FILE, writer_lock
 from possym.records import (
     DiscrepancyAccuracyRecord,
     DiscrepancyHeadRecord,
@@ -72,6 +75,8 @@ __all__ = ["ARTIFACTS", "Artifact", "RunDir", "RunError", "StepSpec", "atomic_wr
 
 CONFIG, META, METRICS, STATE, CKPT_DIR = "config.yaml", "meta.json", "metrics.jsonl", "state.pt", "checkpoints"
 BEST = "best.json"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -217,19 +222,36 @@ def environment() -> dict[str, Any]:
 class RunDir:
     """A training run on disk. Create it with :meth:`create`, reopen it with :meth:`open`."""
 
-    def __init__(self, path: Path, config: RunConfig) -> None:
+    def __init__(self, path: Path, config: RunConfig, allow_unfinished: bool = False) -> None:
         self.path = Path(path)
         self.config = config
+        # Whether "final" may name the last checkpoint of a run whose training has not ended (resolve_step).
+        self.allow_unfinished = allow_unfinished
 
     # ---- creation and reopening -------------------------------------------------------------
     @classmethod
     def create(cls, path: str | Path, config: RunConfig, argv: list[str] | None = None) -> RunDir:
         path = Path(path)
+        if path.exists() and not path.is_dir():
+            raise RunError(f"{path} is a file, not a directory; choose a new --out directory")
         if (path / CONFIG).exists():
             raise RunError(f"{path} already holds a run; resume it with `possym train --resume {path}`")
-        if path.exists() and any(path.iterdir()):
+        if path.exists() and any(p.name != LOCK_FILE for p in path.iterdir()):
             raise RunError(f"{path} exists and is not empty; choose a new --out directory")
-        path.mkdir(parents=True, exist_ok=True)
+        made = not path.exists()
+        try:
+            # Under the run's lock, so that of two creators at once the second finds the first's config.
+            with writer_lock(path, "run"):
+                if (path / CONFIG).exists():
+                    raise RunError(f"{path} already holds a run; resume it with `possym train --resume {path}`")
+                return cls._write_new(path, config, argv)
+        except BaseException:
+            if made and path.is_dir() and not (path / CONFIG).exists() and not any(path.iterdir()):
+                path.rmdir()  # a refused or failed create leaves the filesystem as it found it
+            raise
+
+    @classmethod
+    def _write_new(cls, path: Path, config: RunConfig, argv: list[str] | None) -> RunDir:
         atomic_write_text(path / CONFIG, yaml.safe_dump(config.to_dict(), sort_keys=False))
         meta = {
             "created": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -242,7 +264,11 @@ class RunDir:
         return cls(path, config)
 
     @classmethod
-    def open(cls, path: str | Path) -> RunDir:
+    def open(cls, path: str | Path, allow_unfinished: bool = False) -> RunDir:
+        """The run directory at ``path``; ``allow_unfinished`` lets ``"final"`` name the last checkpoint of a
+        run whose training has not ended (:meth:`resolve_step`)."""
+        if not isinstance(allow_unfinished, bool):
+            raise PossymError(f"allow_unfinished={allow_unfinished!r}: give True or False")
         path = Path(path)
         if not path.is_dir():
             raise RunError(f"{path} is not a directory; expected a run directory made by `possym train`")
@@ -253,7 +279,12 @@ class RunDir:
             data = yaml.safe_load(cfg_file.read_text())
         except yaml.YAMLError as exc:
             raise RunError(f"{cfg_file} is not valid YAML: {exc}") from exc
-        return cls(path, config_from_saved(data))
+        return cls(path, config_from_saved(data), allow_unfinished)
+
+    def writing(self) -> contextlib.AbstractContextManager[None]:
+        """Hold the run's writer lock (:func:`possym.locks.writer_lock`): a second writer is refused,
+        naming this process, until the ``with`` block ends."""
+        return writer_lock(self.path, "run")
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -268,21 +299,59 @@ class RunDir:
             os.fsync(f.fileno())
 
     def metrics(self) -> list[dict[str, Any]]:
+        """The records of ``metrics.jsonl``, in order, each evaluation once.
+
+        Refused (:class:`RunError`, naming the file and line): a missing file once the run has
+        checkpoints (a run not yet started has no records), a line that is not JSON, and a second record
+        of one ``(event, step)``. A last line that is not JSON is a record torn by a kill: it is dropped
+        with a note, and the step is logged again on resume.
+        """
         file = self.path / METRICS
         if not file.exists():
+            if self.checkpoint_steps():
+                raise RunError(f"{file} is missing although the run has checkpoints; restore it, or "
+                               f"{self._retrain}")
             return []
-        out = []
-        for line in file.read_text().splitlines():
+        lines = file.read_text().splitlines()
+        out: list[dict[str, Any]] = []
+        seen: dict[tuple[Any, Any], int] = {}
+        for number, line in enumerate(lines, start=1):
             try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue  # a torn final line from a kill predating fsync; the step is re-logged on resume
+                record = json.loads(line)
+                if not isinstance(record, dict):
+                    raise ValueError("not a JSON object")
+            except ValueError as exc:
+                if number == len(lines):
+                    log.warning("possym: dropped the torn last line %d of %s (a kill while it was written)",
+                                number, file)
+                    break
+                raise RunError(f"{file}, line {number}: not a JSON record ({exc}); restore the file, or "
+                               f"{self._retrain}") from exc
+            key = (record.get("event"), record.get("step"))
+            if key in seen:
+                raise RunError(f"{file}, line {number}: a second {key[0]!r} record of step {key[1]} (the first "
+                               f"is line {seen[key]}; two writers at once?); {self._retrain}")
+            seen[key] = number
+            out.append(record)
         return out
 
+    @property
+    def _retrain(self) -> str:
+        return f"retrain the run from scratch: delete {self.path / STATE} and run `possym train --resume {self.path}`"
+
+    @property
+    def finished(self) -> bool:
+        """Whether training ended: the log holds the final test evaluation (:func:`possym.train.trainee.log_final`)."""
+        return any(r.get("event") == "final" for r in self.metrics())
+
     def truncate_metrics(self, after_step: int) -> None:
-        """Drop records past ``after_step``, and any final record (they are recomputed identically on resume)."""
-        kept = [r for r in self.metrics() if r.get("step", 0) <= after_step and r.get("event") != "final"]
+        """Drop records past ``after_step``, any final record and ``best.json`` (they are recomputed
+        identically on resume); ``after_step=-1`` empties the log, for a restart from scratch."""
+        # From scratch nothing is kept, so nothing is read: a lost or corrupt log does not stop the retraining.
+        kept = [] if after_step < 0 else [r for r in self.metrics()
+                                          if r.get("step", 0) <= after_step and r.get("event") != "final"]
         atomic_write_text(self.path / METRICS, "".join(json.dumps(r) + "\n" for r in kept))
+        (self.path / BEST).unlink(missing_ok=True)
 
     # ---- checkpoints ---------------------------------------------------------------------------
     def checkpoint_path(self, step: int) -> Path:
@@ -321,12 +390,20 @@ class RunDir:
 
     # ---- which checkpoint: a number, "best" or "final" ----------------------------------------
     def resolve_step(self, step: StepSpec = None) -> int:
-        """The checkpoint step that ``step`` names: ``None`` or ``"final"`` the last one, ``"best"`` the
-        earliest at the maximum validation accuracy (:func:`best_step`), or a number that has a checkpoint."""
+        """The checkpoint step that ``step`` names: ``None`` the last one, ``"final"`` the last one of a
+        finished run, ``"best"`` the earliest at the maximum validation accuracy (:func:`best_step`), or a
+        number that has a checkpoint. ``"final"`` on an unfinished run (:attr:`finished`) is refused, naming
+        its last step, unless the run was opened with ``allow_unfinished``."""
         steps = self.checkpoint_steps()
         if not steps:
             raise RunError(f"{self.path} has no checkpoints yet")
-        if step is None or step == "final":
+        if step is None:
+            return steps[-1]
+        if step == "final":
+            if not self.allow_unfinished and not self.finished:
+                raise RunError(f"{self.path} is unfinished: {self.step_label(steps[-1])}; finish it with "
+                               f"`possym train --resume {self.path}`, or analyse that step with --allow-unfinished "
+                               "(allow_unfinished=True)")
             return steps[-1]
         if step == "best":
             best = self.best()
@@ -337,9 +414,20 @@ class RunDir:
             if not step.isdigit():
                 raise RunError(f"step {step!r}: give a checkpoint step number, 'best' or 'final'")
             step = int(step)
+        if isinstance(step, bool) or not isinstance(step, int):
+            raise RunError(f"step {step!r}: give a checkpoint step number, 'best' or 'final'")
         if step not in steps:
             raise RunError(f"no checkpoint for step {step} in {self.path}; available: {steps}, 'best', 'final'")
         return step
+
+    def step_label(self, step: int) -> str:
+        """How analyses name checkpoint ``step``: ``"step 400 (final)"`` once training ended there,
+        ``"step 140 (unfinished, of 400)"`` for the last checkpoint of a run that has not."""
+        total = self.config.total_steps
+        if self.finished:
+            return f"step {step} (final)" if step == total else f"step {step} of {total}"
+        last = self.checkpoint_steps()[-1:] == [step]
+        return f"step {step} (unfinished, of {total})" if last else f"step {step} of {total}"
 
     def best(self) -> int | None:
         """The best step: as recorded in ``best.json`` at the end of training, else derived from the

@@ -49,6 +49,7 @@ from possym.devices import torch_threads
 from possym.errors import PossymError
 from possym.experiment.config import Experiment, RunSpec, dump_experiment, experiment_differences, experiment_to_dict
 from possym.experiment.migrate import migrate
+from possym.locks import writer_lock
 from possym.runs import RunDir, atomic_write_text, ensure_run
 from possym.stages.log import EXPERIMENT, ResumeLog, ResumeRecord
 from possym.stages.registry import ExperimentDir, Stage, get_stage
@@ -112,10 +113,28 @@ def run_experiment(exp: Experiment, out: str | Path, *, engine: Any = None, prog
     ``engine``: None runs everything in this process; else an object with ``map(fn, items)`` yielding
     ``(item, result, error)`` (:func:`possym.sweep.engines.make_engine`). ``on_unit(unit, "done" |
     "retry" | "failed")`` reports each run's outcome (a progress bar's hook).
+
+    ``out`` is locked for the call (:func:`possym.locks.writer_lock`): a second executor on it is refused,
+    naming this one. Its workers write each run under that run's own lock.
     """
-    t0 = time.perf_counter()
+    if not isinstance(exp, Experiment):
+        raise PossymError(f"run_experiment takes an Experiment (possym.load_experiment(...)), not "
+                          f"{type(exp).__name__} {exp!r:.60}")
+    if not isinstance(out, str | Path):
+        raise PossymError(f"run_experiment's out is a directory path (str or Path), not {type(out).__name__}")
+    if engine is not None and not callable(getattr(engine, "map", None)):
+        raise PossymError(f"engine {engine!r:.60} has no map(fn, items); make one with "
+                          "possym.sweep.engines.make_engine")
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise PossymError(f"{out} is a file, not a directory; give run_experiment a directory")
+    with writer_lock(out, "experiment"):
+        return _run_experiment(exp, out, engine, progress, on_unit)
+
+
+def _run_experiment(exp: Experiment, out: Path, engine: Any, progress: bool,
+                    on_unit: Callable[[Unit, str], None] | None) -> ExperimentOutcome:
+    t0 = time.perf_counter()
     exp = exp.with_stages()
     outcome = ExperimentOutcome(out)
     outcome.migrated = migrate(out, exp)

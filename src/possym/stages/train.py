@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -64,7 +65,8 @@ def train_run(run: RunDir, monitor: bool = False, position: int = 0, progress: b
     from possym.train.loop import train
 
     cfg = run.config
-    with torch_threads(cfg.train.threads):
+    # The lock first: a second writer is refused before the data is made or a progress bar drawn.
+    with run.writing(), torch_threads(cfg.train.threads):
         splits = make_splits(cfg.task, cfg.seeds.data) if splits is None else splits
         bar = tqdm(total=cfg.total_steps, desc=f"{cfg.task.name}", position=position, dynamic_ncols=True,
                    disable=not progress)
@@ -96,7 +98,16 @@ def _monitor(on: bool):  # -> Monitor | None
 def train_group_runs(runs: Sequence[RunDir], monitor: bool = False, position: int = 0, progress: bool = True,
                      splits: Sequence[dict[str, TaskSamples]] | None = None) -> list[dict[str, Any]]:
     """Train (or resume) ``runs`` as one group (:func:`possym.train.group.train_group`), with one
-    progress bar over all of its members' steps; returns each one's final test metrics."""
+    progress bar over all of its members' steps; returns each one's final test metrics. Each member's
+    writer lock is taken first, before its data is made."""
+    with contextlib.ExitStack() as locks:
+        for run in runs:
+            locks.enter_context(run.writing())
+        return _train_group_runs(runs, monitor, position, progress, splits)
+
+
+def _train_group_runs(runs: Sequence[RunDir], monitor: bool, position: int, progress: bool,
+                      splits: Sequence[dict[str, TaskSamples]] | None) -> list[dict[str, Any]]:
     from possym.train.group import train_group
 
     with torch_threads(runs[0].config.train.threads):
