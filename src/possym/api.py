@@ -133,9 +133,10 @@ def train_models(configs: list[RunConfig], outs: list[str | Path], monitor: bool
     return [Run(r) for r in runs]
 
 
-def open_run(path: str | Path) -> Run:
-    """A run directory made by ``possym train`` (or :func:`train`)."""
-    return Run(RunDir.open(path))
+def open_run(path: str | Path, allow_unfinished: bool = False) -> Run:
+    """A run directory made by ``possym train`` (or :func:`train_model`). ``step="final"`` names the end of
+    training: on a run that has not finished it is refused, naming the last step, unless ``allow_unfinished``."""
+    return Run(RunDir.open(path, allow_unfinished=allow_unfinished))
 
 
 def head_scores(model: torch.nn.Module, tokens: Any, **options: Any):
@@ -211,7 +212,18 @@ class Run:
         self.dir = run
 
     def __repr__(self) -> str:
-        return f"Run({str(self.path)!r}, task={self.config.task.name!r}, checkpoints={len(self.checkpoint_steps())})"
+        steps = self.checkpoint_steps()
+        try:
+            last = steps[-1] if steps else 0
+            state = "finished" if self.dir.finished else f"unfinished at step {last} of {self.config.total_steps}"
+        except RunError:
+            state = "metrics.jsonl unreadable"  # a repr must not raise; reading the metrics says why
+        return f"Run({str(self.path)!r}, task={self.config.task.name!r}, checkpoints={len(steps)}, {state})"
+
+    @property
+    def finished(self) -> bool:
+        """Whether training ended (the final test evaluation is logged)."""
+        return self.dir.finished
 
     @property
     def path(self) -> Path:

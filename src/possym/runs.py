@@ -361,6 +361,17 @@ class RunDir:
         files = (self.path / CKPT_DIR).glob("step_*.safetensors")
         return sorted(int(f.stem.split("_")[1]) for f in files)
 
+    def missing_checkpoints(self) -> list[int]:
+        """Steps of the checkpoint grid (every ``train.checkpoint_every`` steps, and the last) up to the last
+        checkpoint on disk, or to the end once training finished, whose file is absent (deleted by hand)."""
+        have = self.checkpoint_steps()
+        if not have:
+            return []
+        every, total = self.config.train.checkpoint_every, self.config.total_steps
+        end = total if self.finished else have[-1]
+        grid = set(range(0, end + 1, every)) | ({total} if end == total else set())
+        return sorted(grid - set(have))
+
     def save_checkpoint(self, step: int, state_dict: dict[str, torch.Tensor]) -> Path:
         tensors = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in state_dict.items()}
         header = {"step": str(step), "config": json.dumps(self.config.to_dict())}
@@ -375,7 +386,11 @@ class RunDir:
         try:
             return st_load(path.read_bytes())
         except (SafetensorError, ValueError, RuntimeError) as exc:
-            raise RunError(f"checkpoint {path} is truncated or corrupt ({exc}); delete it and resume") from exc
+            if step == self.config.total_steps:  # the last resumable state holds these weights
+                advice = f"run `possym train --resume {self.path}`, which re-creates it from {STATE}"
+            else:
+                advice = (f"delete it to analyse the other checkpoints, or {self._retrain} to re-create it")
+            raise RunError(f"checkpoint {path} is truncated or corrupt ({exc}); {advice}") from exc
 
     def load_model(
         self, step: StepSpec = None, dtype: torch.dtype = torch.float32, device: torch.device | str | None = None
