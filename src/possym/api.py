@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from safetensors import SafetensorError, safe_open
 
-from possym.config import RunConfig, config_from_saved
+from possym.config import RunConfig, check_overrides, config_from_saved
 from possym.config import load_config as _load_config
 from possym.devices import resolve_device, torch_threads
 from possym.errors import PossymError, RunError
@@ -59,6 +59,7 @@ def load_config(task: str, preset: str | None = None, overrides: list[str] | Non
     >>> load_config("number", "quick", train__steps=500).train.steps
     500
     """
+    check_overrides(overrides or [])
     extra = []
     for key, value in keys.items():
         if "__" not in key:
@@ -93,6 +94,16 @@ def load_model(checkpoint: str | Path, dtype: torch.dtype = torch.float32, devic
     return model.to(device=None if device is None else resolve_device(device), dtype=dtype).eval()
 
 
+def _check_train_args(config: Any, out: Any, monitor: Any, progress: Any) -> None:
+    if not isinstance(config, RunConfig):
+        raise PossymError(f"config must be a RunConfig (possym.load_config(task, preset, overrides)), not "
+                          f"{type(config).__name__}")
+    if not isinstance(out, str | Path):
+        raise PossymError(f"out must be a directory path (str or Path), not {type(out).__name__}")
+    if not isinstance(monitor, bool) or not isinstance(progress, bool):
+        raise PossymError(f"monitor={monitor!r} and progress={progress!r} must be True or False")
+
+
 def train_model(config: RunConfig, out: str | Path, monitor: bool = True, progress: bool = True) -> Run:
     """Train a new run into ``out`` (or finish an interrupted one with the same config); returns it.
 
@@ -103,6 +114,8 @@ def train_model(config: RunConfig, out: str | Path, monitor: bool = True, progre
 
     # The run's threads hold from before it records its environment (meta.json tells the truth) to the
     # end of training, and the caller's count comes back after.
+    _check_train_args(config, out, monitor, progress)
+    resolve_device(config.train.device)  # a device this machine lacks is refused before the run directory is made
     with torch_threads(config.train.threads):
         run = ensure_run(out, config, argv=["possym.train", str(out)])
         train_run(run, monitor=monitor, progress=progress)
@@ -121,6 +134,12 @@ def train_models(configs: list[RunConfig], outs: list[str | Path], monitor: bool
     """
     from possym.stages.train import DEFAULT_MEMORY_BUDGET_MB, train_runs
 
+    if isinstance(configs, RunConfig) or isinstance(outs, str | Path):
+        raise PossymError("train_models takes a list of configs and a list of output directories; for one run "
+                          "use train_model(config, out)")
+    for config, out in zip(configs, outs, strict=False):
+        _check_train_args(config, out, monitor, progress)
+        resolve_device(config.train.device)
     if len(configs) != len(outs):
         raise PossymError(f"train_models takes one output directory per config ({len(configs)} configs, "
                           f"{len(outs)} directories)")

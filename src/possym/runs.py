@@ -33,7 +33,7 @@ import platform
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
@@ -140,18 +140,33 @@ os.umask(_UMASK)
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` so that ``path`` holds either the old or the new content, never a mix."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with _naming(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the permissions open() would
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+@contextlib.contextmanager
+def _naming(path: Path) -> Iterator[None]:
+    """An OS error while writing ``path`` names ``path``: not the temporary file beside it, nor nothing
+    (a full disk's error comes from ``write``, which names no file)."""
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the permissions open() would
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        yield
+    except OSError as exc:
+        if exc.filename == str(path) or exc.errno is None:
+            raise
+        named = OSError(exc.errno, exc.strerror, str(path) if exc.filename is None or ".tmp" in str(exc.filename)
+                        else exc.filename)
+        raise named from exc
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -293,7 +308,7 @@ class RunDir:
     # ---- metrics -------------------------------------------------------------------------------
     def log(self, record: dict[str, Any]) -> None:
         """Append one JSON line; a line is written whole and fsynced, so a kill never splits it."""
-        with open(self.path / METRICS, "a") as f:
+        with _naming(self.path / METRICS), open(self.path / METRICS, "a") as f:
             f.write(json.dumps(record) + "\n")
             f.flush()
             os.fsync(f.fileno())
@@ -449,7 +464,11 @@ class RunDir:
         metrics log (runs trained before it was recorded, or still training)."""
         file = self.path / BEST
         if file.is_file():
-            return int(json.loads(file.read_text())["step"])
+            try:
+                return int(json.loads(file.read_text())["step"])
+            except (ValueError, KeyError, TypeError) as exc:
+                raise RunError(f"{file} is corrupt ({exc}); delete it: the best step is derived again from "
+                               f"{METRICS}") from exc
         return best_step(self.metrics(), self.checkpoint_steps())
 
     def write_best(self) -> int | None:

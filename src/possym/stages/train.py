@@ -41,7 +41,7 @@ from typing import Any
 from tqdm import tqdm
 
 from possym.config import ConfigError
-from possym.devices import torch_threads
+from possym.devices import resolve_device, torch_threads
 from possym.runs import RunDir
 from possym.stages.registry import Stage
 from possym.tasks import TaskSamples, make_splits
@@ -65,6 +65,7 @@ def train_run(run: RunDir, monitor: bool = False, position: int = 0, progress: b
     from possym.train.loop import train
 
     cfg = run.config
+    resolve_device(cfg.train.device)  # a device this machine lacks: refused before any work
     # The lock first: a second writer is refused before the data is made or a progress bar drawn.
     with run.writing(), torch_threads(cfg.train.threads):
         splits = make_splits(cfg.task, cfg.seeds.data) if splits is None else splits
@@ -100,6 +101,7 @@ def train_group_runs(runs: Sequence[RunDir], monitor: bool = False, position: in
     """Train (or resume) ``runs`` as one group (:func:`possym.train.group.train_group`), with one
     progress bar over all of its members' steps; returns each one's final test metrics. Each member's
     writer lock is taken first, before its data is made."""
+    resolve_device(runs[0].config.train.device)
     with contextlib.ExitStack() as locks:
         for run in runs:
             locks.enter_context(run.writing())
