@@ -34,7 +34,7 @@ from safetensors import SafetensorError, safe_open
 from possym.config import RunConfig, check_overrides, config_from_saved
 from possym.config import load_config as _load_config
 from possym.devices import resolve_device, torch_threads
-from possym.errors import PossymError, RunError
+from possym.errors import PossymError, RunError, named_options, settings_of
 from possym.records import GAMMA, LengthRecord, PurityRecord, ScoreRecord, Table1Record, frame
 from possym.runs import RunDir, StepSpec, ensure_run
 from possym.scores.metric import TAU
@@ -68,6 +68,7 @@ def load_config(task: str, preset: str | None = None, overrides: list[str] | Non
     return _load_config(task, preset, [*(overrides or []), *extra])
 
 
+@named_options
 def load_model(checkpoint: str | Path, dtype: torch.dtype = torch.float32, device: str | None = None) -> GPTJ:
     """A checkpoint file on its own: the config written into its safetensors header builds the model,
     on ``device`` (default the CPU; ``"auto"``: the best here).
@@ -78,6 +79,9 @@ def load_model(checkpoint: str | Path, dtype: torch.dtype = torch.float32, devic
     from possym.tasks import task_vocab
 
     path = Path(checkpoint)
+    if path.is_dir():
+        raise RunError(f"{path} is a directory; give a checkpoint file ({path}/checkpoints/step_N.safetensors "
+                       f"in a run), or open a run with possym.open_run({str(path)!r}).model(step)")
     if not path.is_file():
         raise RunError(f"checkpoint {path} does not exist")
     try:
@@ -104,6 +108,7 @@ def _check_train_args(config: Any, out: Any, monitor: Any, progress: Any) -> Non
         raise PossymError(f"monitor={monitor!r} and progress={progress!r} must be True or False")
 
 
+@named_options
 def train_model(config: RunConfig, out: str | Path, monitor: bool = True, progress: bool = True) -> Run:
     """Train a new run into ``out`` (or finish an interrupted one with the same config); returns it.
 
@@ -122,6 +127,7 @@ def train_model(config: RunConfig, out: str | Path, monitor: bool = True, progre
     return Run(run)
 
 
+@named_options
 def train_models(configs: list[RunConfig], outs: list[str | Path], monitor: bool = True, progress: bool = True,
                  memory_budget_mb: float | None = None, group: bool = True) -> list[Run]:
     """Train new runs into ``outs`` (or finish interrupted ones with the same configs), those that can
@@ -152,6 +158,7 @@ def train_models(configs: list[RunConfig], outs: list[str | Path], monitor: bool
     return [Run(r) for r in runs]
 
 
+@named_options
 def open_run(path: str | Path, allow_unfinished: bool = False) -> Run:
     """A run directory made by ``possym train`` (or :func:`train_model`). ``step="final"`` names the end of
     training: on a run that has not finished it is refused, naming the last step, unless ``allow_unfinished``."""
@@ -293,7 +300,7 @@ class Run:
         was made with these settings (:class:`possym.stages.score.ScoreConfig`), else computed and written."""
         from possym.stages.score import ScoreConfig, cached_scores, score_run
 
-        cfg = ScoreConfig(**{"figures": False, **settings})
+        cfg = settings_of(ScoreConfig, {"figures": False, **settings}, "scores")
         wanted = set(cfg.steps or self.checkpoint_steps())
         rows = cached_scores(self.dir, cfg)
         if cfg.force or not wanted <= {r.step for r in rows}:
@@ -316,7 +323,7 @@ class Run:
         if not rows:
             from possym.stages.score import ScoreConfig, score_run
 
-            rows = score_run(self.dir, ScoreConfig(**{"figures": False, **settings})).table1
+            rows = score_run(self.dir, settings_of(ScoreConfig, {"figures": False, **settings}, "table1")).table1
         return frame(rows, Table1Record)
 
     def plot_scores(self, query: str = "last", **settings: Any) -> Figure:
@@ -346,5 +353,5 @@ class Run:
         from possym.evaluate.lengthgen import LengthGenConfig
         from possym.stages.lengthgen import length_curve
 
-        cfg = LengthGenConfig(**settings) if grid is None else LengthGenConfig(grid=grid, **settings)
+        cfg = settings_of(LengthGenConfig, settings if grid is None else {"grid": grid, **settings}, "length_curve")
         return frame(length_curve(self.dir, cfg, step), LengthRecord)

@@ -253,7 +253,7 @@ class RunDir:
             raise RunError(f"{path} already holds a run; resume it with `possym train --resume {path}`")
         if path.exists() and any(p.name != LOCK_FILE for p in path.iterdir()):
             raise RunError(f"{path} exists and is not empty; choose a new --out directory")
-        made = not path.exists()
+        missing = [p for p in (path, *path.parents) if not p.exists()]  # what this call makes, deepest first
         try:
             # Under the run's lock, so that of two creators at once the second finds the first's config.
             with writer_lock(path, "run"):
@@ -261,8 +261,9 @@ class RunDir:
                     raise RunError(f"{path} already holds a run; resume it with `possym train --resume {path}`")
                 return cls._write_new(path, config, argv)
         except BaseException:
-            if made and path.is_dir() and not (path / CONFIG).exists() and not any(path.iterdir()):
-                path.rmdir()  # a refused or failed create leaves the filesystem as it found it
+            for folder in missing:  # a refused or failed create leaves the filesystem as it found it
+                if folder.is_dir() and not any(folder.iterdir()):
+                    folder.rmdir()
             raise
 
     @classmethod

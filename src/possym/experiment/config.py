@@ -38,7 +38,7 @@ import yaml
 
 from possym.canonical.grid import CanonicalGridConfig, grid_from_dict, grid_to_dict
 from possym.config import PRESET_DIR, RunConfig, check_overrides, load_config
-from possym.errors import ConfigError, require
+from possym.errors import ConfigError, named_options, require
 from possym.stages.registry import get_stage
 from possym.tasks import PAPER_TASKS, TASKS
 
@@ -346,6 +346,7 @@ def experiment_path(name: str | Path) -> Path:
     raise ConfigError(f"experiment {name} is neither a file nor a packaged experiment; packaged: {experiment_names()}")
 
 
+@named_options
 def load_experiment(name: str | Path, seeds: tuple[int, ...] | list[int] | None = None,
                     overrides: list[str] | tuple[str, ...] = ()) -> Experiment:
     """A packaged or YAML experiment, with ``seeds`` (None: its own) and ``overrides`` applied."""

@@ -46,7 +46,7 @@ from tqdm import tqdm
 
 from possym.canonical.grid import CanonicalGridConfig
 from possym.devices import torch_threads
-from possym.errors import PossymError
+from possym.errors import PossymError, named_options
 from possym.experiment.config import Experiment, RunSpec, dump_experiment, experiment_differences, experiment_to_dict
 from possym.experiment.migrate import migrate
 from possym.locks import writer_lock
@@ -106,6 +106,7 @@ class Unit:
         return self.runs[0]
 
 
+@named_options
 def run_experiment(exp: Experiment, out: str | Path, *, engine: Any = None, progress: bool = True,
                    on_unit: Callable[[Unit, str], None] | None = None) -> ExperimentOutcome:
     """Run every stage of ``exp`` not yet done with today's settings into ``out``; see the module docstring.
