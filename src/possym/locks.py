@@ -33,6 +33,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import errno
 import fcntl
 import json
@@ -49,7 +50,7 @@ from typing import Any
 
 from possym.errors import LockError
 
-__all__ = ["LOCK_FILE", "Holder", "LockError", "lock_holder", "writer_lock"]
+__all__ = ["LOCK_FILE", "Holder", "LockError", "lock_holder", "on_behalf_of", "writer_lock"]
 
 LOCK_FILE = ".lock"
 
@@ -64,6 +65,12 @@ class Holder:
     pid: int
     started: str = ""
     command: str = ""
+    owner: str = ""  # the experiment whose worker this is (its lock's token), or ""
+
+    @property
+    def token(self) -> str:
+        """This hold's name, unique to one process's hold: host, PID and start time."""
+        return f"{self.host}:{self.pid}:{self.started}"
 
     def __str__(self) -> str:
         since = f" since {self.started}" if self.started else ""
@@ -71,20 +78,21 @@ class Holder:
 
     @classmethod
     def me(cls) -> Holder:
-        return cls(socket.gethostname(), os.getpid(), datetime.now(UTC).isoformat(timespec="seconds"),
-                   " ".join(sys.argv)[:200])
+        return cls(socket.gethostname(), os.getpid(), datetime.now(UTC).isoformat(timespec="microseconds"),
+                   " ".join(sys.argv)[:200], _owner.get() or "")
 
     @classmethod
     def parse(cls, text: str) -> Holder | None:
         try:
             data: Any = json.loads(text)
             return cls(str(data["host"]), int(data["pid"]), str(data.get("started", "")),
-                       str(data.get("command", "")))
+                       str(data.get("command", "")), str(data.get("owner", "")))
         except (ValueError, KeyError, TypeError):
             return None  # empty (a writer between open and write) or not ours
 
     def to_json(self) -> str:
-        return json.dumps({"host": self.host, "pid": self.pid, "started": self.started, "command": self.command})
+        return json.dumps({"host": self.host, "pid": self.pid, "started": self.started, "command": self.command,
+                           "owner": self.owner})
 
 
 def _alive(pid: int) -> bool:
@@ -103,6 +111,23 @@ def lock_holder(directory: str | Path) -> Holder | None:
         return Holder.parse((Path(directory) / LOCK_FILE).read_text())
     except OSError:
         return None
+
+
+# The experiment this process works for (its lock's token), set by the executor's workers (on_behalf_of).
+_owner: contextvars.ContextVar[str | None] = contextvars.ContextVar("possym_lock_owner", default=None)
+
+
+@contextlib.contextmanager
+def on_behalf_of(owner: str | None) -> Iterator[None]:
+    """Take locks in the block as a worker of the experiment whose lock token is ``owner``
+    (:attr:`Holder.token`): a lock left on another host by an earlier worker of that same experiment
+    call is taken over. The executor retries a unit only after its engine reported the worker ended,
+    and no two units of one call share a run, so that earlier worker is gone."""
+    reset = _owner.set(owner)
+    try:
+        yield
+    finally:
+        _owner.reset(reset)
 
 
 # Directories this process holds: (PID, resolved path) -> [open lock file, number of holds]. The PID keeps a
@@ -139,13 +164,18 @@ def _acquire(directory: Path, what: str) -> int:
                 os.close(fd)
                 continue
             before = Holder.parse(os.pread(fd, 4096, 0).decode(errors="replace"))
-            if before is not None and before.pid != os.getpid():
-                if before.host != me:
+            if before is not None and (before.host, before.pid) != (me, os.getpid()):
+                if before.host != me and before.owner and before.owner == _owner.get():
+                    log.warning("possym: took over the lock of %s from %s, an earlier worker of this experiment "
+                                "that its engine reported ended", directory, before)
+                elif before.host != me:
                     raise _refuse(directory, what, before, f", a host this one cannot check; if that process "
                                   f"is gone, delete {path}")
-                if not flocked and _alive(before.pid):
+                elif not flocked and _alive(before.pid):
                     raise _refuse(directory, what, before)
-                log.warning("possym: took over the lock of %s from %s, which is no longer running", directory, before)
+                else:
+                    log.warning("possym: took over the lock of %s from %s, which is no longer running", directory,
+                                before)
             os.ftruncate(fd, 0)
             os.pwrite(fd, Holder.me().to_json().encode(), 0)
             os.fsync(fd)

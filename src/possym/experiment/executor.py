@@ -49,7 +49,7 @@ from possym.devices import torch_threads
 from possym.errors import PossymError, named_options
 from possym.experiment.config import Experiment, RunSpec, dump_experiment, experiment_differences, experiment_to_dict
 from possym.experiment.migrate import migrate
-from possym.locks import writer_lock
+from possym.locks import lock_holder, on_behalf_of, writer_lock
 from possym.runs import RunDir, atomic_write_text, ensure_run
 from possym.stages.log import EXPERIMENT, ResumeLog, ResumeRecord
 from possym.stages.registry import ExperimentDir, Stage, get_stage
@@ -182,6 +182,14 @@ def run_unit(unit: Unit) -> dict[str, Any]:
     ``runs``-scope stage sees the unit's runs together, a ``run``-scope stage each in turn. A run whose
     stage fails is left out of its later stages while the unit's other runs go on; the unit then raises,
     naming every run that failed and why."""
+    # As a worker of the call that holds OUT's lock: a run lock an earlier, lost worker of it left on
+    # another node is taken over (possym.locks.on_behalf_of).
+    holder = lock_holder(unit.out)
+    with on_behalf_of(None if holder is None else holder.token):
+        return _run_unit(unit)
+
+
+def _run_unit(unit: Unit) -> dict[str, Any]:
     log = ResumeLog(Path(unit.out))
     dirs = {spec.id: RunDir.open(Path(unit.out) / "runs" / spec.id) for spec in unit.runs}
     ran: list[tuple[str, str]] = []

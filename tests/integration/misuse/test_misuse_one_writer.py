@@ -16,7 +16,7 @@ from misuse_probes import comparable, env, possym_cli, same_weights, start_train
 from possym.errors import LockError
 from possym.experiment.config import load_experiment
 from possym.experiment.executor import run_experiment
-from possym.locks import LOCK_FILE, lock_holder, writer_lock
+from possym.locks import LOCK_FILE, lock_holder, on_behalf_of, writer_lock
 from possym.runs import RunDir
 from possym.tasks import make_splits
 from possym.train.loop import train
@@ -143,3 +143,22 @@ def test_a_second_executor_on_an_experiment_directory_is_refused(tmp_path):
     finally:
         holder.stdin.close()
         holder.wait()
+
+
+def test_a_lock_left_on_another_host_by_a_lost_worker_of_this_experiment_is_taken_over(tmp_path, caplog):
+    """A Slurm job killed on another node leaves its run's lock; the executor's retry of that unit (on any
+    node) works for the same experiment call, whose lock token the worker reads from OUT/.lock."""
+    out, run = tmp_path / "exp", tmp_path / "exp" / "runs" / "number-s0"
+    run.mkdir(parents=True)
+    with writer_lock(out, "experiment"):
+        token = lock_holder(out).token
+        (run / LOCK_FILE).write_text(json.dumps({"host": "node-lost", "pid": 77, "owner": token}))
+        with pytest.raises(LockError, match="process 77 on node-lost, a host this one cannot check"):
+            with writer_lock(run, "run"):
+                pass
+        with on_behalf_of("another call's token"), pytest.raises(LockError, match="cannot check"):
+            with writer_lock(run, "run"):
+                pass
+        with caplog.at_level(logging.WARNING, logger="possym.locks"), on_behalf_of(token), writer_lock(run, "run"):
+            assert lock_holder(run).owner == token and lock_holder(run).host == socket.gethostname()
+    assert "from process 77 on node-lost, an earlier worker of this experiment" in caplog.text

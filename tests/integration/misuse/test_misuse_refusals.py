@@ -122,6 +122,14 @@ def test_load_model_of_a_directory_says_it_is_a_directory(reference):
         possym.load_model(reference.path)
 
 
+def test_heads_on_an_empty_directory_says_there_is_no_model_there(tmp_path, capsys):
+    (tmp_path / "empty").mkdir()
+    err = one_line_error(capsys, ["heads", "--model", str(tmp_path / "empty"), "--prompts", "binding",
+                                  "--out", str(tmp_path / "out")])
+    assert f"{tmp_path / 'empty'} is a directory without a Hugging Face model (no config.json)" in err
+    assert "sentencepiece" not in err and not (tmp_path / "out").exists()
+
+
 # ---- a sentence for every user error --------------------------------------------------------------
 
 def test_an_output_path_that_is_a_file_is_one_sentence(tmp_path, capsys, tiny_overrides):
