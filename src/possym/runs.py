@@ -28,6 +28,7 @@ import csv
 import io
 import json
 import logging
+import numbers
 import os
 import platform
 import subprocess
@@ -162,11 +163,10 @@ def _naming(path: Path) -> Iterator[None]:
     try:
         yield
     except OSError as exc:
-        if exc.filename == str(path) or exc.errno is None:
-            raise
-        named = OSError(exc.errno, exc.strerror, str(path) if exc.filename is None or ".tmp" in str(exc.filename)
-                        else exc.filename)
-        raise named from exc
+        ours = exc.filename is None or Path(exc.filename).name.startswith(f".{path.name}.")  # the temporary file
+        if exc.errno is None or not ours:
+            raise  # a parent that is a file, say: the error names the right path already
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -445,8 +445,9 @@ class RunDir:
             if not step.isdigit():
                 raise RunError(f"step {step!r}: give a checkpoint step number, 'best' or 'final'")
             step = int(step)
-        if isinstance(step, bool) or not isinstance(step, int):
+        if isinstance(step, bool) or not isinstance(step, numbers.Integral):
             raise RunError(f"step {step!r}: give a checkpoint step number, 'best' or 'final'")
+        step = int(step)
         if step not in steps:
             raise RunError(f"no checkpoint for step {step} in {self.path}; available: {steps}, 'best', 'final'")
         return step
