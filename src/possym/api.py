@@ -32,10 +32,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 from safetensors import SafetensorError, safe_open
 
-from possym.config import RunConfig, config_from_saved
+from possym.config import RunConfig, check_overrides, config_from_saved
 from possym.config import load_config as _load_config
 from possym.devices import resolve_device, torch_threads
-from possym.errors import PossymError, RunError
+from possym.errors import PossymError, RunError, named_options, settings_of
 from possym.records import GAMMA, LengthRecord, PurityRecord, ScoreRecord, Table1Record, frame
 from possym.runs import RunDir, StepSpec, ensure_run
 from possym.scores.metric import TAU
@@ -60,6 +60,7 @@ def load_config(task: str, preset: str | None = None, overrides: list[str] | Non
     >>> load_config("number", "quick", train__steps=500).train.steps
     500
     """
+    check_overrides(overrides or [])
     extra = []
     for key, value in keys.items():
         if "__" not in key:
@@ -68,6 +69,7 @@ def load_config(task: str, preset: str | None = None, overrides: list[str] | Non
     return _load_config(task, preset, [*(overrides or []), *extra])
 
 
+@named_options
 def load_model(checkpoint: str | Path, dtype: torch.dtype = torch.float32, device: str | None = None) -> GPTJ:
     """A checkpoint file on its own: the config written into its safetensors header builds the model,
     on ``device`` (default the CPU; ``"auto"``: the best here).
@@ -78,6 +80,9 @@ def load_model(checkpoint: str | Path, dtype: torch.dtype = torch.float32, devic
     from possym.tasks import task_vocab
 
     path = Path(checkpoint)
+    if path.is_dir():
+        raise RunError(f"{path} is a directory; give a checkpoint file ({path}/checkpoints/step_N.safetensors "
+                       f"in a run), or open a run with possym.open_run({str(path)!r}).model(step)")
     if not path.is_file():
         raise RunError(f"checkpoint {path} does not exist")
     try:
@@ -94,6 +99,17 @@ def load_model(checkpoint: str | Path, dtype: torch.dtype = torch.float32, devic
     return model.to(device=None if device is None else resolve_device(device), dtype=dtype).eval()
 
 
+def _check_train_args(config: Any, out: Any, monitor: Any, progress: Any) -> None:
+    if not isinstance(config, RunConfig):
+        raise PossymError(f"config must be a RunConfig (possym.load_config(task, preset, overrides)), not "
+                          f"{type(config).__name__}")
+    if not isinstance(out, str | Path):
+        raise PossymError(f"out must be a directory path (str or Path), not {type(out).__name__}")
+    if not isinstance(monitor, bool) or not isinstance(progress, bool):
+        raise PossymError(f"monitor={monitor!r} and progress={progress!r} must be True or False")
+
+
+@named_options
 def train_model(config: RunConfig, out: str | Path, monitor: bool = True, progress: bool = True) -> Run:
     """Train a new run into ``out`` (or finish an interrupted one with the same config); returns it.
 
@@ -104,12 +120,15 @@ def train_model(config: RunConfig, out: str | Path, monitor: bool = True, progre
 
     # The run's threads hold from before it records its environment (meta.json tells the truth) to the
     # end of training, and the caller's count comes back after.
+    _check_train_args(config, out, monitor, progress)
+    resolve_device(config.train.device)  # a device this machine lacks is refused before the run directory is made
     with torch_threads(config.train.threads):
         run = ensure_run(out, config, argv=["possym.train", str(out)])
         train_run(run, monitor=monitor, progress=progress)
     return Run(run)
 
 
+@named_options
 def train_models(configs: list[RunConfig], outs: list[str | Path], monitor: bool = True, progress: bool = True,
                  memory_budget_mb: float | None = None, group: bool = True) -> list[Run]:
     """Train new runs into ``outs`` (or finish interrupted ones with the same configs), those that can
@@ -122,6 +141,12 @@ def train_models(configs: list[RunConfig], outs: list[str | Path], monitor: bool
     """
     from possym.stages.train import DEFAULT_MEMORY_BUDGET_MB, train_runs
 
+    if isinstance(configs, RunConfig) or isinstance(outs, str | Path):
+        raise PossymError("train_models takes a list of configs and a list of output directories; for one run "
+                          "use train_model(config, out)")
+    for config, out in zip(configs, outs, strict=False):
+        _check_train_args(config, out, monitor, progress)
+        resolve_device(config.train.device)
     if len(configs) != len(outs):
         raise PossymError(f"train_models takes one output directory per config ({len(configs)} configs, "
                           f"{len(outs)} directories)")
@@ -134,9 +159,11 @@ def train_models(configs: list[RunConfig], outs: list[str | Path], monitor: bool
     return [Run(r) for r in runs]
 
 
-def open_run(path: str | Path) -> Run:
-    """A run directory made by ``possym train`` (or :func:`train`)."""
-    return Run(RunDir.open(path))
+@named_options
+def open_run(path: str | Path, allow_unfinished: bool = False) -> Run:
+    """A run directory made by ``possym train`` (or :func:`train_model`). ``step="final"`` names the end of
+    training: on a run that has not finished it is refused, naming the last step, unless ``allow_unfinished``."""
+    return Run(RunDir.open(path, allow_unfinished=allow_unfinished))
 
 
 def head_scores(model: Any, tokens: Any, **options: Any):
@@ -218,7 +245,18 @@ class Run:
         self.dir = run
 
     def __repr__(self) -> str:
-        return f"Run({str(self.path)!r}, task={self.config.task.name!r}, checkpoints={len(self.checkpoint_steps())})"
+        steps = self.checkpoint_steps()
+        try:
+            last = steps[-1] if steps else 0
+            state = "finished" if self.dir.finished else f"unfinished at step {last} of {self.config.total_steps}"
+        except RunError:
+            state = "metrics.jsonl unreadable"  # a repr must not raise; reading the metrics says why
+        return f"Run({str(self.path)!r}, task={self.config.task.name!r}, checkpoints={len(steps)}, {state})"
+
+    @property
+    def finished(self) -> bool:
+        """Whether training ended (the final test evaluation is logged)."""
+        return self.dir.finished
 
     @property
     def path(self) -> Path:
@@ -269,7 +307,7 @@ class Run:
         was made with these settings (:class:`possym.stages.score.ScoreConfig`), else computed and written."""
         from possym.stages.score import ScoreConfig, cached_scores, score_run
 
-        cfg = ScoreConfig(**{"figures": False, **settings})
+        cfg = settings_of(ScoreConfig, {"figures": False, **settings}, "scores")
         wanted = set(cfg.steps or self.checkpoint_steps())
         rows = cached_scores(self.dir, cfg)
         if cfg.force or not wanted <= {r.step for r in rows}:
@@ -318,7 +356,7 @@ class Run:
         if not rows:
             from possym.stages.score import ScoreConfig, score_run
 
-            rows = score_run(self.dir, ScoreConfig(**{"figures": False, **settings})).table1
+            rows = score_run(self.dir, settings_of(ScoreConfig, {"figures": False, **settings}, "table1")).table1
         return frame(rows, Table1Record)
 
     def plot_scores(self, query: str = "last", **settings: Any) -> Figure:
@@ -348,5 +386,5 @@ class Run:
         from possym.evaluate.lengthgen import LengthGenConfig
         from possym.stages.lengthgen import length_curve
 
-        cfg = LengthGenConfig(**settings) if grid is None else LengthGenConfig(grid=grid, **settings)
+        cfg = settings_of(LengthGenConfig, settings if grid is None else {"grid": grid, **settings}, "length_curve")
         return frame(length_curve(self.dir, cfg, step), LengthRecord)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -98,8 +99,9 @@ class ModelConfig:
     def __post_init__(self) -> None:
         _require(self.n_layers >= 1, f"model.n_layers={self.n_layers} must be >= 1")
         _require(self.n_heads >= 1, f"model.n_heads={self.n_heads} must be >= 1")
+        _require(self.d_model >= 2, f"model.d_model={self.d_model} must be >= 2 (a head needs one RoPE plane)")
         _require(
-            self.d_model >= 2 and self.d_model % self.n_heads == 0,
+            self.d_model % self.n_heads == 0,
             f"model.d_model={self.d_model} must be divisible by model.n_heads={self.n_heads}",
         )
         _require(self.d_mlp >= 1, f"model.d_mlp={self.d_mlp} must be >= 1")
@@ -316,6 +318,13 @@ class Seeds:
     order: int = 0
     dropout: int = 0
 
+    def __post_init__(self) -> None:
+        for name in ("data", "init", "order", "dropout"):
+            value = getattr(self, name)
+            # numpy's and torch's generators take seeds 0 .. 2^64-1; a negative one fails deep inside them
+            whole = isinstance(value, numbers.Integral) and not isinstance(value, bool)
+            _require(whole and 0 <= int(value) < 2**64, f"seeds.{name}={value!r} must be a whole number >= 0")
+
 
 @dataclass(frozen=True)
 class RunConfig:
@@ -328,8 +337,12 @@ class RunConfig:
     preset: str | None = None
 
     def __post_init__(self) -> None:
+        # Training evaluates on validation rows from step 0 and on test rows at the end: both must exist.
+        for split in ("n_val", "n_test"):
+            _require(getattr(self.task, split) >= 1,
+                     f"task.{split}={getattr(self.task, split)} must be >= 1: a run evaluates on it")
         _require(
-            self.train.eval_size <= max(self.task.n_val, 1) or self.task.n_val == 0,
+            self.train.eval_size <= self.task.n_val,
             f"train.eval_size={self.train.eval_size} must be <= task.n_val={self.task.n_val}",
         )
         _require(self.task.n_train >= 1, f"task.n_train={self.task.n_train} must be >= 1 to train")
@@ -471,8 +484,24 @@ def _parse_value(text: str) -> Any:
     return value
 
 
+def check_overrides(overrides: Any) -> None:
+    """Overrides are a list of ``section.key=value`` strings; a lone string would be read one character at a time.
+
+    >>> check_overrides("train.lr=3e-4")
+    Traceback (most recent call last):
+    ...
+    possym.errors.ConfigError: overrides='train.lr=3e-4' is one string; give a list of them, e.g. ['train.lr=3e-4']
+    """
+    if isinstance(overrides, str | bytes):
+        raise ConfigError(f"overrides={overrides!r} is one string; give a list of them, e.g. [{overrides!r}]")
+    if not isinstance(overrides, list | tuple) or not all(isinstance(o, str) for o in overrides):
+        raise ConfigError(f"overrides={overrides!r} must be a list of section.key=value strings, "
+                          "e.g. ['train.lr=3e-4']")
+
+
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Apply ``section.key=value`` overrides to nested plain data; unknown keys are errors."""
+    check_overrides(overrides)
     out = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
     for item in overrides:
         _require("=" in item, f"override {item!r} must look like section.key=value, e.g. train.lr=3e-4")
@@ -506,7 +535,8 @@ def load_config(task: str, preset: str | None = None, overrides: list[str] | Non
 
     A preset may hold shared sections and per-task sections under ``tasks: {number: ..., letter: ...}``.
     """
-    _require(task in TASKS, f"--task {task!r} is not a task; allowed: {tuple(TASKS)}")
+    _require(isinstance(task, str) and task in TASKS, f"--task {task!r} is not a task; allowed: {tuple(TASKS)}")
+    check_overrides(overrides or [])
     data: dict[str, Any] = {"task": {"name": task}}
     if preset is not None:
         raw = load_preset(preset)

@@ -11,6 +11,14 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import inspect
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
 
 class PossymError(ValueError):
     """An input the library refuses; the message says what is wrong and what is allowed."""
@@ -18,6 +26,10 @@ class PossymError(ValueError):
 
 class RunError(PossymError):
     """A run directory is missing, incomplete or corrupt; the message says which file and why."""
+
+
+class LockError(PossymError):
+    """A directory is being written by another process (:mod:`possym.locks`); the message names it."""
 
 
 class ConfigError(PossymError):
@@ -32,3 +44,50 @@ def require(ok: bool, message: str) -> None:
 
 class RecordError(PossymError):
     """A row of a CSV artifact does not fit its record type (a missing column, a value of the wrong type)."""
+
+
+class OptionError(PossymError, TypeError):
+    """A call with an option the function does not take (or too many arguments); the message lists the
+    options it does take. A :class:`TypeError` too, as Python's own would be."""
+
+
+def named_options(fn: _F) -> _F:
+    """Make a call with an unknown keyword option an :class:`OptionError` that lists the allowed ones.
+
+    >>> @named_options
+    ... def open_thing(path, step="final", *, allow_unfinished=False): ...
+    >>> open_thing("runs/x", stpe=3)   # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    possym.errors.OptionError: open_thing() got an unexpected keyword argument 'stpe'; its options: path, ...
+    """
+    signature = inspect.signature(fn)
+    named = [p.name for p in signature.parameters.values()
+             if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "self"]
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise OptionError(f"{fn.__name__}() {str(exc).removeprefix(fn.__name__ + '()').strip()}; its options: "
+                              f"{', '.join(named)}") from None
+        return fn(*args, **kwargs)
+
+    return call  # type: ignore[return-value]
+
+
+def settings_of(kind: type, settings: dict[str, Any], what: str) -> Any:
+    """``kind(**settings)`` for a settings dataclass, an unknown key refused by name with the known ones.
+
+    >>> from possym.evaluate.lengthgen import LengthGenConfig
+    >>> settings_of(LengthGenConfig, {"grdi": (0, 10)}, "length_curve")   # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    possym.errors.OptionError: length_curve: unknown option(s) ['grdi']; allowed: grid, n, n_prefixes, ...
+    """
+    known = [f.name for f in dataclasses.fields(kind) if f.init]
+    unknown = sorted(set(settings) - set(known))
+    if unknown:
+        raise OptionError(f"{what}: unknown option(s) {unknown}; allowed: {', '.join(known)}")
+    return kind(**settings)

@@ -57,6 +57,14 @@ def resolve_local_model(model: str, gguf_file: str | None = None) -> tuple[str, 
         if not path.is_file():
             raise ModelNotFoundError(f"GGUF file {model} does not exist")
         return str(path.parent), path.name
+    if path.is_dir():
+        if gguf_file is not None and not (path / gguf_file).is_file():
+            raise ModelNotFoundError(f"{path} holds no GGUF file {gguf_file!r}")
+        if gguf_file is None and not (path / "config.json").is_file():
+            # Else transformers guesses at a tokenizer and blames a missing sentencepiece.
+            raise ModelNotFoundError(f"{path} is a directory without a Hugging Face model (no config.json); give "
+                                     "a folder made by save_pretrained, a .gguf file (or --gguf NAME inside the "
+                                     f"folder), or a packaged model: {', '.join(LOCAL_MODELS)}")
     return model, gguf_file
 
 

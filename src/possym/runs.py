@@ -23,15 +23,18 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
+import logging
+import numbers
 import os
 import platform
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
@@ -45,7 +48,8 @@ from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
 from possym.config import RunConfig, config_from_saved
-from possym.errors import RunError
+from possym.errors import PossymError, RunError
+from possym.locks import LOCK_FILE, writer_lock
 from possym.records import (
     DiscrepancyAccuracyRecord,
     DiscrepancyHeadRecord,
@@ -72,6 +76,8 @@ __all__ = ["ARTIFACTS", "Artifact", "RunDir", "RunError", "StepSpec", "atomic_wr
 
 CONFIG, META, METRICS, STATE, CKPT_DIR = "config.yaml", "meta.json", "metrics.jsonl", "state.pt", "checkpoints"
 BEST = "best.json"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -135,18 +141,32 @@ os.umask(_UMASK)
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` so that ``path`` holds either the old or the new content, never a mix."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    with _naming(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the permissions open() would
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+@contextlib.contextmanager
+def _naming(path: Path) -> Iterator[None]:
+    """An OS error while writing ``path`` names ``path``: not the temporary file beside it, nor nothing
+    (a full disk's error comes from ``write``, which names no file)."""
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file the permissions open() would
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        yield
+    except OSError as exc:
+        ours = exc.filename is None or Path(exc.filename).name.startswith(f".{path.name}.")  # the temporary file
+        if exc.errno is None or not ours:
+            raise  # a parent that is a file, say: the error names the right path already
+        raise OSError(exc.errno, exc.strerror, str(path)) from exc
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -217,19 +237,37 @@ def environment() -> dict[str, Any]:
 class RunDir:
     """A training run on disk. Create it with :meth:`create`, reopen it with :meth:`open`."""
 
-    def __init__(self, path: Path, config: RunConfig) -> None:
+    def __init__(self, path: Path, config: RunConfig, allow_unfinished: bool = False) -> None:
         self.path = Path(path)
         self.config = config
+        # Whether "final" may name the last checkpoint of a run whose training has not ended (resolve_step).
+        self.allow_unfinished = allow_unfinished
 
     # ---- creation and reopening -------------------------------------------------------------
     @classmethod
     def create(cls, path: str | Path, config: RunConfig, argv: list[str] | None = None) -> RunDir:
         path = Path(path)
+        if path.exists() and not path.is_dir():
+            raise RunError(f"{path} is a file, not a directory; choose a new --out directory")
         if (path / CONFIG).exists():
             raise RunError(f"{path} already holds a run; resume it with `possym train --resume {path}`")
-        if path.exists() and any(path.iterdir()):
+        if path.exists() and any(p.name != LOCK_FILE for p in path.iterdir()):
             raise RunError(f"{path} exists and is not empty; choose a new --out directory")
-        path.mkdir(parents=True, exist_ok=True)
+        missing = [p for p in (path, *path.parents) if not p.exists()]  # what this call makes, deepest first
+        try:
+            # Under the run's lock, so that of two creators at once the second finds the first's config.
+            with writer_lock(path, "run"):
+                if (path / CONFIG).exists():
+                    raise RunError(f"{path} already holds a run; resume it with `possym train --resume {path}`")
+                return cls._write_new(path, config, argv)
+        except BaseException:
+            for folder in missing:  # a refused or failed create leaves the filesystem as it found it
+                if folder.is_dir() and not any(folder.iterdir()):
+                    folder.rmdir()
+            raise
+
+    @classmethod
+    def _write_new(cls, path: Path, config: RunConfig, argv: list[str] | None) -> RunDir:
         atomic_write_text(path / CONFIG, yaml.safe_dump(config.to_dict(), sort_keys=False))
         meta = {
             "created": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -242,7 +280,11 @@ class RunDir:
         return cls(path, config)
 
     @classmethod
-    def open(cls, path: str | Path) -> RunDir:
+    def open(cls, path: str | Path, allow_unfinished: bool = False) -> RunDir:
+        """The run directory at ``path``; ``allow_unfinished`` lets ``"final"`` name the last checkpoint of a
+        run whose training has not ended (:meth:`resolve_step`)."""
+        if not isinstance(allow_unfinished, bool):
+            raise PossymError(f"allow_unfinished={allow_unfinished!r}: give True or False")
         path = Path(path)
         if not path.is_dir():
             raise RunError(f"{path} is not a directory; expected a run directory made by `possym train`")
@@ -253,7 +295,12 @@ class RunDir:
             data = yaml.safe_load(cfg_file.read_text())
         except yaml.YAMLError as exc:
             raise RunError(f"{cfg_file} is not valid YAML: {exc}") from exc
-        return cls(path, config_from_saved(data))
+        return cls(path, config_from_saved(data), allow_unfinished)
+
+    def writing(self) -> contextlib.AbstractContextManager[None]:
+        """Hold the run's writer lock (:func:`possym.locks.writer_lock`): a second writer is refused,
+        naming this process, until the ``with`` block ends."""
+        return writer_lock(self.path, "run")
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -262,27 +309,65 @@ class RunDir:
     # ---- metrics -------------------------------------------------------------------------------
     def log(self, record: dict[str, Any]) -> None:
         """Append one JSON line; a line is written whole and fsynced, so a kill never splits it."""
-        with open(self.path / METRICS, "a") as f:
+        with _naming(self.path / METRICS), open(self.path / METRICS, "a") as f:
             f.write(json.dumps(record) + "\n")
             f.flush()
             os.fsync(f.fileno())
 
     def metrics(self) -> list[dict[str, Any]]:
+        """The records of ``metrics.jsonl``, in order, each evaluation once.
+
+        Refused (:class:`RunError`, naming the file and line): a missing file once the run has
+        checkpoints (a run not yet started has no records), a line that is not JSON, and a second record
+        of one ``(event, step)``. A last line that is not JSON is a record torn by a kill: it is dropped
+        with a note, and the step is logged again on resume.
+        """
         file = self.path / METRICS
         if not file.exists():
+            if self.checkpoint_steps():
+                raise RunError(f"{file} is missing although the run has checkpoints; restore it, or "
+                               f"{self._retrain}")
             return []
-        out = []
-        for line in file.read_text().splitlines():
+        lines = file.read_text().splitlines()
+        out: list[dict[str, Any]] = []
+        seen: dict[tuple[Any, Any], int] = {}
+        for number, line in enumerate(lines, start=1):
             try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue  # a torn final line from a kill predating fsync; the step is re-logged on resume
+                record = json.loads(line)
+                if not isinstance(record, dict):
+                    raise ValueError("not a JSON object")
+            except ValueError as exc:
+                if number == len(lines):
+                    log.warning("possym: dropped the torn last line %d of %s (a kill while it was written)",
+                                number, file)
+                    break
+                raise RunError(f"{file}, line {number}: not a JSON record ({exc}); restore the file, or "
+                               f"{self._retrain}") from exc
+            key = (record.get("event"), record.get("step"))
+            if key in seen:
+                raise RunError(f"{file}, line {number}: a second {key[0]!r} record of step {key[1]} (the first "
+                               f"is line {seen[key]}; two writers at once?); {self._retrain}")
+            seen[key] = number
+            out.append(record)
         return out
 
+    @property
+    def _retrain(self) -> str:
+        return f"retrain the run from scratch: delete {self.path / STATE} and run `possym train --resume {self.path}`"
+
+    @property
+    def finished(self) -> bool:
+        """Whether training ended: the log holds the final test evaluation (:func:`possym.train.trainee.log_final`)."""
+        return any(r.get("event") == "final" for r in self.metrics())
+
     def truncate_metrics(self, after_step: int) -> None:
-        """Drop records past ``after_step``, and any final record (they are recomputed identically on resume)."""
-        kept = [r for r in self.metrics() if r.get("step", 0) <= after_step and r.get("event") != "final"]
+        """Drop records past ``after_step``, any final record and ``best.json`` (they are recomputed
+        identically on resume); ``after_step=-1`` empties the log, for a restart from scratch."""
+        # From scratch nothing is kept, so nothing is read: a lost or corrupt log does not stop the retraining.
+        kept = [] if after_step < 0 else [r for r in self.metrics()
+                                          if r.get("step", 0) <= after_step and r.get("event") != "final"]
         atomic_write_text(self.path / METRICS, "".join(json.dumps(r) + "\n" for r in kept))
+        (self.path / BEST).unlink(missing_ok=True)
 
     # ---- checkpoints ---------------------------------------------------------------------------
     def checkpoint_path(self, step: int) -> Path:
@@ -291,6 +376,17 @@ class RunDir:
     def checkpoint_steps(self) -> list[int]:
         files = (self.path / CKPT_DIR).glob("step_*.safetensors")
         return sorted(int(f.stem.split("_")[1]) for f in files)
+
+    def missing_checkpoints(self) -> list[int]:
+        """Steps of the checkpoint grid (every ``train.checkpoint_every`` steps, and the last) up to the last
+        checkpoint on disk, or to the end once training finished, whose file is absent (deleted by hand)."""
+        have = self.checkpoint_steps()
+        if not have:
+            return []
+        every, total = self.config.train.checkpoint_every, self.config.total_steps
+        end = total if self.finished else have[-1]
+        grid = set(range(0, end + 1, every)) | ({total} if end == total else set())
+        return sorted(grid - set(have))
 
     def save_checkpoint(self, step: int, state_dict: dict[str, torch.Tensor]) -> Path:
         tensors = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in state_dict.items()}
@@ -306,7 +402,11 @@ class RunDir:
         try:
             return st_load(path.read_bytes())
         except (SafetensorError, ValueError, RuntimeError) as exc:
-            raise RunError(f"checkpoint {path} is truncated or corrupt ({exc}); delete it and resume") from exc
+            if step == self.config.total_steps:  # the last resumable state holds these weights
+                advice = f"run `possym train --resume {self.path}`, which re-creates it from {STATE}"
+            else:
+                advice = (f"delete it to analyse the other checkpoints, or {self._retrain} to re-create it")
+            raise RunError(f"checkpoint {path} is truncated or corrupt ({exc}); {advice}") from exc
 
     def load_model(
         self, step: StepSpec = None, dtype: torch.dtype = torch.float32, device: torch.device | str | None = None
@@ -321,12 +421,20 @@ class RunDir:
 
     # ---- which checkpoint: a number, "best" or "final" ----------------------------------------
     def resolve_step(self, step: StepSpec = None) -> int:
-        """The checkpoint step that ``step`` names: ``None`` or ``"final"`` the last one, ``"best"`` the
-        earliest at the maximum validation accuracy (:func:`best_step`), or a number that has a checkpoint."""
+        """The checkpoint step that ``step`` names: ``None`` the last one, ``"final"`` the last one of a
+        finished run, ``"best"`` the earliest at the maximum validation accuracy (:func:`best_step`), or a
+        number that has a checkpoint. ``"final"`` on an unfinished run (:attr:`finished`) is refused, naming
+        its last step, unless the run was opened with ``allow_unfinished``."""
         steps = self.checkpoint_steps()
         if not steps:
             raise RunError(f"{self.path} has no checkpoints yet")
-        if step is None or step == "final":
+        if step is None:
+            return steps[-1]
+        if step == "final":
+            if not self.allow_unfinished and not self.finished:
+                raise RunError(f"{self.path} is unfinished: {self.step_label(steps[-1])}; finish it with "
+                               f"`possym train --resume {self.path}`, or analyse that step with --allow-unfinished "
+                               "(allow_unfinished=True)")
             return steps[-1]
         if step == "best":
             best = self.best()
@@ -337,16 +445,32 @@ class RunDir:
             if not step.isdigit():
                 raise RunError(f"step {step!r}: give a checkpoint step number, 'best' or 'final'")
             step = int(step)
+        if isinstance(step, bool) or not isinstance(step, numbers.Integral):
+            raise RunError(f"step {step!r}: give a checkpoint step number, 'best' or 'final'")
+        step = int(step)
         if step not in steps:
             raise RunError(f"no checkpoint for step {step} in {self.path}; available: {steps}, 'best', 'final'")
         return step
+
+    def step_label(self, step: int) -> str:
+        """How analyses name checkpoint ``step``: ``"step 400 (final)"`` once training ended there,
+        ``"step 140 (unfinished, of 400)"`` for the last checkpoint of a run that has not."""
+        total = self.config.total_steps
+        if self.finished:
+            return f"step {step} (final)" if step == total else f"step {step} of {total}"
+        last = self.checkpoint_steps()[-1:] == [step]
+        return f"step {step} (unfinished, of {total})" if last else f"step {step} of {total}"
 
     def best(self) -> int | None:
         """The best step: as recorded in ``best.json`` at the end of training, else derived from the
         metrics log (runs trained before it was recorded, or still training)."""
         file = self.path / BEST
         if file.is_file():
-            return int(json.loads(file.read_text())["step"])
+            try:
+                return int(json.loads(file.read_text())["step"])
+            except (ValueError, KeyError, TypeError) as exc:
+                raise RunError(f"{file} is corrupt ({exc}); delete it: the best step is derived again from "
+                               f"{METRICS}") from exc
         return best_step(self.metrics(), self.checkpoint_steps())
 
     def write_best(self) -> int | None:

@@ -8,6 +8,7 @@ Modules are imported lazily so that ``possym data`` does not pay for matplotlib 
 from __future__ import annotations
 
 import argparse
+import errno
 import importlib
 import sys
 
@@ -34,6 +35,8 @@ SUBCOMMANDS: dict[str, str] = {
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="possym", description=__doc__.splitlines()[0])
+    parser.add_argument("--debug", action="store_true",
+                        help="show the full traceback of an error (it may come anywhere on the line)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
     seen: set[str] = set()
@@ -45,15 +48,76 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+# What to do about an OS error, by errno; {path} is the path the error names.
+_OS_ADVICE: dict[int, str] = {
+    errno.EEXIST: "{path} exists already; choose another path, or remove it",
+    errno.ENOTDIR: "{path}: a part of it is a file, not a directory; choose another path",
+    errno.EISDIR: "{path} is a directory; give a file",
+    errno.ENOENT: "{path} does not exist; check the path",
+    errno.EACCES: "no permission for {path}; choose a place you may write, or change its permissions",
+    errno.EPERM: "no permission for {path}; choose a place you may write, or change its permissions",
+    errno.EROFS: "{path} is on a read-only filesystem; choose another place",
+    errno.ENOSPC: "the disk holding {path} is full; free some space, then rerun the command (it continues)",
+    errno.EDQUOT: "your disk quota is used up writing {path}; free some space, then rerun the command (it continues)",
+}
+
+
+def os_error_message(exc: OSError) -> str:
+    """One sentence for an OS error: the path it concerns and what to do.
+
+    >>> os_error_message(FileExistsError(errno.EEXIST, "File exists", "runs/x"))
+    'runs/x exists already; choose another path, or remove it'
+    """
+    path = exc.filename if exc.filename is not None else "a file"
+    advice = _OS_ADVICE.get(exc.errno or -1)
+    return advice.format(path=path) if advice else f"{path}: {exc.strerror or exc}"
+
+
+def resume_hint(args: argparse.Namespace) -> str:
+    """How to continue an interrupted command."""
+    if args.command == "train" and (getattr(args, "resume", None) or getattr(args, "out", None)):
+        return f"; `possym train --resume {args.resume or args.out}` continues it"
+    if args.command in ("reproduce", "sweep", "canonical"):
+        return "; rerun the same command to continue where it stopped"
+    return ""
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """The arguments, with ``section.key=value`` overrides accepted anywhere on the line (after ``--out DIR``
+    too, where argparse would stop collecting a positional list)."""
+    only = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(only if only in SUBCOMMANDS else None)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        if hasattr(args, "overrides") and all("=" in a and not a.startswith("-") for a in extra):
+            args.overrides = [*(args.overrides or []), *extra]
+        else:
+            parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    only = argv[0] if argv and argv[0] in SUBCOMMANDS else None
-    args = build_parser(only).parse_args(argv)
+    debug = "--debug" in argv
+    args = parse([a for a in argv if a != "--debug"])
+    name = f"possym {args.command}"
     try:
         return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        if debug:
+            raise
+        print(f"\n{name}: interrupted{resume_hint(args)}", file=sys.stderr)
+        return 130
     except PossymError as exc:
         # The library's own refusals say what is wrong and what is allowed; any other exception is a bug.
-        print(f"possym {args.command}: error: {exc}", file=sys.stderr)
+        if debug:
+            raise
+        print(f"{name}: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # the user's filesystem: a path that is a file, no permission, a full disk
+        if debug or (exc.filename is None and exc.errno not in (errno.ENOSPC, errno.EDQUOT)):
+            raise  # not about a path (a lost connection, a bug): the traceback tells more than a sentence
+        print(f"{name}: error: {os_error_message(exc)} (--debug shows the traceback)", file=sys.stderr)
         return 2
 
 

@@ -40,3 +40,11 @@ def int_list(text: str) -> tuple[int, ...]:
         return tuple(int(k) for k in text.split(","))
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: give comma-separated integers, e.g. 0,10,100") from None
+
+
+def add_step(p: argparse.ArgumentParser, help: str = "checkpoint: a step, best or final (default final)") -> None:
+    """``--step`` and ``--allow-unfinished``: ``final`` names the end of training, so on a run that has not
+    finished it is refused unless ``--allow-unfinished`` says to take its last checkpoint."""
+    p.add_argument("--step", type=step_arg, default="final", help=help)
+    p.add_argument("--allow-unfinished", action="store_true",
+                   help="let final name the last checkpoint of a run whose training has not ended")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from possym.cli._args import step_arg
+from possym.cli._args import add_step
 from possym.runs import RunDir
 from possym.stages.export import export_run
 
@@ -14,14 +14,14 @@ from possym.stages.export import export_run
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("export", help="write a checkpoint as a transformers GPTJForCausalLM folder")
     p.add_argument("run", metavar="RUN")
-    p.add_argument("--step", type=step_arg, default="final", help="checkpoint: a step, best or final (default final)")
+    add_step(p)
     p.add_argument("--out", required=True, type=Path, help="new folder for from_pretrained()")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    run_dir = RunDir.open(args.run)
+    run_dir = RunDir.open(args.run, allow_unfinished=args.allow_unfinished)
     step = export_run(run_dir, args.out, args.step)
-    print(f"exported {run_dir.path} step {step} ({args.step}) to {args.out}")
+    print(f"exported {run_dir.path} {run_dir.step_label(step)} to {args.out}")
     print("load it with transformers.AutoModelForCausalLM.from_pretrained and AutoTokenizer.from_pretrained")
     return 0

@@ -57,6 +57,7 @@ def _frequency_heads(specs: list[str]) -> tuple[tuple[int, int], ...]:
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
+    from possym.local_models import resolve_local_model
     from possym.stages.heads import HeadsConfig, heads_run, replot_heads
 
     if args.replot:
@@ -71,6 +72,7 @@ def run(args: argparse.Namespace) -> int:
                       seed=args.seed, batch_size=args.batch_size,
                       frequency_heads=_frequency_heads(args.frequency_heads), threads=args.threads,
                       device=args.device, device_map=args.device_map, figures=not args.no_figures, label=args.label)
+    resolve_local_model(cfg.model, cfg.gguf)  # a --model that is not there: one line, before the bar
     with tqdm(total=cfg.n, desc="heads", unit="prompt", dynamic_ncols=True) as bar:
         result = heads_run(cfg, Path(args.out), progress=bar.update)
     s = result.summary

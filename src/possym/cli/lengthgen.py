@@ -13,7 +13,7 @@ import argparse
 import torch
 from tqdm import tqdm
 
-from possym.cli._args import add_device, int_list, step_arg
+from possym.cli._args import add_device, add_step, int_list
 from possym.evaluate.lengthgen import EXTRA_TOKENS, HOP_MIXES, PAPER_GRID, LengthGenConfig
 from possym.runs import RunDir
 from possym.stages.lengthgen import length_curve
@@ -38,7 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="what the K extra tokens are (default targets: the target window's kind; docs/choices.md)")
     p.add_argument("--hop-mix", choices=HOP_MIXES, default="uniform",
                    help="how the pooled row weights the hop counts (default uniform; test: the test split's mix)")
-    p.add_argument("--step", type=step_arg, default="final", help="checkpoint: a step, best or final (default final)")
+    add_step(p)
     p.add_argument("--threads", type=int, help="torch threads (default: torch's)")
     p.add_argument("--no-figures", action="store_true")
     p.add_argument("--force", action="store_true", help="recompute even if RUN/lengthgen.csv has these settings")
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     cfg = config(args)
-    run_dir = RunDir.open(args.run)
+    run_dir = RunDir.open(args.run, allow_unfinished=args.allow_unfinished)
     step = run_dir.resolve_step(args.step)
     total = cfg.n * len(run_dir.config.task.hops) * len(cfg.grid)
     with tqdm(total=total, desc=f"lengthgen {run_dir.config.task.name}", unit="input", dynamic_ncols=True) as bar:
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
         curve = frame(points, LengthRecord)
         fig = plot_length_curves({run_dir.config.task.name: curve}, paper_numbers()["fig5b_length_generalisation"])
         save_figure(fig, run_dir.artifact("figures") / "fig5b_length_generalisation")
-    print(f"step {step} ({args.step})")
+    print(run_dir.step_label(step))
     print(f"{'K':>6} {'accuracy':>9}  95% interval (per prefix)")
     for p in points:
         if p.n_hops == 0:

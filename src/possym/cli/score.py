@@ -12,7 +12,7 @@ import time
 
 from tqdm import tqdm
 
-from possym.cli._args import add_device, step_arg
+from possym.cli._args import add_device, add_step
 from possym.records import GAMMA, GAMMAS
 from possym.runs import RunDir
 from possym.scores.metric import COSINES, TAU
@@ -23,8 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("score", help="positional/symbolic scores of a run's checkpoints, purity and frequency use")
     p.add_argument("run", help="a run directory made by `possym train`")
     p.add_argument("--steps", type=int, nargs="+", help="checkpoint steps to score (default: all)")
-    p.add_argument("--step", type=step_arg, default="final",
-                   help="checkpoint of the final-scores tables: a step, best or final (default final)")
+    add_step(p, "checkpoint of the final-scores tables: a step, best or final (default final)")
     p.add_argument("--n-inputs", type=int, default=100, help="test inputs per checkpoint (paper: 100)")
     p.add_argument("--seed", type=int, default=0, help="seed choosing the test inputs")
     p.add_argument("--tau", type=float, default=TAU, help="swap temperature (paper: 1e-4)")
@@ -51,7 +50,7 @@ def config(args: argparse.Namespace) -> ScoreConfig:
 
 
 def run(args: argparse.Namespace) -> int:
-    run_dir = RunDir.open(args.run)
+    run_dir = RunDir.open(args.run, allow_unfinished=args.allow_unfinished)
     cfg = config(args)
     n_steps = len(cfg.steps or run_dir.checkpoint_steps())
     print(f"{run_dir.path}: {cfg.n_inputs} inputs, {n_steps} checkpoints")
@@ -60,19 +59,19 @@ def run(args: argparse.Namespace) -> int:
         result = score_run(run_dir, cfg, progress=lambda _s: bar.update(1))
     print(f"scored {result.n_scored} checkpoints in {time.perf_counter() - t0:.1f}s "
           f"({n_steps - result.n_scored} already scored) -> {run_dir.artifact('scores')}")
-    print_summary(result)
+    print_summary(result, run_dir.step_label(result.table_step))
     if cfg.figures:
         print(f"figures -> {run_dir.artifact('figures')}/")
     return 0
 
 
-def print_summary(result: ScoreResult) -> None:
+def print_summary(result: ScoreResult, label: str) -> None:
     from possym.scores.dynamics import purity
 
     step = result.table_step
     by = {(f.layer, f.head, f.gamma): f for f in result.purity if f.query == "last"}
     ids = {(t.layer, t.head): t for t in result.table1}
-    print(f"\ntable step {step}; max-accuracy step {result.best_step} (the best checkpoint)")
+    print(f"\ntable {label}; max-accuracy step {result.best_step} (the best checkpoint)")
     print(f"{'layer':>5} {'head':>4} {'s_pos':>6} {'s_sym':>6} {f'pure@{GAMMA}':>10} {f'first@{GAMMAS[0]}':>18} "
           f"{f'first@{GAMMAS[1]}':>18} {'mean ID':>7} {'dom ID':>6}")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from possym.cli._args import add_device, int_list, step_arg
+from possym.cli._args import add_device, add_step, int_list
 from possym.runs import RunDir
 from possym.stages.theory import DiscrepancyConfig, TheoryConfig, theory_tables, trained_discrepancy_run
 
@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     q = subparsers.add_parser("discrepancy", help="top-minus-second attention score of a trained run's heads vs length")
     q.add_argument("run", type=Path, help="run directory made by `possym train`")
     q.add_argument("--out", type=Path, default=None, help="output directory (default RUN/theory)")
-    q.add_argument("--step", type=step_arg, default="final", help="checkpoint: a step, best or final (default final)")
+    add_step(q)
     q.add_argument("--extras", type=int_list, default=None,
                    help="comma-separated extra-token counts (default 0,10,20,30,40,50,100,200,500,1000,2000,5000)")
     q.add_argument("--samples", type=int, default=32, help="task instances per extra length (32)")
@@ -75,12 +75,13 @@ def discrepancy_config(args: argparse.Namespace) -> DiscrepancyConfig:
 
 def run_discrepancy(args: argparse.Namespace) -> int:
     cfg = discrepancy_config(args)
-    result = trained_discrepancy_run(RunDir.open(args.run), cfg, out=args.out, replot=args.replot, log=print)
+    run_dir = RunDir.open(args.run, allow_unfinished=args.allow_unfinished)
+    result = trained_discrepancy_run(run_dir, cfg, out=args.out, replot=args.replot, log=print)
     for a in result.accuracy:
         print(f"    extra {a.extra:>5}: accuracy {a.accuracy:.3f}")
     for s in result.summary:
         print(f"    L{s.layer:<2} median gap {s.median_at_first_extra:.3g} -> {s.median_at_last_extra:.3g}; "
               f"collapses (< 1/2) at extra {s.collapse_extra}; accuracy breaks at {s.accuracy_break_extra}; "
               f"spearman {s.spearman:.2f}")
-    print(f"step {result.step}; tables in {result.out}")
+    print(f"{run_dir.step_label(result.step)}; tables in {result.out}")
     return 0

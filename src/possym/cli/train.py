@@ -8,7 +8,7 @@ from pathlib import Path
 
 from possym.api import train_models
 from possym.config import RunConfig, load_config, preset_names
-from possym.devices import torch_threads
+from possym.devices import resolve_device, torch_threads
 from possym.errors import PossymError
 from possym.experiment.config import SEED_FIELDS
 from possym.runs import CONFIG, RunDir
@@ -51,6 +51,7 @@ def open_or_create(args: argparse.Namespace) -> RunDir:
     if not args.task or not args.out:
         raise PossymError("give --task and --out for a new run, or --resume RUN")
     cfg = load_config(args.task, args.preset, args.overrides)
+    resolve_device(cfg.train.device)  # a device this machine lacks is refused before the run directory is made
     with torch_threads(cfg.train.threads):  # while the run records its environment, so meta.json tells the truth
         return RunDir.create(args.out, cfg, argv=sys.argv)
 
@@ -89,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         seeds = parse_seeds(args.seeds)
         configs = [load_config(args.task, args.preset, [*args.overrides, *(f"seeds.{f}={s}" for f in SEED_FIELDS)])
                    for s in seeds]
+        resolve_device(configs[0].train.device)
         print(f"training seeds {seeds} into {args.out}/seed*")
         return _group(configs, [Path(args.out) / f"seed{s}" for s in seeds], args)
     else:

@@ -37,8 +37,8 @@ from typing import Any
 import yaml
 
 from possym.canonical.grid import CanonicalGridConfig, grid_from_dict, grid_to_dict
-from possym.config import PRESET_DIR, RunConfig, load_config
-from possym.errors import ConfigError, require
+from possym.config import PRESET_DIR, RunConfig, check_overrides, load_config
+from possym.errors import ConfigError, named_options, require
 from possym.stages.registry import get_stage
 from possym.tasks import PAPER_TASKS, TASKS
 
@@ -63,8 +63,9 @@ class Variant:
     def __post_init__(self) -> None:
         require(self.name == "" or bool(_NAME.match(self.name)),
                 f"variant name {self.name!r} may hold only letters, digits, _ and .")
-        require(self.seeds is None or (len(self.seeds) > 0 and len(set(self.seeds)) == len(self.seeds)),
-                f"variant {self.name!r}: seeds={self.seeds} must be a non-empty list of distinct integers")
+        require(self.seeds is None or (len(self.seeds) > 0 and len(set(self.seeds)) == len(self.seeds)
+                                       and all(isinstance(s, int) and s >= 0 for s in self.seeds)),
+                f"variant {self.name!r}: seeds={self.seeds} must be a non-empty list of distinct integers >= 0")
 
 
 @dataclass(frozen=True)
@@ -110,8 +111,8 @@ class Experiment:
         for task in self.tasks:
             require(task in TASKS, f"experiment tasks: {task!r} is not a task; allowed: {tuple(TASKS)}")
         require(len(self.seeds) > 0 and len(set(self.seeds)) == len(self.seeds)
-                and all(isinstance(s, int) and not isinstance(s, bool) for s in self.seeds),
-                f"experiment seeds={list(self.seeds)} must be a non-empty list of distinct integers")
+                and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in self.seeds),
+                f"experiment seeds={list(self.seeds)} must be a non-empty list of distinct integers >= 0")
         names = [v.name for v in self.variants]
         require(len(names) > 0 and len(set(names)) == len(names), f"experiment variants {names} must be distinct")
         for v in self.variants:
@@ -296,6 +297,7 @@ def _parse_value(text: str) -> Any:
 
 def apply_overrides(exp: Experiment, overrides: list[str] | tuple[str, ...]) -> Experiment:
     """``section.key=value`` overrides on an experiment (see the module docstring), validated at once."""
+    check_overrides(overrides)
     run_overrides = list(exp.overrides)
     stages = dict(exp.stages)
     fields: dict[str, Any] = {}
@@ -344,12 +346,28 @@ def experiment_path(name: str | Path) -> Path:
     raise ConfigError(f"experiment {name} is neither a file nor a packaged experiment; packaged: {experiment_names()}")
 
 
+@named_options
 def load_experiment(name: str | Path, seeds: tuple[int, ...] | list[int] | None = None,
                     overrides: list[str] | tuple[str, ...] = ()) -> Experiment:
     """A packaged or YAML experiment, with ``seeds`` (None: its own) and ``overrides`` applied."""
+    check_overrides(overrides)
+    if seeds is not None and (isinstance(seeds, str | bytes) or not isinstance(seeds, tuple | list)):
+        raise ConfigError(f"seeds={seeds!r} must be a list of whole numbers >= 0, e.g. (0, 1, 2), or None")
     path = experiment_path(name)
-    data = yaml.safe_load(path.read_text()) or {}
-    require(isinstance(data, dict), f"experiment file {path} must be a mapping")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f", line {where.line + 1}" if where is not None else ""
+        raise ConfigError(f"experiment file {path}{line} is not valid YAML ({getattr(exc, 'problem', exc)}); "
+                          "fix it, or name a packaged experiment") from exc
+    require(isinstance(data, dict) or data is None,
+            f"experiment file {path} must be a mapping of experiment keys ({sorted(_FIELDS)}), "
+            f"not a {type(data).__name__}")
+    # An empty spec would silently run the defaults, a paper-scale experiment.
+    require(bool(set(data or {}) - {"name"}), f"experiment file {path} sets nothing, and its defaults are a "
+            f"paper-scale experiment; give at least a preset (e.g. preset: quick) and tasks, keys from "
+            f"{sorted(_FIELDS)}")
     data.setdefault("name", path.stem)
     exp = experiment_from_dict(data)
     extra = [f"experiment.seeds={list(seeds)}"] if seeds is not None else []

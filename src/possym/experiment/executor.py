@@ -46,9 +46,10 @@ from tqdm import tqdm
 
 from possym.canonical.grid import CanonicalGridConfig
 from possym.devices import torch_threads
-from possym.errors import PossymError
+from possym.errors import PossymError, named_options
 from possym.experiment.config import Experiment, RunSpec, dump_experiment, experiment_differences, experiment_to_dict
 from possym.experiment.migrate import migrate
+from possym.locks import lock_holder, on_behalf_of, writer_lock
 from possym.runs import RunDir, atomic_write_text, ensure_run
 from possym.stages.log import EXPERIMENT, ResumeLog, ResumeRecord
 from possym.stages.registry import ExperimentDir, Stage, get_stage
@@ -105,6 +106,7 @@ class Unit:
         return self.runs[0]
 
 
+@named_options
 def run_experiment(exp: Experiment, out: str | Path, *, engine: Any = None, progress: bool = True,
                    on_unit: Callable[[Unit, str], None] | None = None) -> ExperimentOutcome:
     """Run every stage of ``exp`` not yet done with today's settings into ``out``; see the module docstring.
@@ -112,10 +114,28 @@ def run_experiment(exp: Experiment, out: str | Path, *, engine: Any = None, prog
     ``engine``: None runs everything in this process; else an object with ``map(fn, items)`` yielding
     ``(item, result, error)`` (:func:`possym.sweep.engines.make_engine`). ``on_unit(unit, "done" |
     "retry" | "failed")`` reports each run's outcome (a progress bar's hook).
+
+    ``out`` is locked for the call (:func:`possym.locks.writer_lock`): a second executor on it is refused,
+    naming this one. Its workers write each run under that run's own lock.
     """
-    t0 = time.perf_counter()
+    if not isinstance(exp, Experiment):
+        raise PossymError(f"run_experiment takes an Experiment (possym.load_experiment(...)), not "
+                          f"{type(exp).__name__} {exp!r:.60}")
+    if not isinstance(out, str | Path):
+        raise PossymError(f"run_experiment's out is a directory path (str or Path), not {type(out).__name__}")
+    if engine is not None and not callable(getattr(engine, "map", None)):
+        raise PossymError(f"engine {engine!r:.60} has no map(fn, items); make one with "
+                          "possym.sweep.engines.make_engine")
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise PossymError(f"{out} is a file, not a directory; give run_experiment a directory")
+    with writer_lock(out, "experiment"):
+        return _run_experiment(exp, out, engine, progress, on_unit)
+
+
+def _run_experiment(exp: Experiment, out: Path, engine: Any, progress: bool,
+                    on_unit: Callable[[Unit, str], None] | None) -> ExperimentOutcome:
+    t0 = time.perf_counter()
     exp = exp.with_stages()
     outcome = ExperimentOutcome(out)
     outcome.migrated = migrate(out, exp)
@@ -162,6 +182,14 @@ def run_unit(unit: Unit) -> dict[str, Any]:
     ``runs``-scope stage sees the unit's runs together, a ``run``-scope stage each in turn. A run whose
     stage fails is left out of its later stages while the unit's other runs go on; the unit then raises,
     naming every run that failed and why."""
+    # As a worker of the call that holds OUT's lock: a run lock an earlier, lost worker of it left on
+    # another node is taken over (possym.locks.on_behalf_of).
+    holder = lock_holder(unit.out)
+    with on_behalf_of(None if holder is None else holder.token):
+        return _run_unit(unit)
+
+
+def _run_unit(unit: Unit) -> dict[str, Any]:
     log = ResumeLog(Path(unit.out))
     dirs = {spec.id: RunDir.open(Path(unit.out) / "runs" / spec.id) for spec in unit.runs}
     ran: list[tuple[str, str]] = []

@@ -125,9 +125,9 @@ def _heads_run(cfg: HeadsConfig, out: Path, progress: Callable[[int], None] | No
     from possym.local_models import load_local_model
 
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     model, tokenizer = load_local_model(cfg.model, cfg.gguf, device=cfg.device, device_map=cfg.device_map)
+    out.mkdir(parents=True, exist_ok=True)  # once the model loads: a refused --model makes no folder
     n_layers, n_heads = model.config.num_hidden_layers, model.config.num_attention_heads
     for layer, head in cfg.frequency_heads:
         if not (0 <= layer < n_layers and 0 <= head < n_heads):

@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -42,6 +43,8 @@ from possym.records import (
 from possym.runs import RunDir, StepSpec, atomic_write_text
 from possym.scores.metric import COSINES, TAU
 from possym.stages.registry import Stage
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,9 @@ def _score_run(run: RunDir, cfg: ScoreConfig = ScoreConfig(),
     if not available:
         raise PossymError(f"{run.path} has no checkpoints yet")
     steps = list(cfg.steps) if cfg.steps else available
+    if not cfg.steps and run.missing_checkpoints():
+        log.warning("possym: %s lacks the checkpoints of steps %s; scoring the %d there are", run.path,
+                    run.missing_checkpoints(), len(available))
     missing = sorted(set(steps) - set(available))
     if missing:
         raise PossymError(f"no checkpoints for steps {missing}; available: {available}")

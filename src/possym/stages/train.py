@@ -28,6 +28,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -40,7 +41,7 @@ from typing import Any
 from tqdm import tqdm
 
 from possym.config import ConfigError
-from possym.devices import torch_threads
+from possym.devices import resolve_device, torch_threads
 from possym.runs import RunDir
 from possym.stages.registry import Stage
 from possym.tasks import TaskSamples, make_splits
@@ -64,10 +65,13 @@ def train_run(run: RunDir, monitor: bool = False, position: int = 0, progress: b
     from possym.train.loop import train
 
     cfg = run.config
-    with torch_threads(cfg.train.threads):
+    resolve_device(cfg.train.device)  # a device this machine lacks: refused before any work
+    # The lock first: a second writer is refused before the data is made or a progress bar drawn.
+    with run.writing(), torch_threads(cfg.train.threads), contextlib.ExitStack() as stack:
         splits = make_splits(cfg.task, cfg.seeds.data) if splits is None else splits
-        bar = tqdm(total=cfg.total_steps, desc=f"{cfg.task.name}", position=position, dynamic_ncols=True,
-                   disable=not progress)
+        # Closed however training ends, so that an error's message is the last line on the screen.
+        bar = stack.enter_context(tqdm(total=cfg.total_steps, desc=f"{cfg.task.name}", position=position,
+                                       dynamic_ncols=True, disable=not progress))
         acc = {"acc": float("nan")}
 
         def on_step(info: dict) -> None:
@@ -80,9 +84,7 @@ def train_run(run: RunDir, monitor: bool = False, position: int = 0, progress: b
             bar.set_postfix(postfix, refresh=False)
             bar.update(1)
 
-        final = train(run, splits, on_step=on_step, monitor=_monitor(monitor))
-        bar.close()
-    return final
+        return train(run, splits, on_step=on_step, monitor=_monitor(monitor))
 
 
 def _monitor(on: bool):  # -> Monitor | None
@@ -96,15 +98,25 @@ def _monitor(on: bool):  # -> Monitor | None
 def train_group_runs(runs: Sequence[RunDir], monitor: bool = False, position: int = 0, progress: bool = True,
                      splits: Sequence[dict[str, TaskSamples]] | None = None) -> list[dict[str, Any]]:
     """Train (or resume) ``runs`` as one group (:func:`possym.train.group.train_group`), with one
-    progress bar over all of its members' steps; returns each one's final test metrics."""
+    progress bar over all of its members' steps; returns each one's final test metrics. Each member's
+    writer lock is taken first, before its data is made."""
+    resolve_device(runs[0].config.train.device)
+    with contextlib.ExitStack() as locks:
+        for run in runs:
+            locks.enter_context(run.writing())
+        return _train_group_runs(runs, monitor, position, progress, splits)
+
+
+def _train_group_runs(runs: Sequence[RunDir], monitor: bool, position: int, progress: bool,
+                      splits: Sequence[dict[str, TaskSamples]] | None) -> list[dict[str, Any]]:
     from possym.train.group import train_group
 
-    with torch_threads(runs[0].config.train.threads):
+    with torch_threads(runs[0].config.train.threads), contextlib.ExitStack() as stack:
         if splits is None:
             splits = [make_splits(r.config.task, r.config.seeds.data) for r in runs]
         total = sum(r.config.total_steps for r in runs)
-        bar = tqdm(total=total, desc=f"{runs[0].config.task.name} x{len(runs)}", position=position,
-                   dynamic_ncols=True, disable=not progress)
+        bar = stack.enter_context(tqdm(total=total, desc=f"{runs[0].config.task.name} x{len(runs)}",
+                                       position=position, dynamic_ncols=True, disable=not progress))
         seen: dict[int, int] = {}
         accs: dict[int, float] = {}
         losses: dict[int, float] = {}
@@ -120,9 +132,7 @@ def train_group_runs(runs: Sequence[RunDir], monitor: bool = False, position: in
                        "it_s": f"{info['steps_per_s']:.1f}"}
             bar.set_postfix(postfix, refresh=False)
 
-        finals = train_group(runs, splits, on_step=on_step, monitor=_monitor(monitor))
-        bar.close()
-    return finals
+        return train_group(runs, splits, on_step=on_step, monitor=_monitor(monitor))
 
 
 @dataclass(frozen=True)

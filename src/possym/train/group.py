@@ -55,6 +55,7 @@ Example (two tiny members trained as one; each run directory is a normal run's):
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
@@ -222,8 +223,17 @@ def train_group(
     ``on_step(i, info)`` gets run i's per-step record, as :func:`possym.train.loop.train`'s ``on_step``
     gets its run's; ``monitor`` is called per member, on its own model, as there. Members may start
     at different steps (a resumed group whose states differ) and end at different steps; a run that
-    was started alone is refused (:class:`GroupError`): it resumes alone, bitwise.
+    was started alone is refused (:class:`GroupError`): it resumes alone, bitwise. Every member's writer
+    lock is held throughout (:meth:`RunDir.writing`).
     """
+    with contextlib.ExitStack() as locks:
+        for run in runs:
+            locks.enter_context(run.writing())
+        return _train_group(runs, splits, on_step, monitor, monitor_size, dtype)
+
+
+def _train_group(runs: Sequence[RunDir], splits: Sequence[dict[str, TaskSamples]], on_step: MemberStep | None,
+                 monitor: Monitor | None, monitor_size: int, dtype: torch.dtype) -> list[dict[str, Any]]:
     if len(runs) != len(splits) or not runs:
         raise GroupError(f"train_group needs one splits dict per run and at least one run ({len(runs)} runs, "
                          f"{len(splits)} splits)")

@@ -60,7 +60,8 @@ def train(
     monitor_size: int = 32,
     dtype: torch.dtype = torch.float32,
 ) -> dict[str, Any]:
-    """Train (or resume) the run to its last step; return the final test metrics.
+    """Train (or resume) the run to its last step, holding its writer lock (:meth:`RunDir.writing`: a
+    second writer is refused); return the final test metrics.
 
     ``monitor(model, tokens) -> records`` (e.g. the live positional/symbolic scores) is called at
     every evaluation step on the first ``monitor_size`` evaluation inputs; its records are logged.
@@ -69,6 +70,12 @@ def train(
     (:func:`possym.train.group.train_group`) resumes on the group step, alone, so that it stays
     bitwise the run it would have been.
     """
+    with run.writing():
+        return _train(run, splits, on_step, monitor, monitor_size, dtype)
+
+
+def _train(run: RunDir, splits: dict[str, TaskSamples], on_step: Callable[[dict[str, Any]], None] | None,
+           monitor: Monitor | None, monitor_size: int, dtype: torch.dtype) -> dict[str, Any]:
     cfg, tc = run.config, run.config.train
     total = cfg.total_steps
     check_compiler(run)

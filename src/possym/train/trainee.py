@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import logging
 import time
 from collections.abc import Callable
 from typing import Any, cast
@@ -22,6 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from possym.devices import batch_size_on
+from possym.errors import RunError
 from possym.model.gptj import GPTJ
 from possym.runs import RunDir
 from possym.tasks import TaskSamples
@@ -31,6 +33,8 @@ from possym.train.fused import DropoutBits, Precision, cxx_compiler, draw_bits, 
 from possym.train.schedule import lr_factor
 
 Monitor = Callable[[GPTJ, Tensor], list[dict[str, Any]]]
+
+log = logging.getLogger(__name__)
 
 
 @torch.no_grad()
@@ -239,7 +243,29 @@ def open_trainee(run: RunDir, splits: dict[str, TaskSamples], device: torch.devi
             scaler = LossScaler(**state["loss_scaler"])
         start = state["step"]
         run.truncate_metrics(start)
+        _restore_checkpoint(run, start, state["model"])
+    else:
+        run.truncate_metrics(-1)  # a restart from scratch logs every step again, from step 0
     return Trainee(run, model, opt, sched, dropout, scaler, start, train_tokens, train_answers, eval_set, state)
+
+
+def _restore_checkpoint(run: RunDir, step: int, weights: dict[str, Tensor]) -> None:
+    """Re-create the checkpoint of the resumable state's step, if it is due there and missing or corrupt:
+    the state holds its weights (the final checkpoint's always, as the last state is saved at the end)."""
+    tc = run.config.train
+    if step % tc.checkpoint_every and step != run.config.total_steps:
+        return
+    path = run.checkpoint_path(step)
+    if path.is_file():
+        try:
+            run.load_state_dict(step)
+            return
+        except RunError:
+            what = "corrupt"
+    else:
+        what = "missing"
+    run.save_checkpoint(step, weights)
+    log.warning("possym: re-created the %s checkpoint %s from the resumable state", what, path)
 
 
 def check_compiler(run: RunDir) -> None:

@@ -1,0 +1,75 @@
+"""Helpers of the misuse probes (issue 36): a second process that trains a run with a hook of its own
+(pause at a step holding the lock, or kill itself), the ``possym`` command in a process, and comparisons
+of two runs' records and weights."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+
+from possym.runs import RunDir
+
+# Fields that hold wall-clock times: the only ones two equal runs may differ in.
+CLOCK = {"time", "eval_s", "monitor_s"}
+
+# A second process's training, with `hook(info)` called after each step.
+TRAINER = textwrap.dedent("""
+    import os, signal, sys, time
+    from pathlib import Path
+    import torch
+    torch.set_num_threads(1)
+    from possym.runs import RunDir
+    from possym.tasks import make_splits
+    from possym.train.loop import train
+    run = RunDir.open(sys.argv[1])
+    mode, at, flag = sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
+
+    def hook(info):
+        if info["step"] != at:
+            return
+        if mode == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        flag.with_suffix(".ready").touch()  # pause here, holding the lock, until the test says go
+        deadline = time.time() + 120
+        while not flag.exists() and time.time() < deadline:
+            time.sleep(0.05)
+
+    train(run, make_splits(run.config.task, run.config.seeds.data), on_step=hook)
+""")
+
+
+def env() -> dict[str, str]:
+    """The test's own import path, so a subprocess runs this checkout's possym."""
+    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+
+
+def start_trainer(run: Path, mode: str, at: int, flag: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", TRAINER, str(run), mode, str(at), str(flag)], env=env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def possym_cli(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``possym ARGV`` in a process of its own."""
+    return subprocess.run([sys.executable, "-m", "possym", *argv], env=env(), capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def comparable(records: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if k not in CLOCK} for r in records]
+
+
+def weights(run: RunDir, step: int) -> dict[str, torch.Tensor]:
+    return load_file(run.checkpoint_path(step))
+
+
+def same_weights(a: RunDir, b: RunDir, step: int) -> bool:
+    wa, wb = weights(a, step), weights(b, step)
+    return wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
