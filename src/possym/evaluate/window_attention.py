@@ -1,5 +1,5 @@
 """Where each hop's attention goes once K extra tokens precede the window: the key the hop should read,
-against the extra window (issue 22 §3: is the letter model's multi-hop loss softmax dilution?).
+against the extra window (Sec. 3.6, Fig. 5B: is the letter model's multi-hop loss softmax dilution?).
 
 For an h-hop input with path p_0 (the query, the last position), p_1, ..., p_h (the answer), the
 hop from p_k reads p_{k+1}: that is the token whose left letter is the right letter of p_k (letter

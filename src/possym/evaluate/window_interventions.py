@@ -1,5 +1,5 @@
 """Length accuracy by hop count under an attention edit: the extra window knocked out one layer at a time,
-or the logits of chosen layers sharpened by β (issue 22 §3: logit scale or mechanism?).
+or the logits of chosen layers sharpened by β (Sec. 3.6: a logit-scale effect, or a missing mechanism?).
 
 - :func:`knockout_accuracy`: for each layer l (and ``None``, no edit), the window's queries in layer l
   give the K extra keys the logit −∞ (:func:`possym.model.interventions.knock_out_keys` with keys

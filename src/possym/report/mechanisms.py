@@ -1,5 +1,5 @@
 """The mechanism stages' tables over every run of an experiment, and one row per (task, seed, measure) that
-says what each seed shows (issue 22 §2–4).
+says what each seed shows (docs/results.md, the mechanisms behind the length gaps).
 
 Each run's stages write their own tables (RUN/cliff/, RUN/dilution/, RUN/l0/). :func:`collect_tables`
 stacks them with ``task`` and ``seed`` columns; :func:`mechanism_summary` reads from those stacks the

@@ -45,7 +45,7 @@ FIGURES = (
     ("Fig. 2B", "compare_fig2a_accuracy.png"),
     ("Thm.", "compare_fig5a_bounds.png"),
 )
-# Claims of the paper that no rule grades yet, and why (issue 32 §5 lists them).
+# Claims of the paper that no rule grades yet, and why.
 UNGRADED = (
     ("Remark 3.1's scope: Retrieval is beyond a purely positional head only when the head's output is the attention "
      "output (Theorem 4's F)", "measured by `possym theory` (witnesses.csv: a positional head with a query-reading F "

@@ -1,5 +1,5 @@
 """Is a letter model's multi-hop loss at length softmax dilution? Three tables of one run at one checkpoint
-(issue 22 §3), in RUN/dilution/:
+(Sec. 3.6), in RUN/dilution/:
 
 - ``attention.csv``: :func:`possym.evaluate.window_attention.hop_attention`, each hop's attention mass on
   the key it should read against the mass on the extra window, per (K, hop count, layer, head, hop);
