@@ -4,9 +4,9 @@ where the positional layers' attention lands on the failing inputs, and the curv
 The hypothesis it tests (the cliff of Fig. 5B's number curve, Sec. 3.6): the positional layers are dominated
 by plane 1 (θ = 1 rad); since 44 ≈ 7·2π (0.018 rad off), a key 44 tokens before the right one looks almost
 the same to that plane, and such a key exists only once K ≥ 44 − t for a right key at window position t.
-If so, the failing inputs' attention in those layers lands at offset −44 far more often than the passing inputs', only where the
-alias key exists, and gating plane 1 in the layer that lands there moves or removes the cliff. The
-tables also hold what is needed to refute it: every offset's share (``top_offsets``), the plane-2
+If so, the failing inputs' attention in those layers lands at offset −44 far more often than the passing
+inputs', only where the alias key exists, and gating plane 1 in the layer that lands there moves or removes
+the cliff. The tables also hold what is needed to refute it: every offset's share (``top_offsets``), the plane-2
 alias (θ = 0.866: 29 tokens), and the curve with plane 2 gated.
 
 Writes RUN/cliff/ (artifact ``cliff``):
