@@ -1,5 +1,4 @@
-"""How each reading of the length protocol moves the paper's length claims (Sec. 3.6; docs/choices.md, "The length
-protocol").
+"""How each reading of the length protocol moves the paper's length claims (Sec. 3.6).
 
 The paper says only that extra symbols go before the target window (docs/choices.md, "The length
 protocol"). A *reading* fixes what it leaves open: what the extra tokens are (``extra_tokens``), how the

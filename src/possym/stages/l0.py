@@ -1,8 +1,8 @@
 """L0 (and any layer) looked at closely: scores split by hop count and query position, whether a mixed
 score is a mixture of inputs, and an "ever pure" tally that one noisy excursion cannot make.
 
-Three questions about the layer that never turns pure in our runs (and ends mixed in the paper's Fig. 6), for both
-tasks:
+Three questions about the layer that never turns pure in our runs (and ends mixed in the paper's Fig. 6), for
+both tasks:
 
 - is it positional on some hop counts or at some query positions (the authors' ``query_type="hops"``)
   and not others? :func:`possym.scores.split.split_scores` at each of ``steps``;

@@ -1,6 +1,5 @@
 """The length protocol measured rather than chosen (Sec. 3.6 leaves it open; docs/choices.md): a run's length
-curves under every reading,
-and the table of how each reading moves the paper's length claims.
+curves under every reading, and the table of how each reading moves the paper's length claims.
 
 - ``length_protocol`` (run scope): :func:`protocol_curves` measures the length curve (:func:`possym.evaluate.
   lengthgen.measure_length_curve`) for each extra-token reading and checkpoint of its settings, on a grid
