@@ -2,7 +2,8 @@
 
 Hypothesis (the number model's cliff past K ≈ 40, Sec. 3.6, Fig. 5B): a positional layer dominated by RoPE
 plane p (angle θ_p) confuses the right key with the key a_p tokens before it, a_p·θ_p ≈ 0 mod 2π
-(:func:`possym.evaluate.landing.alias_distance`; plane 1: 44, plane 2: 29), and the number model fails once such a key exists.
+(:func:`possym.evaluate.landing.alias_distance`; plane 1: 44, plane 2: 29), and the number model fails once
+such a key exists.
 
 Per (layer ℓ, plane p), from the landing summary and the gated curves of the cliff stage:
 
