@@ -45,12 +45,15 @@ def table(path: Path) -> list[dict[str, Any]]:
 
 
 def _label(run: RunDir, step: int | None) -> str:
-    """How a claim names a checkpoint: "best 4800", "final 6750", or "best = final 6750"."""
+    """How a claim names a checkpoint: "best 4800", "final 6750", or "best = final 6750"; on a run that did not
+    finish, "final 140 (unfinished, of 400)"."""
     if step is None:
         return ""
     steps = run.checkpoint_steps()
     names = [n for n, s in (("best", run.best()), ("final", steps[-1] if steps else None)) if s == step]
-    return f"{' = '.join(names) or 'step'} {step}"
+    label = f"{' = '.join(names) or 'step'} {step}"
+    # A run killed before its end has a last checkpoint, not a final one: every claim built on it says so.
+    return label if run.finished else f"{label} (unfinished, of {run.config.total_steps})"
 
 
 def run_seed(cfg: RunConfig) -> int:

@@ -75,6 +75,15 @@ def test_step_labels_say_final_only_once_training_ended(make_run, reference):
     assert reference.step_label(30) == "step 30 (final)"
 
 
+def test_the_claims_name_an_unfinished_runs_checkpoint_as_unfinished(make_run, reference):
+    """The step label every claim carries (the report's records) says that the run did not finish."""
+    from possym.report.evidence import _label
+
+    run = stopped_at(make_run("cut"), 17)
+    assert _label(run, 10).endswith("10 (unfinished, of 30)")
+    assert _label(reference, 30) in ("final 30", "best = final 30")
+
+
 def test_export_final_of_an_unfinished_run_is_refused_and_allowed_with_the_flag(make_run, tmp_path, capsys):
     run = stopped_at(make_run("cut"), 17)
     assert main(["export", str(run.path), "--out", str(tmp_path / "hf")]) == 2
