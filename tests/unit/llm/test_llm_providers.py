@@ -60,6 +60,9 @@ def test_gguf_paths_and_directories_resolve_to_from_pretrained_arguments(tmp_pat
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"")
     assert resolve_local_model(str(gguf)) == (str(tmp_path), "m.gguf")
+    with pytest.raises(local_models.ModelNotFoundError, match="holds no GGUF file 'w.gguf'"):
+        resolve_local_model(str(tmp_path), "w.gguf")  # checked before transformers is asked
+    (tmp_path / "w.gguf").write_bytes(b"")
     assert resolve_local_model(str(tmp_path), "w.gguf") == (str(tmp_path), "w.gguf")
     with pytest.raises(local_models.ModelNotFoundError):
         resolve_local_model(str(tmp_path / "absent.gguf"))
