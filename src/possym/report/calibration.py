@@ -26,15 +26,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from possym.config import load_config
 from possym.paper import paper_numbers
 from possym.records import ClaimRecord, LengthRecord, PurityRecord, Record, ScoreRecord, Table1Record
 from possym.report.claims import FIG2A_SPACING, PAPER_STEPS, Evidence, TaskEvidence, check_claims
+from possym.report.evidence import chance
 from possym.report.rules import CEILING, DIGITISATION, MATCH, NA, UNINFORMATIVE
 
 AGREEING = (MATCH, UNINFORMATIVE, CEILING)
 PAPER_EVAL_EVERY = 50  # the authors' recipe evaluates every 50 steps (configs/paper.yaml)
 FIG6_STEP = 6000
-CHANCE = {"number": 1 / 120, "letter": 1 / 64}  # one answer of 120 numbers; of 8 × 8 (letter, int) tokens
 
 
 @dataclass(frozen=True)
@@ -59,6 +60,11 @@ def digitisation_error() -> float:
         if retrieval is not None:
             gaps.append(abs(retrieval - (1 - math.cos(2 * math.pi / 8 - n * 0.0027))))
     return max(gaps)
+
+
+def _chance(task: str) -> float:
+    """A uniform guess's accuracy on the paper's ``task``, as the task declares it (possym.tasks.Task.chance)."""
+    return chance(load_config(task, "paper"))
 
 
 def _purity(layer: int, kind: str, step: int | None, final: str, gamma: float = 0.1) -> PurityRecord:
@@ -102,7 +108,7 @@ def paper_evidence() -> Evidence:
     solved = {f"acc_hop{h}": _first(fig2a["step"], fig2a[f"hop{h}"]) for h in range(1, 5)}
     solved["accuracy"] = _first(fig2a["step"], fig2a["global"])
     number = TaskEvidence(
-        n_layers=12, seed=0, chance=CHANCE["number"], purity=number_purity, scores=number_scores,
+        n_layers=12, seed=0, chance=_chance("number"), purity=number_purity, scores=number_scores,
         table1=[Table1Record(FIG6_STEP, layer, 0, float(i), int(i), math.nan, int(i))
                 for layer, i in enumerate(table1["number_task"])],
         lengthgen=_curve("number"), best_step=fig2a["max_accuracy_step"], eval_every=PAPER_EVAL_EVERY,
@@ -122,7 +128,7 @@ def paper_evidence() -> Evidence:
     letter_scores = [_final_score(0, *fig6["letter_task"]["L0"])] + [_final_score(layer, 0.04, 1.0)
                                                                       for layer in range(1, 12)]
     letter = TaskEvidence(
-        n_layers=12, seed=0, chance=CHANCE["letter"], purity=letter_purity, scores=letter_scores,
+        n_layers=12, seed=0, chance=_chance("letter"), purity=letter_purity, scores=letter_scores,
         table1=[Table1Record(FIG6_STEP, layer, 0, float(i), int(i), math.nan, int(i))
                 for layer, i in enumerate(table1["letter_task"])],
         lengthgen=_curve("letter"), best_step=fig2a_l["max_accuracy_step"], eval_every=PAPER_EVAL_EVERY,

@@ -858,8 +858,7 @@ def fitted_mix(curves: Sequence[Sequence[LengthRecord]], task: str, n_boot: int 
                      tuple(float(x) for x in np.percentile(boots, 97.5, axis=0)), rmse)
 
 
-def length_readings(runs: Sequence[TaskEvidence], extra: int, fit: FittedMix | None
-                    ) -> dict[str, tuple[list[Estimate], list[TaskEvidence]]]:
+def length_readings(runs: Sequence[TaskEvidence], extra: int, fit: FittedMix | None) -> dict[str, list[Estimate]]:
     """Per reading of the length protocol the paper leaves open (hop mix × checkpoint), the seeds' estimates at
     ``extra``: the uniform mix (the pre-registered reading, pooled over every window), each hop count alone, and
     the fitted mix; at the best checkpoint and the final one."""
@@ -868,18 +867,14 @@ def length_readings(runs: Sequence[TaskEvidence], extra: int, fit: FittedMix | N
         mixes[f"{h} hop{'s' if h > 1 else ''} only"] = tuple(float(h == x) for x in HOPS)
     if fit is not None:
         mixes["fitted hop mix (after the fact)"] = fit.weights
-    out: dict[str, tuple[list[Estimate], list[TaskEvidence]]] = {}
+    out: dict[str, list[Estimate]] = {}
     for checkpoint in ("best", "final"):
         for name, mix in mixes.items():
-            seeds, used = [], []
-            for r in runs:
-                curve = r.lengthgen if checkpoint == "best" else (r.lengthgen_final or r.lengthgen)
-                e = _pooled(curve, extra) if mix is None else mixed(curve, extra, mix)
-                if e is not None:
-                    seeds.append(e)
-                    used.append(r)
+            curves = [r.lengthgen if checkpoint == "best" else (r.lengthgen_final or r.lengthgen) for r in runs]
+            seeds = [e for c in curves for e in [_pooled(c, extra) if mix is None else mixed(c, extra, mix)]
+                     if e is not None]
             if seeds:
-                out[f"{name}, {checkpoint} checkpoint"] = (seeds, used)
+                out[f"{name}, {checkpoint} checkpoint"] = seeds
     return out
 
 
@@ -894,7 +889,7 @@ def length_claims(ev: Evidence) -> list[ClaimRecord]:
     for task in ("number", "letter"):
         values = dict(zip(paper["extra"], paper[f"{task}_task"], strict=True))
         have = [r for r in ev.seeds(task) if r.lengthgen]
-        fit = fitted_mix([r.lengthgen for r in have], task) if len(have) >= 1 else None
+        fit = fitted_mix([r.lengthgen for r in have], task)
         for extra in (100, 800, 5000):
             name = f"{task} task: accuracy at +{extra} tokens"
             runs = [r for r in ev.seeds(task) if _at(r.lengthgen, extra) is not None]
@@ -927,7 +922,7 @@ def length_claims(ev: Evidence) -> list[ClaimRecord]:
             by_n = {n: rules.grade_accuracy(estimates, PaperValue(float(want), DIGITISATION, n), chance).verdict
                     for n in PAPER_SAMPLE_SIZES}
             curve_seeds = f" ({len(runs)} seeds with per-hop curves)" if kept else ""
-            for reading, (est, _) in length_readings(runs, extra, fit).items():
+            for reading, est in length_readings(runs, extra, fit).items():
                 readings[reading + curve_seeds] = rules.grade_accuracy(est, pv, chance).verdict
             if kept:
                 texts = [f"{e.value:.2f} [{e.low:.2f}, {e.high:.2f}]" for e in estimates]

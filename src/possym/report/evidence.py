@@ -132,6 +132,7 @@ def table_evidence(tables: Path, task: str, seed: int) -> TaskEvidence:
     from possym.errors import PossymError
 
     purity = read_records(_seed_table(tables, task, seed, "purity"), PurityRecord)
+    table1 = read_records(_seed_table(tables, task, seed, "table1"), Table1Record)
     if not purity:
         raise PossymError(f"{_seed_table(tables, task, seed, 'purity')}: no purity table for {task} seed {seed}")
     learning = [r for r in table(tables / "learning.csv") if r["task"] == task and int(r["seed"]) == seed]
@@ -147,7 +148,7 @@ def table_evidence(tables: Path, task: str, seed: int) -> TaskEvidence:
     at_final = points_at(points, final) if final is not None else []
     return TaskEvidence(
         n_layers=cfg.model.n_layers, seed=seed, chance=chance(cfg), n_planes=cfg.model.n_planes,
-        purity=purity, scores=finals, table1=read_records(_seed_table(tables, task, seed, "table1"), Table1Record),
+        purity=purity, scores=finals, table1=table1,
         lengthgen=at_best or at_final, lengthgen_final=at_final if at_best and best != final else [],
         best_step=best, eval_every=cfg.train.eval_every,
         solved={str(r["accuracy"]): None if r["first_step_0.9"] in ("", None) else int(r["first_step_0.9"])
@@ -155,22 +156,19 @@ def table_evidence(tables: Path, task: str, seed: int) -> TaskEvidence:
         trained_steps=cfg.total_steps,
         lengthgen_step=f"best {best}" if at_best else (f"final {final}" if at_final else ""),
         scores_step=f"final {finals[0].step}" if finals else "",
-        table1_step=f"step {read_records(_seed_table(tables, task, seed, 'table1'), Table1Record)[0].step}"
-        if _seed_table(tables, task, seed, "table1").exists() else "",
+        table1_step=f"step {table1[0].step}" if table1 else "",
     )
 
 
-def tables_evidence(tables: Path, runs: Mapping[str, Sequence[RunDir]] | None = None) -> Evidence:
+def tables_evidence(tables: Path) -> Evidence:
     """Every seed of a reproduction's committed tables (the seeds ``learning.csv`` lists), with the theory's tables
-    (``theory_{bounds,verification,fig5a}.csv``), pooled length accuracies of seeds kept without their curves
-    (``length_seeds.csv``), and the seeds of ``runs`` added per task (e.g. more seeds trained since)."""
+    (``theory_{bounds,verification,fig5a}.csv``) and pooled length accuracies of seeds kept without their curves
+    (``length_seeds.csv``)."""
     seeds = sorted({(str(r["task"]), int(r["seed"])) for r in table(tables / "learning.csv")})
     tasks: dict[str, list[TaskEvidence]] = {}
     for task, seed in seeds:
         tasks.setdefault(task, []).append(table_evidence(tables, task, seed))
-    for task, dirs in (runs or {}).items():
-        tasks.setdefault(task, []).extend(task_evidence(r) for r in dirs)
-    return Evidence(tasks={t: sorted(v, key=lambda te: te.seed) for t, v in tasks.items()},
+    return Evidence(tasks=tasks,
                     bounds=read_records(tables / "theory_bounds.csv", BoundCheckRecord),
                     verification=read_records(tables / "theory_verification.csv", VerificationRecord),
                     fig5a=read_records(tables / "theory_fig5a.csv", Fig5aRecord),

@@ -29,7 +29,7 @@ import pandas as pd
 from possym.records import ClaimRecord, read_records, records_csv
 from possym.report.calibration import CalibrationRecord, calibrate
 from possym.report.claims import Evidence, check_claims, claim_summary
-from possym.report.evidence import tables_evidence
+from possym.report.evidence import tables_evidence, task_evidence
 from possym.report.rules import EMPIRICAL, NA
 from possym.runs import RunDir, atomic_write_text
 
@@ -68,15 +68,12 @@ def regrade(tables: Sequence[Path], runs: Mapping[str, Sequence[RunDir]] | None 
 
 def evidence(tables: Sequence[Path], runs: Mapping[str, Sequence[RunDir]] | None = None) -> Evidence:
     """The seeds of the committed ``tables`` directories (and of ``runs``), merged per task in seed order."""
-
     found = [tables_evidence(Path(t)) for t in tables]
     merged: dict[str, list] = {}
     for ev in found:
         for task, seeds in ev.tasks.items():
             merged.setdefault(task, []).extend(seeds)
     for task, dirs in (runs or {}).items():
-        from possym.report.evidence import task_evidence
-
         merged.setdefault(task, []).extend(task_evidence(r) for r in dirs)
     return Evidence({t: sorted(v, key=lambda te: te.seed) for t, v in merged.items()},
                     bounds=[b for ev in found for b in ev.bounds],
@@ -211,7 +208,7 @@ def render(claims: Sequence[ClaimRecord], calibration: Sequence[CalibrationRecor
 def write(tables: Sequence[Path], out: Path, *, replication: Path | None = None,
           runs: Mapping[str, Sequence[RunDir]] | None = None, provenance: str = "") -> list[ClaimRecord]:
     """Regrade ``tables`` (and ``runs``) into ``out/claims.csv`` and ``out/calibration.csv``; with ``replication``,
-    write the page there too (its figures are read from ``tables[0]``). Returns the claims."""
+    write the page there too (it shows the figures that lie in ``out``). Returns the claims."""
     ev = evidence(tables, runs)
     claims = check_claims(ev)
     calibration = calibrate()
@@ -220,10 +217,9 @@ def write(tables: Sequence[Path], out: Path, *, replication: Path | None = None,
     atomic_write_text(out / "claims.csv", records_csv(claims))
     atomic_write_text(out / "calibration.csv", records_csv(calibration))
     if replication is not None:
-        figures = out
-        link = os.path.relpath(figures, replication.parent)
         command = COMMAND.format(tables=" ".join(str(t) for t in tables), out=out)
-        atomic_write_text(replication, render(claims, calibration, figures=figures, link=str(link), command=command,
+        link = os.path.relpath(out, replication.parent)
+        atomic_write_text(replication, render(claims, calibration, figures=out, link=link, command=command,
                                               provenance=provenance) + "\n")
     return claims
 
