@@ -328,6 +328,29 @@ class LengthSeedRecord(Record):
 
 
 @dataclass(frozen=True)
+class ProtocolValueRecord(Record):
+    """One seed's value of a length claim under one reading of the length protocol: what the extra tokens
+    are, the hop mix, the checkpoint and the x-axis (``length_protocol/values.csv``, written by
+    :func:`possym.report.length_protocol.length_claim_values`). ``value`` is an accuracy, or for the
+    ordering claim the share of lengths it holds at; ``paper`` and ``at_extra`` are empty for the ordering.
+    ``seed`` is empty, and ``source`` says why, where a value was recovered without its seed (three seeds'
+    values follow exactly from a table's mean, minimum and maximum, but not which seed gave the middle one)."""
+
+    extra_tokens: str
+    hop_mix: str
+    checkpoint: str
+    x_axis: str
+    claim: str
+    seed: int | None
+    value: float
+    low: float
+    high: float
+    paper: float | None = None
+    at_extra: int | None = None
+    source: str = ""
+
+
+@dataclass(frozen=True)
 class VerificationRecord(Record):
     """One construction of Theorem 3.1 run through the model code against its oracle (``verification.csv``,
     and ``violations.csv`` for the settings that break the theorem's conditions). ``ok``: as expected."""

@@ -79,7 +79,8 @@ def evidence(tables: Sequence[Path], runs: Mapping[str, Sequence[RunDir]] | None
                     bounds=[b for ev in found for b in ev.bounds],
                     verification=[v for ev in found for v in ev.verification],
                     fig5a=[f for ev in found for f in ev.fig5a],
-                    length_seeds=[x for ev in found for x in ev.length_seeds])
+                    length_seeds=[x for ev in found for x in ev.length_seeds],
+                    protocol=[x for ev in found for x in ev.protocol])
 
 
 def tally(claims: Sequence[ClaimRecord]) -> dict[str, int]:

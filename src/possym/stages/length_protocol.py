@@ -44,7 +44,7 @@ from possym.evaluate.lengthgen import (
     hop_weights,
     measure_length_curve,
 )
-from possym.report.length_protocol import claims_by_reading, length_claim_table
+from possym.report.length_protocol import claims_by_reading, length_claim_table, length_claim_values
 from possym.runs import RunDir, StepSpec, atomic_write_text
 from possym.stages.registry import ExperimentDir, Stage
 from possym.tasks import get_task
@@ -163,6 +163,8 @@ def protocol_table(runs: Iterable[RunDir], out: str | Path | None = None) -> pd.
         where.mkdir(parents=True, exist_ok=True)
         atomic_write_text(where / "claims.csv", table.to_csv(index=False))
         atomic_write_text(where / "claims_by_reading.csv", claims_by_reading(table).to_csv())
+        # Per seed, so that the claims table grades each reading by the rule of the day (possym regrade).
+        atomic_write_text(where / "values.csv", length_claim_values(curves).to_csv(index=False))
     return table
 
 

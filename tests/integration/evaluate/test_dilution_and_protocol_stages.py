@@ -8,10 +8,15 @@ import pytest
 from possym.cli import main
 from possym.config import ConfigError
 from possym.records import ScoreRecord
-from possym.report.length_protocol import ORDER_CLAIM, accuracy_claim, claims_by_reading
+from possym.report.length_protocol import ORDER_CLAIM, accuracy_claim, claims_by_reading, length_claim_values
 from possym.runs import RunDir
 from possym.stages.dilution import DilutionConfig, dilution_run, read_dilution, symbolic_layers
-from possym.stages.length_protocol import LengthProtocolConfig, protocol_curves, protocol_table
+from possym.stages.length_protocol import (
+    LengthProtocolConfig,
+    protocol_curves,
+    protocol_table,
+    read_protocol_curves,
+)
 from possym.stages.registry import get_stage
 
 
@@ -84,6 +89,16 @@ def test_length_protocol_curves_and_the_claims_table(runs, tmp_path):
     assert on_total["mean"].iloc[0] == pytest.approx(want)  # total length 100 is K = 83
     wide = claims_by_reading(table)
     assert wide.shape[1] == 8 and (tmp_path / "length_protocol" / "claims_by_reading.csv").is_file()
+    # The per-seed values read back as records, and each non-default reading becomes a reading of the claim.
+    from possym.records import ProtocolValueRecord, read_records
+    from possym.report.claims import protocol_readings
+
+    values = read_records(tmp_path / "length_protocol" / "values.csv", ProtocolValueRecord)
+    assert len(values) == len(length_claim_values(read_protocol_curves(list(runs.values()))))
+    named = protocol_readings(values, accuracy_claim("letter", 100))
+    # extra tokens x hop mix x x-axis, at the final checkpoint only: none is the pre-registered (best) reading
+    assert len(named) == 2 * 2 * 2
+    assert all(len(est) == 1 for est in named.values())  # one seed per task here
 
 
 def test_a_letter_curve_from_before_the_balance_fix_is_remeasured_and_a_number_curve_is_not(runs):

@@ -333,3 +333,32 @@ def test_kept_seeds_of_a_sweep_grade_the_length_claim_and_the_curves_give_the_ho
     assert c.verdict == "differs" and c.seeds == "0,1,2,3,4,5,6,7" and "seeds: a sweep" in c.paper_uncertainty
     assert "uniform hop mix, best checkpoint (3 seeds with per-hop curves): match" in c.readings
     assert c.robustness == "reading-dependent"
+
+
+def test_the_protocols_other_readings_grade_the_length_claims_and_the_ordering():
+    """Seeds near the paper's 0.74 under the pre-registered reading; the protocol's values for other extra tokens
+    and the total-length x-axis are graded as readings: far values differ, the pre-registered one is not repeated,
+    and the ordering claim takes its readings from the shares."""
+    from possym.records import ProtocolValueRecord
+
+    runs = [te(s, lengthgen=curve({100: 0.74}, 0.02)) for s in range(3)]
+    letter = [te(s, lengthgen=curve({100: 1.0}, 0.0)) for s in range(3)]
+
+    def rows(kind, axis, claim_name, values):
+        return [ProtocolValueRecord(kind, "uniform", "best", axis, claim_name, s, v, v, v) for s, v in enumerate(values)]
+
+    name = "number task: accuracy at +100 tokens"
+    order = "the letter model extrapolates much further than the number model"
+    protocol = (rows("targets", "extra", name, (0.1, 0.12, 0.11)) + rows("mixed", "seq_len", name, (0.2, 0.22, 0.21))
+                + rows("windows", "extra", name, (0.72, 0.75, 0.74)) + rows("mixed", "extra", order, (1.0, 1.0, 0.5)))
+    claims = check_claims(Evidence({"number": runs, "letter": letter}, protocol=protocol))
+    c = claim(claims, name)
+    readings = dict(r.split(": ") for r in c.readings.split("; "))
+    assert c.verdict == "match" and c.robustness == "reading-dependent"
+    assert readings["extra tokens mixed, x = total length, uniform hop mix, best checkpoint (3 seeds, length_protocol)"] \
+        == "differs"
+    assert readings["extra tokens windows, x = K extra tokens, uniform hop mix, best checkpoint (3 seeds, "
+                    "length_protocol)"] == "match"
+    assert not any(r.startswith("extra tokens targets, x = K") for r in readings)  # graded on its own seeds
+    o = claim(claims, order)
+    assert o.verdict == "match" and o.robustness == "reading-dependent" and "partial" in o.readings
