@@ -345,7 +345,8 @@ def test_the_protocols_other_readings_grade_the_length_claims_and_the_ordering()
     letter = [te(s, lengthgen=curve({100: 1.0}, 0.0)) for s in range(3)]
 
     def rows(kind, axis, claim_name, values):
-        return [ProtocolValueRecord(kind, "uniform", "best", axis, claim_name, s, v, v, v) for s, v in enumerate(values)]
+        return [ProtocolValueRecord(kind, "uniform", "best", axis, claim_name, s, v, v, v)
+                for s, v in enumerate(values)]
 
     name = "number task: accuracy at +100 tokens"
     order = "the letter model extrapolates much further than the number model"
@@ -355,10 +356,9 @@ def test_the_protocols_other_readings_grade_the_length_claims_and_the_ordering()
     c = claim(claims, name)
     readings = dict(r.split(": ") for r in c.readings.split("; "))
     assert c.verdict == "match" and c.robustness == "reading-dependent"
-    assert readings["extra tokens mixed, x = total length, uniform hop mix, best checkpoint (3 seeds, length_protocol)"] \
-        == "differs"
-    assert readings["extra tokens windows, x = K extra tokens, uniform hop mix, best checkpoint (3 seeds, "
-                    "length_protocol)"] == "match"
+    tail = "uniform hop mix, best checkpoint (3 seeds, length_protocol)"
+    assert readings[f"extra tokens mixed, x = total length, {tail}"] == "differs"
+    assert readings[f"extra tokens windows, x = K extra tokens, {tail}"] == "match"
     assert not any(r.startswith("extra tokens targets, x = K") for r in readings)  # graded on its own seeds
     o = claim(claims, order)
     assert o.verdict == "match" and o.robustness == "reading-dependent" and "partial" in o.readings
