@@ -351,6 +351,27 @@ class ProtocolValueRecord(Record):
 
 
 @dataclass(frozen=True)
+class WitnessRecord(Record):
+    """Heads run on one swap pair of Remark 3.1 (``witnesses.csv``): two inputs that differ by a swap of two
+    positions, the function's answers on each, and how the heads fared (``right_on_both``: how many were right on
+    both inputs); ``max_difference`` is the largest difference between the head's outputs on the two inputs
+    (empty for a construction, whose outputs are named in ``difference_of``). The ``retrieval (scope)`` row runs
+    one head on every proper input instead (``right_on_a`` of ``right_on_b`` exact)."""
+
+    function: str
+    input_a: str
+    input_b: str
+    expected_a: str
+    expected_b: str
+    head: str
+    max_difference: float | None
+    difference_of: str
+    right_on_a: int
+    right_on_b: int
+    right_on_both: int
+
+
+@dataclass(frozen=True)
 class VerificationRecord(Record):
     """One construction of Theorem 3.1 run through the model code against its oracle (``verification.csv``,
     and ``violations.csv`` for the settings that break the theorem's conditions). ``ok``: as expected."""

@@ -62,6 +62,7 @@ from possym.records import (
     ScoreRecord,
     Table1Record,
     VerificationRecord,
+    WitnessRecord,
 )
 from possym.report import rules
 from possym.report.rules import (
@@ -142,6 +143,7 @@ class Evidence:
     protocol: Sequence[ProtocolValueRecord] = ()
     verification: Sequence[VerificationRecord] = ()
     fig5a: Sequence[Fig5aRecord] = ()
+    witnesses: Sequence[WitnessRecord] = ()
 
     def __post_init__(self) -> None:
         tasks = {t: tuple(v) for t, v in self.tasks.items()}
@@ -1033,6 +1035,7 @@ def theory_claims(ev: Evidence) -> list[ClaimRecord]:
         verdict = VERIFIED if holds.get("max") else "partial" if holds.get("min") else DIFFERS
         ours = "; ".join(f"{d}: {'holds' if ok else 'fails'}" for d, ok in sorted(holds.items()))
         out.append(_claim(statement, "Thm. 3.2, Fig. 5A", "holds", ours, verdict, rule, kind="verification"))
+    out += witness_claims(ev.witnesses)
     fig5a = paper_numbers()["fig5a_discrepancy_bounds"]
     if ev.fig5a:
         bound = {(r.function, r.n): r.bound for r in ev.fig5a}
@@ -1045,6 +1048,55 @@ def theory_claims(ev: Evidence) -> list[ClaimRecord]:
                           "a check of the formula's plot: verified if every digitised point is within "
                           f"{DIGITISATION:g} (the digitisation) of the closed form, partial if within 0.05",
                           kind="verification"))
+    return out
+
+
+# A head's outputs on the two inputs of a swap pair count as equal within float rounding of a softmax over
+# a few hundred logits (the measured differences are 1e-14 and 1e-16).
+EQUAL_OUTPUTS = 1e-6
+
+
+def witness_claims(rows: Sequence[WitnessRecord]) -> list[ClaimRecord]:
+    """Remark 3.1 run on its swap pairs (App. F.2.3, :mod:`possym.theory.witnesses`): checks of the remark's
+    proofs on our model code, so verifications. Index: every random purely symbolic (NoPE) head gives equal
+    outputs on two inputs whose Index answers differ, while T_Index is right on both. Retrieval: no random
+    positional head (Theorem 4's F) is right on both inputs of a pair with one answer, while T_Retrieval is. The
+    scope: a positional head with a query-reading F computes Retrieval on every proper input."""
+    if not rows:
+        return []
+    out = []
+    for function, kind, construction, statement in (
+            ("index", "symbolic", "T_Index", "Remark 3.1: no purely symbolic head computes Index"),
+            ("retrieval", "positional", "T_Retrieval",
+             "Remark 3.1: no purely positional head computes Retrieval (Theorem 4's F)")):
+        pair = [r for r in rows if r.function == function]
+        built = [r for r in pair if r.head.startswith(construction)]
+        random_heads = [r for r in pair if r not in built]  # random heads, and one pointed at input a's answer
+        if not random_heads or not built:
+            continue
+        blind = all(r.right_on_both == 0 for r in random_heads)
+        if function == "index":  # a symbolic head cannot tell the inputs apart: equal outputs
+            blind = blind and all((r.max_difference or 0.0) <= EQUAL_OUTPUTS for r in random_heads)
+        exact = all(r.right_on_both == 1 for r in built)
+        heads = " and ".join(r.head.split(" (")[0] for r in random_heads)
+        equal = " (and its outputs are equal)" if function == "index" else ""
+        out.append(_claim(
+            statement, "Remark 3.1, App. F.2.3", "impossible (proof)",
+            f"{heads}: right on both inputs of the swap pair {sum(r.right_on_both for r in random_heads)} times; "
+            f"{construction} right on both: {'yes' if exact else 'no'}",
+            VERIFIED if blind and exact else DIFFERS,
+            f"a check of the remark's proof on our model code: verified if no purely {kind} head (random or pointed) is "
+            f"right on both inputs of a swap pair whose answers the function tells apart{equal}, "
+            f"and {construction} is right on both", kind="verification"))
+    scope = [r for r in rows if r.function == "retrieval (scope)"]
+    if scope:
+        r = scope[0]
+        out.append(_claim(
+            "Remark 3.1's scope: a positional head with a query-reading F computes Retrieval", "Remark 3.1, App. F.2.3",
+            "Retrieval's impossibility needs Theorem 4's F", f"exact on {r.right_on_a} of {r.right_on_b} proper inputs",
+            VERIFIED if r.right_on_both == 1 and r.right_on_a == r.right_on_b else DIFFERS,
+            "a check of the remark's premise: verified if the head is exact on every proper input",
+            kind="verification"))
     return out
 
 

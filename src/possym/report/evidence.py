@@ -31,6 +31,7 @@ from possym.records import (
     ScoreRecord,
     Table1Record,
     VerificationRecord,
+    WitnessRecord,
     points_at,
     read_records,
 )
@@ -163,8 +164,8 @@ def table_evidence(tables: Path, task: str, seed: int) -> TaskEvidence:
 
 def tables_evidence(tables: Path) -> Evidence:
     """Every seed of a reproduction's committed tables (the seeds ``learning.csv`` lists), with the theory's tables
-    (``theory_{bounds,verification,fig5a}.csv``) and pooled length accuracies of seeds kept without their curves
-    (``length_seeds.csv``), and the length claims' per-seed values under the protocol's other readings
+    (``theory_{bounds,verification,fig5a,witnesses}.csv``) and pooled length accuracies of seeds kept without
+    their curves (``length_seeds.csv``), and the length claims' per-seed values under the protocol's other readings
     (``length_protocol_values.csv``)."""
     seeds = sorted({(str(r["task"]), int(r["seed"])) for r in table(tables / "learning.csv")})
     tasks: dict[str, list[TaskEvidence]] = {}
@@ -175,4 +176,5 @@ def tables_evidence(tables: Path) -> Evidence:
                     verification=read_records(tables / "theory_verification.csv", VerificationRecord),
                     fig5a=read_records(tables / "theory_fig5a.csv", Fig5aRecord),
                     length_seeds=read_records(tables / "length_seeds.csv", LengthSeedRecord),
-                    protocol=read_records(tables / "length_protocol_values.csv", ProtocolValueRecord))
+                    protocol=read_records(tables / "length_protocol_values.csv", ProtocolValueRecord),
+                    witnesses=read_records(tables / "theory_witnesses.csv", WitnessRecord))

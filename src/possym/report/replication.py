@@ -47,10 +47,6 @@ FIGURES = (
 )
 # Claims of the paper that no rule grades yet, and why.
 UNGRADED = (
-    ("Remark 3.1's scope: Retrieval is beyond a purely positional head only when the head's output is the attention "
-     "output (Theorem 4's F)", "measured by `possym theory` (witnesses.csv: a positional head with a query-reading F "
-     "computes Retrieval on every proper input), and stated in docs/theory.md; a check of a proof's premise, not a "
-     "reproduction, and its table is not among the committed ones"),
     ("the decay of accuracy with length resembles the theory (Fig. 5A against Fig. 5B)",
      "the paper states no quantity to compare: Fig. 5A bounds a discrepancy of constructed heads against n, Fig. 5B "
      "is trained models' accuracy against K; a rule would have to invent the link"),
@@ -80,7 +76,8 @@ def evidence(tables: Sequence[Path], runs: Mapping[str, Sequence[RunDir]] | None
                     verification=[v for ev in found for v in ev.verification],
                     fig5a=[f for ev in found for f in ev.fig5a],
                     length_seeds=[x for ev in found for x in ev.length_seeds],
-                    protocol=[x for ev in found for x in ev.protocol])
+                    protocol=[x for ev in found for x in ev.protocol],
+                    witnesses=[w for ev in found for w in ev.witnesses])
 
 
 def tally(claims: Sequence[ClaimRecord]) -> dict[str, int]:

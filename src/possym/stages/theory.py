@@ -43,6 +43,7 @@ from possym.records import (
     Fig5aRecord,
     Record,
     VerificationRecord,
+    WitnessRecord,
     read_records,
     records_csv,
 )
@@ -57,6 +58,7 @@ THEORY_RECORDS: dict[str, type[Record]] = {
     "violations": VerificationRecord,
     "bounds": BoundCheckRecord,
     "fig5a": Fig5aRecord,
+    "witnesses": WitnessRecord,
 }
 
 

@@ -362,3 +362,25 @@ def test_the_protocols_other_readings_grade_the_length_claims_and_the_ordering()
     assert not any(r.startswith("extra tokens targets, x = K") for r in readings)  # graded on its own seeds
     o = claim(claims, order)
     assert o.verdict == "match" and o.robustness == "reading-dependent" and "partial" in o.readings
+
+
+def test_remark_3_1_is_verified_only_when_no_pure_head_is_right_twice_and_the_constructions_are():
+    from possym.records import WitnessRecord
+
+    def row(function, head, diff, both):
+        return WitnessRecord(function, "a", "b", "x", "y", head, diff, "", both, both, both)
+
+    good = [row("index", "20 random one-layer NoPE GPT-J blocks (symbolic)", 1e-14, 0),
+            row("index", "T_Index (positional)", None, 1),
+            row("retrieval", "20 random positional heads (keys equal)", 1e-16, 0),
+            row("retrieval", "T_Retrieval (symbolic)", None, 1),
+            dataclasses.replace(row("retrieval (scope)", "a positional head + F", 0.15, 1), right_on_a=9, right_on_b=9)]
+    claims = check_claims(Evidence(witnesses=good))
+    remark = [c for c in claims if c.claim.startswith("Remark 3.1")]
+    assert [c.verdict for c in remark] == ["verified"] * 3 and {c.kind for c in remark} == {"verification"}
+    # A symbolic head whose outputs differ on the pair, a positional head right twice, a scope head wrong once.
+    for i, bad in ((0, dataclasses.replace(good[0], max_difference=0.3)),
+                   (2, dataclasses.replace(good[2], right_on_both=1)), (4, dataclasses.replace(good[4], right_on_a=8))):
+        rows = [bad if j == i else r for j, r in enumerate(good)]
+        verdicts = [c.verdict for c in check_claims(Evidence(witnesses=rows)) if c.claim.startswith("Remark 3.1")]
+        assert verdicts.count("differs") == 1, (i, verdicts)
