@@ -1085,8 +1085,8 @@ def witness_claims(rows: Sequence[WitnessRecord]) -> list[ClaimRecord]:
             f"{heads}: right on both inputs of the swap pair {sum(r.right_on_both for r in random_heads)} times; "
             f"{construction} right on both: {'yes' if exact else 'no'}",
             VERIFIED if blind and exact else DIFFERS,
-            f"a check of the remark's proof on our model code: verified if no purely {kind} head (random or pointed) is "
-            f"right on both inputs of a swap pair whose answers the function tells apart{equal}, "
+            f"a check of the remark's proof on our model code: verified if no purely {kind} head (random or pointed) "
+            f"is right on both inputs of a swap pair whose answers the function tells apart{equal}, "
             f"and {construction} is right on both", kind="verification"))
     scope = [r for r in rows if r.function == "retrieval (scope)"]
     if scope:
