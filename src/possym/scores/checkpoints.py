@@ -26,7 +26,7 @@ from possym.records import GAMMAS, PurityRecord, ScoreRecord, TallyRecord
 from possym.runs import RunDir
 from possym.scores.dynamics import first_pure_steps, purity_tally
 from possym.scores.metric import TAU, Cosine
-from possym.scores.swaps import head_scores, rotated_qk
+from possym.scores.swaps import head_scores_over_tau, rotated_qk
 from possym.tasks import TaskSamples, make_splits
 
 
@@ -56,16 +56,33 @@ def score_model(
 ) -> list[dict[str, Any]]:
     """Records ``{step, query, layer, head, s_pos, s_sym, entropy, n_inputs}`` of one model, each score
     with its spread over the inputs (``s_pos_sd``, ``s_pos_low``, ``s_pos_high``, the same for s_sym)."""
+    return score_model_over_tau(model, samples, (tau,), step=step, block_size=block_size, hops=hops,
+                                cosine=cosine)[tau]
+
+
+def score_model_over_tau(
+    model: GPTJ,
+    samples: TaskSamples,
+    taus: Sequence[float],
+    *,
+    step: int,
+    block_size: int = 1,
+    hops: bool = False,
+    cosine: Cosine = "exact",
+) -> dict[float, list[dict[str, Any]]]:
+    """:func:`score_model`'s records at each swap temperature in ``taus``, from one swap-and-rerun."""
     tokens = torch.as_tensor(samples.tokens, device=next(model.parameters()).device)
     acts = rotated_qk(model, tokens, list(range(model.cfg.n_layers)))  # one forward pass for every query set
-    kw: dict[str, Any] = dict(tau=tau, block_size=block_size, acts=acts, cosine=cosine)
-    out = head_scores(model, tokens, **kw).records(step=step, query="last")
+    kw: dict[str, Any] = dict(block_size=block_size, acts=acts, cosine=cosine)
+    queries: list[tuple[str, torch.Tensor | None]] = [("last", None)]
     if hops:
-        for h in range(1, samples.path.shape[1] - 1):
-            query = hop_queries(samples, h)
-            if (query >= 0).any():
-                s = head_scores(model, tokens, query=query, **kw)
-                out += s.records(step=step, query=f"hop{h}")
+        queries += [(f"hop{h}", hop_queries(samples, h)) for h in range(1, samples.path.shape[1] - 1)]
+    out: dict[float, list[dict[str, Any]]] = {float(t): [] for t in taus}
+    for name, query in queries:
+        if query is not None and not (query >= 0).any():
+            continue
+        for t, s in head_scores_over_tau(model, tokens, taus, query=query, **kw).items():
+            out[t] += s.records(step=step, query=name)
     return out
 
 

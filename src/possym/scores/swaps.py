@@ -47,6 +47,7 @@ Example:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, overload
 
@@ -323,13 +324,36 @@ def head_scores(
     masses stay exact). ``cosine``: the paper's exact cosine, or ``"torch"``, the authors'
     ``F.cosine_similarity`` (:mod:`possym.scores.metric`).
     """
+    return head_scores_over_tau(model, tokens, (tau,), query=query, layers=layers, block_size=block_size,
+                                dtype=dtype, acts=acts, cosine=cosine)[tau]
+
+
+def head_scores_over_tau(
+    model: GPTJ,
+    tokens: Tensor,
+    taus: Sequence[float],
+    *,
+    query: int | Tensor | None = None,
+    layers: list[int] | None = None,
+    block_size: int = 1,
+    dtype: torch.dtype = torch.float64,
+    acts: dict[int, tuple[Tensor, Tensor]] | None = None,
+    cosine: Cosine = "exact",
+) -> dict[float, HeadScores]:
+    """:func:`head_scores` at each swap temperature in ``taus``, from one swap-and-rerun: τ only weighs the
+    swaps (α(π) = softmax(|d_I − d_J| / τ)), so the swapped rows are computed once for every τ."""
     _check_eval(model)
+    taus = tuple(dict.fromkeys(float(t) for t in taus))
+    if not taus or any(not t > 0 for t in taus):
+        raise ValueError(f"taus={taus}: give at least one swap temperature, each > 0")
     layers = list(range(model.cfg.n_layers)) if layers is None else list(layers)
     qpos = query_positions(tokens, query)  # on the CPU: its values steer the loop
     device = model_device(model)  # the scores stay there, with the activations
     tokens = tokens.to(device)
     shape = (tokens.shape[0], len(layers), model.cfg.n_heads)
-    s_pos, s_sym, ent = (torch.full(shape, float("nan"), dtype=dtype, device=device) for _ in range(3))
+    ent = torch.full(shape, float("nan"), dtype=dtype, device=device)
+    scores = {t: (torch.full(shape, float("nan"), dtype=dtype, device=device),
+                  torch.full(shape, float("nan"), dtype=dtype, device=device)) for t in taus}
     acts = rotated_qk(model, tokens, layers) if acts is None else acts
     with torch.no_grad():
         for li, layer in enumerate(layers):
@@ -339,6 +363,7 @@ def head_scores(
                     continue
                 idx = (qpos == q).nonzero().squeeze(1)
                 sw = swap_attention(layer_tables(model, q_rot[idx], k_rot[idx], q, dtype, layer=layer), block_size)
-                s_pos[idx, li], s_sym[idx, li] = sw.scores(tau, cosine)
+                for t, (s_pos, s_sym) in scores.items():
+                    s_pos[idx, li], s_sym[idx, li] = sw.scores(t, cosine)
                 ent[idx, li] = attention_entropy(sw.row)
-    return HeadScores(s_pos, s_sym, ent, tuple(layers), qpos)
+    return {t: HeadScores(s_pos, s_sym, ent, tuple(layers), qpos) for t, (s_pos, s_sym) in scores.items()}
