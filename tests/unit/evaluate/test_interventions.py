@@ -191,6 +191,7 @@ def test_attention_mass_reads_a_set_per_input_with_its_concentration():
     assert first["entropy"].tolist() == pytest.approx([math.log(4)] * 2)
     assert first["top_k_share"].tolist() == pytest.approx([0.5, 0.5])
     last = rows[rows["input"] == 2]
-    assert last["mass"].tolist() == pytest.approx([1 / 12] * 2) and last["top_k_share"].tolist() == pytest.approx([1, 1])
+    assert last["mass"].tolist() == pytest.approx([1 / 12] * 2)
+    assert last["top_k_share"].tolist() == pytest.approx([1, 1])
     summary = attention_mass(model, x, mask, query=torch.tensor([9, 9, 11]), layers=[0])
     assert summary["n"].tolist() == [3, 3] and summary["mass"].iloc[0] == pytest.approx((0.4 + 0.3 + 1 / 12) / 3)
