@@ -27,7 +27,8 @@ Writes RUN/cliff/ (artifact ``cliff``):
   evidence.csv        per (layer, plane): the aliasing rule's evidence and verdict  (evaluate.alias_evidence)
   settings.json       the settings, the step measured, the layers and aliases used
 
-A letter run is skipped (the result says so and nothing is written): the cliff is the number task's.
+A run of a task whose hops do not read by position (``Task.mechanism``, the letter task's) is skipped: the
+result says so and nothing is written.
 
 Example:
     >>> result = cliff_run(RunDir.open("runs/paper3/runs/number-s0"), CliffConfig())   # doctest: +SKIP
@@ -63,7 +64,7 @@ from possym.model.rope import layer_frequencies
 from possym.records import GAMMA, PurityRecord
 from possym.runs import RunDir, StepSpec, atomic_write_text
 from possym.stages.registry import Stage
-from possym.tasks import TaskSamples
+from possym.tasks import TaskSamples, get_task
 
 __all__ = ["CliffConfig", "CliffResult", "cliff_run", "positional_layers"]
 
@@ -160,9 +161,11 @@ def positional_layers(run: RunDir, gamma: float = GAMMA) -> tuple[int, ...]:
 
 def cliff_run(run: RunDir, cfg: CliffConfig = CliffConfig()) -> CliffResult:
     """Measure the cliff of a number run at ``cfg.step`` and write RUN/cliff/ (module docstring)."""
-    if run.config.task.name != "number":
-        return CliffResult(None, (), {}, skipped=f"the cliff stage measures the number task; this run is "
-                                                 f"{run.config.task.name!r}")
+    task = get_task(run.config.task.name)
+    if task.mechanism != "positional":  # the aliasing below is of a key read by its offset
+        return CliffResult(None, (), {}, skipped=f"the cliff stage measures a task whose hops read by position (the "
+                                                 f"number task); task {task.name!r} declares mechanism "
+                                                 f"{task.mechanism!r}")
     with torch_threads(cfg.threads):
         return _cliff(run, cfg)
 
