@@ -195,3 +195,17 @@ def test_attention_mass_reads_a_set_per_input_with_its_concentration():
     assert last["top_k_share"].tolist() == pytest.approx([1, 1])
     summary = attention_mass(model, x, mask, query=torch.tensor([9, 9, 11]), layers=[0])
     assert summary["n"].tolist() == [3, 3] and summary["mass"].iloc[0] == pytest.approx((0.4 + 0.3 + 1 / 12) / 3)
+
+
+@pytest.mark.parametrize("kind", ["hf", "tl"])
+def test_scores_at_chosen_query_positions_agree_across_possym_and_its_conversions(kind):
+    """possym scores one query per input with the exact engine; a converted model's prompts end at their query."""
+    import possym
+
+    model = possym_model(rotary_dim=None)
+    other = converted(model, kind)
+    x = tokens()
+    queries = torch.tensor([5, 9, 11])
+    ours, theirs = possym.head_scores(model, x, query=queries), possym.head_scores(other, x, query=queries)
+    torch.testing.assert_close(theirs.s_pos, ours.s_pos.to(theirs.s_pos.dtype), rtol=0, atol=1e-4)
+    torch.testing.assert_close(theirs.s_sym, ours.s_sym.to(theirs.s_sym.dtype), rtol=0, atol=1e-4)
