@@ -49,7 +49,9 @@ from torch import Tensor
 
 from possym.errors import PossymError
 from possym.evaluate.interventions import Edit, KnockOut, attention_patterns, key_mask, model_logits, query_rows
+from possym.evaluate.lengthgen import LengthGenConfig, point_prefix, point_samples
 from possym.scores.swaps import query_positions
+from possym.tasks import TaskConfig, get_task
 
 FRACTIONS = (0.1, 0.3, 0.5, 0.7, 0.9)  # the random knock-outs' shares of the extra window
 MARGIN_COLUMNS = ("input", "layer", "head", "beta", "n_extra", "margin", "window", "mass", "extra_mass", "predicted")
@@ -153,6 +155,34 @@ def compare_dilution(rows: pd.DataFrame, by: Sequence[str] = ("layer", "head"),
                         "residual": at["mass"].mean() - float(np.mean(predicted))})
     return pd.DataFrame(out)
 
+def hop_margins(model: Any, task: TaskConfig, cfg: LengthGenConfig, hops: Sequence[int] | None = None,
+                edits: Sequence[Edit] = ()) -> pd.DataFrame:
+    """:func:`logit_margins` of every hop on the length protocol's windows (:mod:`possym.evaluate.lengthgen`:
+    the same prefixes, windows and seeds as the length curve), with ``extra`` (K), ``n_hops`` and ``query_hop``
+    columns: hop k's query and right key come from the task (:meth:`~possym.tasks.Task.hop_queries`,
+    :meth:`~possym.tasks.Task.hop_keys`) and the extra window is :meth:`~possym.tasks.Task.extra_window`.
+    Full forward passes (no prefix cache): for modest ``cfg.n`` and K. Pass the result to
+    :func:`compare_dilution` with ``by=("layer", "head", "n_hops", "query_hop")``."""
+    declared = get_task(task.name)
+    chosen = tuple(task.hops) if hops is None else tuple(sorted({int(h) for h in hops}))
+    bad = [h for h in chosen if h not in task.hops]
+    if not chosen or bad:
+        raise PossymError(f"hops={list(chosen)}: each must be a hop count of the task; allowed: {list(task.hops)}")
+    frames = []
+    for n_hops in chosen:
+        for j in range(cfg.n_prefixes):
+            long = point_prefix(task, cfg, n_hops, j)
+            for extra in cfg.grid:
+                samples = point_samples(task, cfg, n_hops, j, extra, long)
+                tokens = torch.as_tensor(samples.tokens)
+                queries, keys = declared.hop_queries(samples), declared.hop_keys(samples)
+                window = list(declared.extra_window(samples))
+                for k in range(n_hops):
+                    rows = logit_margins(model, tokens, torch.as_tensor(queries[:, k]),
+                                         torch.as_tensor(keys[:, k]), window, edits=edits)
+                    frames.append(rows.assign(extra=extra, n_hops=n_hops, query_hop=k, prefix=j))
+    return pd.concat(frames, ignore_index=True)
+
 
 @dataclass(frozen=True)
 class KeySubset:
@@ -236,5 +266,30 @@ def knockout_controls(model: Any, tokens: Tensor, query: int | Tensor | None, ri
     return rows.groupby(keys, sort=False).agg(**agg).reset_index()
 
 
-__all__ = ["FRACTIONS", "MARGIN_COLUMNS", "KeySubset", "compare_dilution", "knockout_controls", "logit_margins",
-           "mass_subset", "predicted_mass", "random_subsets"]
+def protocol_knockouts(model: Any, task: TaskConfig, cfg: LengthGenConfig, layers: Sequence[int],
+                       generator: torch.Generator, hops: Sequence[int] | None = None,
+                       fractions: Sequence[float] = FRACTIONS, n_draws: int = 1) -> pd.DataFrame:
+    """:func:`knockout_controls` of every hop on the length protocol's windows at each K > 0 of ``cfg.grid``
+    (positions from the task, as :func:`hop_margins`), with ``extra``, ``n_hops``, ``query_hop`` and ``prefix``
+    columns; ``accuracy`` (the answer read at the last token) on the final hop's rows (``query_hop`` 0) only."""
+    declared = get_task(task.name)
+    chosen = tuple(task.hops) if hops is None else tuple(sorted({int(h) for h in hops}))
+    frames = []
+    for n_hops in chosen:
+        for j in range(cfg.n_prefixes):
+            long = point_prefix(task, cfg, n_hops, j)
+            for extra in (k for k in cfg.grid if k > 0):
+                samples = point_samples(task, cfg, n_hops, j, extra, long)
+                tokens = torch.as_tensor(samples.tokens)
+                queries, keys = declared.hop_queries(samples), declared.hop_keys(samples)
+                window = list(declared.extra_window(samples))
+                for k in range(n_hops):
+                    answers = torch.as_tensor(samples.answer) if k == 0 else None
+                    rows = knockout_controls(model, tokens, torch.as_tensor(queries[:, k]), torch.as_tensor(keys[:, k]),
+                                             window, layers, generator, fractions, n_draws, answers)
+                    frames.append(rows.assign(extra=extra, n_hops=n_hops, query_hop=k, prefix=j))
+    return pd.concat(frames, ignore_index=True)
+
+
+__all__ = ["FRACTIONS", "MARGIN_COLUMNS", "KeySubset", "compare_dilution", "hop_margins", "knockout_controls",
+           "logit_margins", "mass_subset", "predicted_mass", "protocol_knockouts", "random_subsets"]

@@ -148,3 +148,35 @@ def test_knockout_controls_on_a_flat_head_restore_mass_as_the_shrunken_window_pr
     assert layer0["predicted"].to_numpy() == pytest.approx(expected, abs=1e-6)
     assert sorted(set(layer0["fraction"])) == [0.0, 0.1, 0.3, 0.5, 0.7, 0.9]
     assert np.isfinite(table["mass"]).all()
+
+
+def test_hop_margins_read_every_hop_of_the_length_protocol_and_a_flat_model_follows_the_prediction():
+    from possym.evaluate.dilution import hop_margins
+    from possym.evaluate.lengthgen import LengthGenConfig
+    from possym.tasks import task_config, task_vocab
+
+    task = task_config("letter")
+    model = GPTJ(ModelConfig(n_layers=1, d_model=16, d_mlp=32, d_vocab=len(task_vocab(task)), dropout=0.0),
+                 torch.Generator().manual_seed(0))
+    model.blocks[0].attn.qkv.weight.data[:16].zero_()
+    rows = hop_margins(model.eval(), task, LengthGenConfig(grid=(0, 10, 30), n=4, n_prefixes=2), hops=(2,))
+    assert sorted(set(rows["query_hop"])) == [0, 1] and sorted(set(rows["extra"])) == [0, 10, 30]
+    assert (rows["n_extra"] == rows["extra"]).all()
+    table = compare_dilution(rows, by=("layer", "head", "n_hops", "query_hop"))
+    assert len(table) == 2 * 3 and table["residual"].abs().max() < 1e-6  # flat: Δ = 0 at every K
+
+
+def test_protocol_knockouts_give_each_hop_its_controls_and_the_final_hop_its_accuracy():
+    from possym.evaluate.dilution import protocol_knockouts
+    from possym.evaluate.lengthgen import LengthGenConfig
+    from possym.tasks import task_config, task_vocab
+
+    task = task_config("letter")
+    model = GPTJ(ModelConfig(n_layers=1, d_model=16, d_mlp=32, d_vocab=len(task_vocab(task)), dropout=0.0),
+                 torch.Generator().manual_seed(0))
+    model.blocks[0].attn.qkv.weight.data[:16].zero_()  # flat: mass 1 / (window + K − knocked)
+    table = protocol_knockouts(model.eval(), task, LengthGenConfig(grid=(0, 20), n=4, n_prefixes=2), layers=[0],
+                               generator=torch.Generator().manual_seed(0), hops=(2,), fractions=(0.5,))
+    assert set(table["extra"]) == {20} and sorted(set(table["query_hop"])) == [0, 1]
+    assert table["accuracy"].notna().tolist() == (table["query_hop"] == 0).tolist()
+    assert table["mass"].to_numpy() == pytest.approx(table["predicted"].to_numpy(), abs=1e-6)
