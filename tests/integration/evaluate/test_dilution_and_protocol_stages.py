@@ -73,6 +73,23 @@ def test_the_sharpening_controls_single_layers_and_the_layers_that_are_not_symbo
     assert sets["not_symbolic"] == (1,) and sets["symbolic"] == (0, 1) and "lean least" in reasons["not_symbolic"]
 
 
+def test_the_dilution_controls_stage_writes_prediction_and_knockouts_beside_the_margins(runs):
+    from possym.stages.dilution_controls import DilutionControlsConfig, dilution_controls_run
+
+    run = runs["letter"]
+    cfg = DilutionControlsConfig(grid=(0, 10), hops=(3,), n=4, n_prefixes=2, steps=("final",), fractions=(0.5,))
+    result = dilution_controls_run(run, cfg)
+    out = run.artifact("dilution_controls")
+    assert all((out / f).is_file() for f in ("margins.csv", "prediction.csv", "knockouts.csv", "settings.json"))
+    assert set(result.prediction.query_hop) == {0, 1, 2} and set(result.prediction.n_extra) == {0, 10}
+    # K = 0 is the window alone: the prediction is the measured mass there, whatever the margin
+    assert result.prediction[result.prediction.n_extra == 0].residual.abs().max() < 1e-6  # float32 patterns
+    assert set(result.knockouts.chosen) == {"none", "random", "mass"} and set(result.knockouts.extra) == {10}
+    assert result.knockouts[result.knockouts.query_hop == 0].accuracy.notna().all()
+    written = pd.read_csv(out / "prediction.csv")
+    assert len(written) == len(result.prediction)
+
+
 def test_length_protocol_curves_and_the_claims_table(runs, tmp_path):
     grid = (0, 33, 50, 83, 100)
     cfg = LengthProtocolConfig(grid=grid, n=8, n_prefixes=2, extra_tokens=("targets", "mixed"), steps=("final",))
