@@ -74,8 +74,8 @@ def token_prompts(tokens: Tensor, block_size: int = 1, query: int | Tensor | Non
         queries = query_positions(tokens, query).tolist()
     except ValueError as e:
         raise PossymError(str(e)) from None
-    if min(queries) < 1:
-        raise PossymError(f"query positions {queries}: each input needs a query at position >= 1 (a key before it)")
+    if any(q < 0 for q in queries):
+        raise PossymError("every prompt needs its query: a query position of -1 (no query) is not allowed here")
     return [EncodedPrompt(tuple(row[: q + 1]), BlockLayout(0, block_size, q // block_size), None, "tokens")
             for row, q in zip(tokens.tolist(), queries, strict=True)]
 
