@@ -178,7 +178,8 @@ _HF_ACTIVE: dict[int, tuple[int, list[tuple[QueryEdit | None, LogitEdit | None, 
 def _hf_attend(module: Any, query: Tensor, key: Tensor, value: Tensor, attention_mask: Tensor | None,
                scaling: float | None = None, dropout: float = 0.0, softcap: float | None = None,
                **kwargs: Any) -> tuple[Tensor, Tensor]:
-    """Eager attention with the attached edits: query [batch, head, pos, d], key/value [batch, kv_head, key_pos, d]."""
+    """Eager attention with the attached edits: query [batch, head, pos, d], key/value [batch, kv_head, key_pos, d].
+    ``dropout`` is not applied: :func:`backend_for` takes eval-mode models only, for which it is 0."""
     if getattr(module, "sinks", None) is not None:
         raise PossymError(f"{type(module).__name__} has attention sinks, which the interventions do not model")
     _, attached = _HF_ACTIVE.get(id(module), (0, []))
