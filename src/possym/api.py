@@ -196,7 +196,7 @@ def head_scores(model: Any, tokens: Any, **options: Any):
     from possym.heads.tl import is_transformer_lens
 
     if isinstance(tokens, torch.Tensor):
-        tokens = token_prompts(tokens, options.pop("block_size", 1))
+        tokens = token_prompts(tokens, options.pop("block_size", 1), options.pop("query", None))
     if is_transformer_lens(model):
         from possym.heads.tl import score_transformer_lens
 

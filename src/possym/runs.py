@@ -107,6 +107,8 @@ ARTIFACTS: dict[str, Artifact] = {
     "figures": Artifact("figures"),
     "cliff": Artifact("cliff"),  # the number model's cliff: CSV tables and settings.json (possym.stages.cliff)
     "l0": Artifact("l0"),  # scores split by hops and query, modality, sustained purity (possym.stages.l0)
+    # dilution's prediction beside the measured mass per hop; the window knock-outs (stages.dilution_controls)
+    "dilution_controls": Artifact("dilution_controls"),
 }
 
 # A checkpoint named as the CLI and the API name it: a step number, "best" or "final".

@@ -11,7 +11,8 @@ i.e. once K ≥ that distance − t. So this module keeps every window's predict
   generators, the same order), one :class:`LengthPoint` per (prefix, hop count, K);
 - :func:`length_predictions` runs a model over them, with a key-value cache per prefix, inside an
   optional ``edit`` (a context manager over the model, such as
-  :func:`~possym.model.interventions.gate_planes`; the prefix cache is computed inside it too, since
+  :func:`~possym.evaluate.interventions.intervene` with a
+  :class:`~possym.evaluate.interventions.GatePlanes`; the prefix cache is computed inside it too, since
   an edited layer changes the prefix's keys in the layers above), and returns one row per window:
   ``extra, n_hops, prefix, answer_pos, answer_distance, answer, predicted, correct``, where
   ``answer_pos`` t is the answer's position inside the target window (0-based),
@@ -51,6 +52,7 @@ import torch
 from possym.config import TaskConfig
 from possym.devices import batch_size_on, model_device
 from possym.errors import PossymError
+from possym.evaluate.interventions import GatePlanes, intervene
 from possym.evaluate.lengthgen import (
     LengthGenConfig,
     last_logits_after,
@@ -62,7 +64,6 @@ from possym.evaluate.lengthgen import (
     wilson_interval,
 )
 from possym.model.gptj import GPTJ
-from possym.model.interventions import gate_planes
 from possym.tasks import TaskSamples, draw_prefix, prefix_per_hop
 
 __all__ = ["PREDICTION_COLUMNS", "Edit", "LengthPoint", "accuracy_table", "fine_grid", "length_points",
@@ -70,7 +71,7 @@ __all__ = ["PREDICTION_COLUMNS", "Edit", "LengthPoint", "accuracy_table", "fine_
 
 Edit = Callable[[GPTJ], AbstractContextManager]
 """An intervention at evaluation: ``edit(model)`` is a context manager inside which the model is edited
-(``lambda m: gate_planes(m, {1: [1]})``)."""
+(``lambda m: intervene(m, GatePlanes({1: [1]}))``)."""
 
 PREDICTION_COLUMNS = ("extra", "n_hops", "prefix", "answer_pos", "answer_distance", "first_key_pos", "answer",
                       "predicted", "correct")
@@ -205,7 +206,7 @@ def plane_gate_curves(model: GPTJ, task: TaskConfig, cfg: LengthGenConfig, layer
                       planes: Iterable[int] = (1, 2), by: Sequence[str] = ("extra", "n_hops"),
                       baseline: bool = True) -> pd.DataFrame:
     """Accuracy per ``by`` with RoPE plane p (1-based frequency ID) gated in layer ℓ, for every ℓ in
-    ``layers`` and p in ``planes``, one (ℓ, p) at a time (:func:`~possym.model.interventions.gate_planes`,
+    ``layers`` and p in ``planes``, one (ℓ, p) at a time (:class:`~possym.evaluate.interventions.GatePlanes`,
     every head). Columns ``layer, plane`` then :func:`accuracy_table`'s; ``baseline`` adds the ungated
     model as ``layer = -1, plane = 0``. Every (ℓ, p) sees the same windows, so differences are paired.
     """
@@ -224,4 +225,4 @@ def plane_gate_curves(model: GPTJ, task: TaskConfig, cfg: LengthGenConfig, layer
 
 def _gate(layer: int, plane: int) -> Edit:
     planes: Mapping[int, list[int]] = {layer: [plane]}
-    return lambda m: gate_planes(m, planes)
+    return lambda m: intervene(m, GatePlanes(planes))

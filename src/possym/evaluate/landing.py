@@ -97,7 +97,8 @@ def attention_landing(
     queries: ``"last"``, the last token (hop query 0) only, or ``"hops"``: every hop position path[h]
     with h < n_hops. alias: the distance a of the alias key (:func:`alias_distance`). ``correct``
     says whether the model's prediction at the last position is the answer. Run it inside an
-    intervention (``with gate_planes(model, ...):``) to see where the edited attention lands.
+    intervention (``with intervene(model, GatePlanes(...)):``, :mod:`possym.evaluate.interventions`) to see
+    where the edited attention lands.
     past: the key-value cache (batch 1) of the first P tokens, which every input must share (a length
     curve's prefix, :func:`possym.evaluate.lengthgen.prefix_cache`); only the rest is run, and every
     hop query must lie after it. Positions stay absolute.

@@ -52,11 +52,12 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
+import pandas as pd
 import torch
 from scipy.stats import binomtest
 from scipy.stats import t as t_dist
@@ -235,6 +236,31 @@ def measure_length_curve(
                 if on_batch is not None:
                     on_batch(len(samples))
     return _records(tally, cfg, task)
+
+def reweighted(rows: pd.DataFrame, weights: dict[int, float]) -> pd.DataFrame:
+    """``rows`` (one curve, uniform mix) with each pooled (``n_hops = 0``) accuracy replaced by Σ_h w_h acc_h;
+    the pooled intervals are kept (at the paper's split sizes the test mix is uniform, so nothing moves)."""
+    out = rows.copy()
+    per_hop = rows[rows.n_hops > 0].pivot_table(index="extra", columns="n_hops", values="accuracy")
+    mixed = sum(weights[h] * per_hop[h] for h in weights)
+    pooled = out.n_hops == 0
+    out.loc[pooled, "accuracy"] = out.loc[pooled, "extra"].map(mixed).to_numpy()
+    return out
+
+
+def protocol_readings(model: GPTJ, task: TaskConfig, curves: Mapping[str, LengthGenConfig],
+                      hop_mixes: Sequence[str]) -> pd.DataFrame:
+    """The length curve under every reading of the protocol that Sec. 3.6 leaves open: for each extra-token
+    reading (``curves`` maps it to its :class:`LengthGenConfig`) the curve measured once, and for each hop mix
+    of ``hop_mixes`` its pooled rows reweighted by :func:`hop_weights` (:func:`reweighted`; "uniform" is the
+    curve as measured). The curve's rows with ``extra_tokens`` and ``hop_mix`` columns."""
+    frames = []
+    for extra_tokens, cfg in curves.items():
+        rows = pd.DataFrame(measure_length_curve(model, task, cfg))
+        for hop_mix in hop_mixes:
+            mixed = rows if hop_mix == "uniform" else reweighted(rows, hop_weights(task, hop_mix, cfg.seed))
+            frames.append(mixed.assign(extra_tokens=extra_tokens, hop_mix=hop_mix))
+    return pd.concat(frames, ignore_index=True)
 
 
 def correct_answers(model: GPTJ, samples: TaskSamples, cfg: LengthGenConfig, past: list[KV] | None) -> np.ndarray:

@@ -109,7 +109,8 @@ def hop_attention(model: GPTJ, task: TaskConfig, cfg: LengthGenConfig, hops: Seq
     ``cfg``'s grid, sample sizes, seeds and extra-token reading are the length protocol's; ``mode`` is
     ignored (the patterns always come from the cached prefix, which gives the plain pass's logits).
     ``edit``: a context manager factory applied to the prefix and the windows alike, e.g.
-    ``lambda: sharpen_attention(model, [2, 3], 1.4)`` to see where a sharpened head's mass goes.
+    ``lambda: intervene(model, Sharpen((2, 3), 1.4))`` (:mod:`possym.evaluate.interventions`) to see where a
+    sharpened head's mass goes.
     """
     hops = check_hops(task, hops)
     model = model.eval()

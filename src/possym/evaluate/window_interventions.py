@@ -2,12 +2,12 @@
 or the logits of chosen layers sharpened by β (Sec. 3.6: a logit-scale effect, or a missing mechanism?).
 
 - :func:`knockout_accuracy`: for each layer l (and ``None``, no edit), the window's queries in layer l
-  give the K extra keys the logit −∞ (:func:`possym.model.interventions.knock_out_keys` with keys
-  0..K−1 and queries from K). If the multi-hop loss at K is dilution by the extra window in layer l,
+  give the K extra keys the logit −∞ (a :class:`~possym.evaluate.interventions.KnockOut` of
+  keys 0..K−1 for the window's queries, K on). If the multi-hop loss at K is dilution by the extra window in layer l,
   knocking it out in l restores the K = 0 accuracy; exactly so in every layer at once, since RoPE
   logits depend on relative position only (the window then computes what it computes alone).
 - :func:`sharpened_accuracy`: every logit of ``layers`` times β before the softmax, at every position,
-  the prefix's included (:func:`possym.model.interventions.sharpen_attention`). Dilution with a fixed
+  the prefix's included (a :class:`~possym.evaluate.interventions.Sharpen`). Dilution with a fixed
   logit gap Δ is undone by a β with β Δ ≥ Δ + log(K / K_0): a modest β (1.3–1.5) recovers it when Δ is
   large; a gap that needs a large β, or that no β closes, is not logit scale.
 
@@ -40,6 +40,7 @@ from contextlib import AbstractContextManager
 import pandas as pd
 
 from possym.config import ConfigError, TaskConfig
+from possym.evaluate.interventions import KnockOut, Sharpen, intervene
 from possym.evaluate.lengthgen import (
     LengthGenConfig,
     correct_answers,
@@ -50,7 +51,6 @@ from possym.evaluate.lengthgen import (
 )
 from possym.evaluate.window_attention import check_hops, protocol_points
 from possym.model.gptj import GPTJ
-from possym.model.interventions import knock_out_keys, sharpen_attention
 
 # An edit of the model for one pass: its context manager over the prefix's own computation (None: none)
 # and one for the windows at K.
@@ -115,7 +115,7 @@ def knockout_accuracy(model: GPTJ, task: TaskConfig, cfg: LengthGenConfig, hops:
                 yield model
                 return
             # The window's queries are the cache's continuation: absolute positions K, K+1, ...
-            with knock_out_keys(model, which, keys=range(0, extra), queries_from=extra):
+            with intervene(model, KnockOut(tuple(which), keys=tuple(range(extra)))):
                 yield model
 
         rows = edited_accuracy(model, task, cfg, hops, _nothing, window_edit)
@@ -136,10 +136,10 @@ def sharpened_accuracy(model: GPTJ, task: TaskConfig, cfg: LengthGenConfig, beta
     for beta in betas:
 
         def edit(beta: float = beta) -> AbstractContextManager[object]:
-            return sharpen_attention(model, chosen, beta)
+            return intervene(model, Sharpen(tuple(chosen), beta))
 
         def window_edit(_extra: int, beta: float = beta) -> AbstractContextManager[object]:
-            return sharpen_attention(model, chosen, beta)  # the same at every K
+            return intervene(model, Sharpen(tuple(chosen), beta))  # the same at every K
 
         rows = edited_accuracy(model, task, cfg, hops, edit, window_edit)
         frames.append(pd.DataFrame(rows).assign(beta=beta, layers=label))

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor
 
 from possym.errors import PossymError
+from possym.scores.swaps import query_positions
 
 
 @dataclass(frozen=True)
@@ -54,19 +55,29 @@ class EncodedPrompt:
     task: str
 
 
-def token_prompts(tokens: Tensor, block_size: int = 1) -> list[EncodedPrompt]:
+def token_prompts(tokens: Tensor, block_size: int = 1, query: int | Tensor | None = None) -> list[EncodedPrompt]:
     """Token ids [batch, pos] as prompts scored the way :func:`possym.scores.swaps.head_scores` scores a
-    possym model: the query is the last token, and blocks of ``block_size`` tokens tile the keys before
-    it from position 0 (a remainder nearest the query is never swapped).
+    possym model: the query is the last token, or ``query`` (a position, or one per input [batch]; see
+    :func:`possym.scores.swaps.query_positions`), and blocks of ``block_size`` tokens tile the keys before
+    it from position 0 (a remainder nearest the query is never swapped). A prompt ends at its query: causal
+    attention there sees nothing later, so cutting the rest changes no score.
 
     >>> token_prompts(torch.tensor([[5, 6, 7, 8, 9]]), block_size=2)[0].layout
     BlockLayout(start=0, block_size=2, n_blocks=2)
+    >>> token_prompts(torch.tensor([[5, 6, 7, 8, 9]]), query=2)[0].ids
+    (5, 6, 7)
     """
     tokens = torch.as_tensor(tokens)
     if tokens.ndim != 2:
         raise PossymError(f"tokens have shape {tuple(tokens.shape)}; expected [batch, pos]")
-    layout = BlockLayout(0, block_size, (tokens.shape[1] - 1) // block_size)
-    return [EncodedPrompt(tuple(row), layout, None, "tokens") for row in tokens.tolist()]
+    try:
+        queries = query_positions(tokens, query).tolist()
+    except ValueError as e:
+        raise PossymError(str(e)) from None
+    if any(q < 0 for q in queries):
+        raise PossymError("every prompt needs its query: a query position of -1 (no query) is not allowed here")
+    return [EncodedPrompt(tuple(row[: q + 1]), BlockLayout(0, block_size, q // block_size), None, "tokens")
+            for row, q in zip(tokens.tolist(), queries, strict=True)]
 
 
 def check_token_ids(ids: Tensor, d_vocab: int) -> None:

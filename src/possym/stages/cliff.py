@@ -1,13 +1,7 @@
-"""The number model's length cliff, measured: accuracy over a fine K grid by hop count and answer position,
-where the positional layers' attention lands on the failing inputs, and the curve with a RoPE plane gated.
-
-The hypothesis it tests (the cliff of Fig. 5B's number curve, Sec. 3.6): the positional layers are dominated
-by plane 1 (θ = 1 rad); since 44 ≈ 7·2π (0.018 rad off), a key 44 tokens before the right one looks almost
-the same to that plane, and such a key exists only once K ≥ 44 − t for a right key at window position t.
-If so, the failing inputs' attention in those layers lands at offset −44 far more often than the passing
-inputs', only where the alias key exists, and gating plane 1 in the layer that lands there moves or removes
-the cliff. The tables also hold what is needed to refute it: every offset's share (``top_offsets``), the plane-2
-alias (θ = 0.866: 29 tokens), and the curve with plane 2 gated.
+"""The ``cliff`` stage: a number run's length cliff measured at one checkpoint (Sec. 3.6, Fig. 5B) by
+:func:`possym.evaluate.cliff.cliff_tables`, whose docstring states the hypothesis (RoPE plane 1 aliasing a
+key 44 tokens back) and what would refute it. The stage loads the model, picks the positional layers from
+the run's purity table, calls the library and writes the tables.
 
 Writes RUN/cliff/ (artifact ``cliff``):
 
@@ -27,7 +21,8 @@ Writes RUN/cliff/ (artifact ``cliff``):
   evidence.csv        per (layer, plane): the aliasing rule's evidence and verdict  (evaluate.alias_evidence)
   settings.json       the settings, the step measured, the layers and aliases used
 
-A letter run is skipped (the result says so and nothing is written): the cliff is the number task's.
+A run of a task whose hops do not read by position (``Task.mechanism``, the letter task's) is skipped: the
+result says so and nothing is written.
 
 Example:
     >>> result = cliff_run(RunDir.open("runs/paper3/runs/number-s0"), CliffConfig())   # doctest: +SKIP
@@ -38,32 +33,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-import numpy as np
 import pandas as pd
 
 from possym.config import ConfigError
 from possym.devices import resolve_device, torch_threads
 from possym.errors import PossymError
-from possym.evaluate.alias_evidence import alias_evidence
-from possym.evaluate.breakdown import (
-    LengthPoint,
-    accuracy_table,
-    fine_grid,
-    length_points,
-    length_predictions,
-    plane_gate_curves,
-)
-from possym.evaluate.landing import alias_distance, attention_landing, landing_summary, plane_margins
-from possym.evaluate.lengthgen import LengthGenConfig, prefix_cache, slice_cache
-from possym.model.gptj import GPTJ, KV
-from possym.model.rope import layer_frequencies
+from possym.evaluate.breakdown import fine_grid
+from possym.evaluate.cliff import cliff_tables
+from possym.evaluate.lengthgen import LengthGenConfig
 from possym.records import GAMMA, PurityRecord
 from possym.runs import RunDir, StepSpec, atomic_write_text
 from possym.stages.registry import Stage
-from possym.tasks import TaskSamples
+from possym.tasks import get_task
 
 __all__ = ["CliffConfig", "CliffResult", "cliff_run", "positional_layers"]
 
@@ -160,103 +143,30 @@ def positional_layers(run: RunDir, gamma: float = GAMMA) -> tuple[int, ...]:
 
 def cliff_run(run: RunDir, cfg: CliffConfig = CliffConfig()) -> CliffResult:
     """Measure the cliff of a number run at ``cfg.step`` and write RUN/cliff/ (module docstring)."""
-    if run.config.task.name != "number":
-        return CliffResult(None, (), {}, skipped=f"the cliff stage measures the number task; this run is "
-                                                 f"{run.config.task.name!r}")
+    task = get_task(run.config.task.name)
+    if task.mechanism != "positional":  # the aliasing below is of a key read by its offset
+        return CliffResult(None, (), {}, skipped=f"the cliff stage measures a task whose hops read by position (the "
+                                                 f"number task); task {task.name!r} declares mechanism "
+                                                 f"{task.mechanism!r}")
     with torch_threads(cfg.threads):
         return _cliff(run, cfg)
 
 
 def _cliff(run: RunDir, cfg: CliffConfig) -> CliffResult:
-    task = run.config.task
     at = run.resolve_step(cfg.step)
     model = run.load_model(at, device=resolve_device(cfg.device))
-    n_layers, n_planes = model.cfg.n_layers, model.cfg.n_planes
     layers = tuple(sorted(set(cfg.layers))) if cfg.layers is not None else positional_layers(run)
-    if not all(0 <= layer < n_layers for layer in layers) or any(p > n_planes for p in cfg.planes):
-        raise PossymError(f"cliff layers={list(layers)} must lie in 0..{n_layers - 1} and planes={list(cfg.planes)} "
-                          f"in 1..{n_planes}")
-    thetas = layer_frequencies(model.cfg, 0)
-    aliases = {p: alias_distance(float(thetas[p - 1]), cfg.max_alias) for p in (1, 2) if p <= n_planes
-               and thetas[p - 1] > 0}
-    curve = cfg.curve()
-    predictions = length_predictions(model, task, curve)
-    accuracy = accuracy_table(predictions)
-    accuracy_hops = accuracy_table(predictions, by=("extra", "n_hops"))
-    accuracy_first_key = accuracy_table(predictions, by=("extra", "n_hops", "first_key_pos"))
-
-    main_alias = aliases.get(1, cfg.max_alias)
-    frames, margin_frames = [], []
-    for samples, prefix, past in _batches(model, length_points(task, curve), cfg.mode):
-        land = attention_landing(model, samples, layers=list(layers), queries=cfg.queries,  # type: ignore[arg-type]
-                                 alias=main_alias, token_budget=cfg.token_budget, past=past)
-        frames.append(land.assign(prefix=prefix[land["input"].to_numpy()]))
-        failed = np.unique(land.loc[~land["correct"], "input"].to_numpy())
-        if len(failed):
-            m = plane_margins(model, samples.take(failed), layers=list(layers), queries=cfg.queries)  # type: ignore[arg-type]
-            margin_frames.append(m.assign(extra=samples.extra))
-    landing = pd.concat(frames, ignore_index=True)
-    margins = _margin_summary(pd.concat(margin_frames, ignore_index=True) if margin_frames else None, main_alias)
-    by = ("layer", "head", "query", "correct", "alias_exists")
-    summary = pd.concat([landing_summary(_alias_view(landing, a, main_alias), alias=a, by=by).assign(alias=a, plane=p)
-                         for p, a in aliases.items()], ignore_index=True)
-    failing = landing[~landing["correct"]].reset_index(drop=True)
-
-    grid = curve.grid[:: cfg.gate_every]
-    gated = plane_gate_curves(model, task, cfg.curve(grid), layers=layers, planes=cfg.planes)
-    evidence = alias_evidence(summary, gated)
-
+    t = cliff_tables(model, run.config.task, cfg.curve(), layers, planes=cfg.planes, queries=cfg.queries,
+                     max_alias=cfg.max_alias, gate_every=cfg.gate_every)
     out = run.artifact("cliff")
-    for name, df in (("accuracy", accuracy), ("accuracy_hops", accuracy_hops),
-                     ("accuracy_first_key", accuracy_first_key), ("landing", failing),
-                     ("landing_summary", summary), ("plane_margins", margins), ("gated", gated),
-                     ("evidence", evidence)):
-        atomic_write_text(out / f"{name}.csv", df.to_csv(index=False))
+    for name in ("accuracy", "accuracy_hops", "accuracy_first_key", "landing", "landing_summary", "plane_margins",
+                 "gated", "evidence"):
+        atomic_write_text(out / f"{name}.csv", getattr(t, name).to_csv(index=False))
     settings = {**{k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(cfg).items()},
-                "step_measured": at, "layers_used": list(layers), "aliases": {str(p): a for p, a in aliases.items()}}
+                "step_measured": at, "layers_used": list(layers), "aliases": {str(p): a for p, a in t.aliases.items()}}
     atomic_write_text(out / "settings.json", json.dumps(settings, indent=2) + "\n")
-    return CliffResult(at, layers, aliases, accuracy, accuracy_hops, failing, summary, gated, evidence, margins)
-
-
-def _margin_summary(margins: pd.DataFrame | None, alias: int) -> pd.DataFrame:
-    """Per (layer, head, query, on_alias, plane) over the failing inputs' missed landings: n, the mean margin
-    and the mean absolute margin (which plane put the maximum on the wrong key, and which argued against)."""
-    columns = ["layer", "head", "query", "on_alias", "plane", "n", "mean_margin", "mean_abs_margin"]
-    if margins is None or margins.empty:
-        return pd.DataFrame(columns=columns)
-    m = margins.assign(on_alias=margins["offset"] == -alias, abs_margin=margins["margin"].abs())
-    out = m.groupby(["layer", "head", "query", "on_alias", "plane"], sort=True).agg(
-        n=("margin", "size"), mean_margin=("margin", "mean"), mean_abs_margin=("abs_margin", "mean")).reset_index()
-    return out[columns]
-
-
-def _alias_view(landing: pd.DataFrame, alias: int, measured: int) -> pd.DataFrame:
-    """The landing rows as seen for alias distance ``alias``: whether that alias key exists; the weight on it
-    is known only for the alias the landing measured."""
-    if alias == measured:
-        return landing
-    return landing.assign(alias_exists=landing["right_key"] >= alias, p_alias=float("nan"))
-
-
-def _batches(model: GPTJ, points: Iterable[LengthPoint], mode: str
-             ) -> Iterator[tuple[TaskSamples, np.ndarray, list[KV] | None]]:
-    """The landing's batches with each window's prefix index: ``"plain"``, every window of one K in one
-    batch (no cache); ``"cached"``, one point at a time after its prefix's cache (only the window is run)."""
-    if mode == "cached":
-        cache, cached_for = None, None
-        for point in points:
-            if cached_for is not point.prefix:
-                cache, cached_for = prefix_cache(model, point.prefix), point.prefix
-            yield point.samples, np.full(len(point.samples), point.index), slice_cache(cache, point.extra)
-        return
-    groups: dict[int, list[LengthPoint]] = {}
-    for point in points:
-        groups.setdefault(point.extra, []).append(point)
-    for extra, group in groups.items():
-        parts = [p.samples for p in group]
-        yield (TaskSamples(np.concatenate([p.tokens for p in parts]), np.concatenate([p.answer for p in parts]),
-                           np.concatenate([p.n_hops for p in parts]), np.concatenate([p.path for p in parts]), extra),
-               np.concatenate([np.full(len(p.samples), p.index) for p in group]), None)
+    return CliffResult(at, layers, t.aliases, t.accuracy, t.accuracy_hops, t.landing, t.landing_summary, t.gated,
+                       t.evidence, t.plane_margins)
 
 
 STAGE = Stage("cliff", CliffConfig, cliff_run, scope="run",

@@ -43,6 +43,7 @@ from possym.runs import RunDir, StepSpec, atomic_write_text
 from possym.stages.registry import Stage
 
 SUBDIR = "dilution"
+LAYER_SETS = ("symbolic", "all", "each", "not_symbolic")  # the named sets of layers sharpened
 FILES = ("attention.csv", "knockout.csv", "sharpen.csv")
 
 
@@ -52,7 +53,9 @@ class DilutionConfig:
 
     grid: the K values; hops: the hop counts measured; n, n_prefixes, seed, extra_tokens, token_budget: the
     length protocol's (:class:`~possym.evaluate.lengthgen.LengthGenConfig`); betas: the sharpening grid;
-    sharpen: the layer sets sharpened, each "symbolic" (by the run's scores), "all", or layers "2,3";
+    sharpen: the layer sets sharpened, each "symbolic" (by the run's scores), "all", layers "2,3", "each" (every
+    layer alone, sets "L0", "L1", ...) or "not_symbolic" (the layers whose scores do not lean symbolic; where
+    every layer leans symbolic, the half of them that leans least, and dilution.json says so);
     step: the checkpoint ("best", "final" or a number); tasks: the tasks measured (others are skipped).
     """
 
@@ -78,8 +81,9 @@ class DilutionConfig:
         if not self.betas or any(not b > 0 for b in self.betas):
             raise ConfigError(f"dilution betas={list(self.betas)}: give at least one β, each > 0")
         for entry in self.sharpen:
-            if entry not in ("symbolic", "all") and not _is_layer_list(entry):
-                raise ConfigError(f"dilution sharpen: {entry!r}; allowed: 'symbolic', 'all' or layers such as '2,3'")
+            if entry not in LAYER_SETS and not _is_layer_list(entry):
+                raise ConfigError(f"dilution sharpen: {entry!r}; allowed: {', '.join(repr(x) for x in LAYER_SETS)} "
+                                  "or layers such as '2,3'")
         if not (isinstance(self.step, int) or self.step in ("best", "final")):
             raise ConfigError(f"dilution step={self.step!r}; allowed: a checkpoint step number, 'best', 'final'")
         if self.extra_tokens not in EXTRA_TOKENS:
@@ -106,33 +110,55 @@ class DilutionResult:
     skipped: str = ""
 
 
-def symbolic_layers(run: RunDir, step: int) -> tuple[int, ...] | None:
-    """The layers whose scores lean symbolic (s_SYM > s_POS; the "last" query, head 0) at the scored step
-    nearest ``step``; None if the run has no scores."""
+def symbolic_lean(run: RunDir, step: int) -> dict[int, float] | None:
+    """Layer -> s_SYM − s_POS (the "last" query, head 0) at the scored step nearest ``step``; None if the run
+    has no scores."""
     if not run.artifact("scores").is_file():
         return None
     rows = [r for r in run.read("scores", ScoreRecord) if r.query == "last" and r.head == 0]
     if not rows:
         return None
     nearest = min({r.step for r in rows}, key=lambda s: (abs(s - step), s))
-    return tuple(sorted(r.layer for r in rows if r.step == nearest and r.s_sym > r.s_pos))
+    return {r.layer: r.s_sym - r.s_pos for r in rows if r.step == nearest}
 
 
-def _layer_sets(run: RunDir, step: int, cfg: DilutionConfig, n_layers: int) -> dict[str, tuple[int, ...]]:
+def symbolic_layers(run: RunDir, step: int) -> tuple[int, ...] | None:
+    """The layers whose scores lean symbolic (s_SYM > s_POS; the "last" query, head 0) at the scored step
+    nearest ``step``; None if the run has no scores."""
+    lean = symbolic_lean(run, step)
+    return None if lean is None else tuple(sorted(layer for layer, d in lean.items() if d > 0))
+
+
+def _layer_sets(run: RunDir, step: int, cfg: DilutionConfig, n_layers: int
+                ) -> tuple[dict[str, tuple[int, ...]], dict[str, str]]:
+    """The sets to sharpen by name, and why a set is not what its name says (the nearest the run allows)."""
     out: dict[str, tuple[int, ...]] = {}
+    reasons: dict[str, str] = {}
     for entry in cfg.sharpen:
         if entry == "all":
             out[entry] = tuple(range(n_layers))
+        elif entry == "each":  # the single-layer control
+            out.update({f"L{layer}": (layer,) for layer in range(n_layers)})
         elif entry == "symbolic":
             layers = symbolic_layers(run, step)
             if layers:  # no scores, or no symbolic layer: nothing to sharpen under this name
                 out[entry] = layers
+        elif entry == "not_symbolic":  # the control that leaves the symbolic layers alone
+            lean = symbolic_lean(run, step)
+            if lean is None:
+                continue
+            rest = tuple(sorted(layer for layer, d in lean.items() if d <= 0))
+            if not rest:
+                rest = tuple(sorted(sorted(lean, key=lambda layer: (lean[layer], layer))[: max(1, len(lean) // 2)]))
+                reasons[entry] = (f"every layer leans symbolic (s_SYM > s_POS); the {len(rest)} that lean least "
+                                  "were sharpened instead")
+            out[entry] = rest
         else:
             layers = tuple(sorted({int(x) for x in entry.split(",")}))
             if max(layers) >= n_layers:
                 raise ConfigError(f"dilution sharpen {entry!r}: the model has layers 0..{n_layers - 1}")
             out[entry] = layers
-    return out
+    return out, reasons
 
 
 def _settings(cfg: DilutionConfig) -> dict[str, Any]:
@@ -163,7 +189,7 @@ def dilution_run(run: RunDir, cfg: DilutionConfig | None = None) -> DilutionResu
     with torch_threads(cfg.threads):
         model = run.load_model(at, device=resolve_device(cfg.device))
         curve = cfg.curve()
-        sets = _layer_sets(run, at, cfg, model.cfg.n_layers)
+        sets, reasons = _layer_sets(run, at, cfg, model.cfg.n_layers)
         attention = hop_attention(model, task, curve, cfg.hops)
         knockout = knockout_accuracy(model, task, curve, cfg.hops, together=True)
         sharpen = pd.concat([sharpened_accuracy(model, task, curve, cfg.betas, cfg.hops, layers).assign(set=name)
@@ -173,7 +199,8 @@ def dilution_run(run: RunDir, cfg: DilutionConfig | None = None) -> DilutionResu
         atomic_write_text(out / name, frame.assign(step=at).to_csv(index=False))
     # The record goes last: it says the tables beside it are complete.
     atomic_write_text(record_file, json.dumps({"settings": settings, "step": at,
-                                               "sharpened": {k: list(v) for k, v in sets.items()}}, indent=2) + "\n")
+                                               "sharpened": {k: list(v) for k, v in sets.items()},
+                                               "reasons": reasons}, indent=2) + "\n")
     return DilutionResult(str(run.path), at, sets, tuple(str(out / f) for f in FILES))
 
 

@@ -1,8 +1,9 @@
 """L0 (and any layer) looked at closely: scores split by hop count and query position, whether a mixed
 score is a mixture of inputs, and an "ever pure" tally that one noisy excursion cannot make.
 
-Three questions about the layer that never turns pure in our runs (and ends mixed in the paper's Fig. 6), for
-both tasks:
+Three questions about the layer that never turns pure in our runs (and ends mixed in the paper's Fig. 6),
+answered by :func:`possym.scores.mixture.mixture_tables`; the stage loads the run's checkpoints, calls it and
+writes the tables:
 
 - is it positional on some hop counts or at some query positions (the authors' ``query_type="hops"``)
   and not others? :func:`possym.scores.split.split_scores` at each of ``steps``;
@@ -48,9 +49,8 @@ from possym.records import GAMMA
 from possym.runs import RunDir, StepSpec, atomic_write_text
 from possym.scores.checkpoints import score_inputs
 from possym.scores.metric import TAU
-from possym.scores.modality import unimodality_test
-from possym.scores.split import per_input_scores, split_scores
-from possym.scores.sustained import LEVEL, MIN_RUN, sustained_purity
+from possym.scores.mixture import mixture_tables
+from possym.scores.sustained import LEVEL, MIN_RUN
 from possym.stages.registry import Stage
 
 __all__ = ["L0Config", "L0Result", "l0_run"]
@@ -118,49 +118,14 @@ def _l0(run: RunDir, cfg: L0Config) -> L0Result:
     if not all(0 <= layer < n_layers for layer in cfg.layers):
         raise PossymError(f"l0 layers={list(cfg.layers)} must lie in 0..{n_layers - 1}")
     samples = score_inputs(run.config.task, run.config.seeds.data, cfg.n_inputs, cfg.seed)
-    device = resolve_device(cfg.device)
-    rng = np.random.default_rng(cfg.bootstrap_seed)
     steps = tuple(dict.fromkeys(run.resolve_step(s) for s in cfg.steps))
     every = run.checkpoint_steps()
     scored = tuple(every[:: cfg.every]) if every[-1] in every[:: cfg.every] else (*every[:: cfg.every], every[-1])
-
-    model = run.load_model(steps[0], device=device)
-    per_input, split, by_position, modality = [], [], [], []
-    for step in steps:
-        model.load_state_dict(run.load_state_dict(step))
-        rows = per_input_scores(model, samples, tau=cfg.tau).assign(step=step)
-        per_input.append(rows)
-        split.append(pd.concat([split_scores(rows, rng, by=("query", "n_hops"), gamma=cfg.gamma),
-                                split_scores(rows, rng, by=("query",), gamma=cfg.gamma).assign(n_hops=0)],
-                               ignore_index=True).assign(step=step))
-        hops = rows[rows["query"] != "last"]
-        if not hops.empty:  # the hop queries by where they sit in the window
-            by_position.append(split_scores(hops, rng, by=("query_pos",), gamma=cfg.gamma).assign(step=step))
-        for (layer, query), g in rows[rows["layer"].isin(cfg.layers)].groupby(["layer", "query"], sort=True):
-            for score in ("s_pos", "s_sym"):
-                t = unimodality_test(g[score].to_numpy(), rng, n_boot=cfg.modality_boot)
-                modality.append({"step": step, "layer": layer, "head": int(g["head"].iloc[0]), "query": query,
-                                 "score": score, **dataclasses.asdict(t), "mixture": t.is_mixture()})
-
-    pos, sym = [], []
-    for step in scored:  # per-input last-token scores at every scored checkpoint, the same inputs each time
-        model.load_state_dict(run.load_state_dict(step))
-        rows = per_input_scores(model, samples, hops=False, tau=cfg.tau)
-        shape = (len(samples), n_layers, model.cfg.n_heads)
-        pos.append(rows.sort_values(["input", "layer", "head"])["s_pos"].to_numpy().reshape(shape))
-        sym.append(rows.sort_values(["input", "layer", "head"])["s_sym"].to_numpy().reshape(shape))
-    sustained = sustained_purity(np.stack(pos), np.stack(sym), scored, rng, gamma=cfg.gamma, min_run=cfg.min_run,
-                                 level=cfg.level, n_boot=cfg.n_boot)
-
-    positions = _first(pd.concat(by_position), "step") if by_position else pd.DataFrame()
-    tally = pd.DataFrame([{
-        "kind": kind, "gamma": cfg.gamma, "min_run": cfg.min_run, "level": cfg.level,
-        "ever_point": int(g["ever_point"].sum()), "counted": int(g["counted"].sum()),
-        "layers_ever_point": " ".join(str(v) for v in g.loc[g["ever_point"], "layer"]),
-        "layers_counted": " ".join(str(v) for v in g.loc[g["counted"], "layer"]),
-    } for kind, g in sustained.groupby("kind", sort=True)])
-    result = L0Result(steps, scored, pd.concat(per_input, ignore_index=True), _first(pd.concat(split), "step"),
-                      positions, pd.DataFrame(modality), sustained, tally)
+    model = run.load_model(steps[0], device=resolve_device(cfg.device))
+    t = mixture_tables(model, run.load_state_dict, samples, steps, scored, cfg.layers,
+                       np.random.default_rng(cfg.bootstrap_seed), tau=cfg.tau, gamma=cfg.gamma, min_run=cfg.min_run,
+                       level=cfg.level, n_boot=cfg.n_boot, modality_boot=cfg.modality_boot)
+    result = L0Result(steps, scored, t.per_input, t.split, t.split_position, t.modality, t.sustained, t.tally)
     out = run.artifact("l0")
     for name in ("per_input", "split", "split_position", "modality", "sustained", "tally"):
         atomic_write_text(out / f"{name}.csv", getattr(result, name).to_csv(index=False))
@@ -168,10 +133,6 @@ def _l0(run: RunDir, cfg: L0Config) -> L0Result:
                 "steps_measured": list(steps), "scored_steps": list(scored)}
     atomic_write_text(out / "settings.json", json.dumps(settings, indent=2) + "\n")
     return result
-
-
-def _first(df: pd.DataFrame, column: str) -> pd.DataFrame:
-    return df[[column, *[c for c in df.columns if c != column]]].reset_index(drop=True)
 
 
 STAGE = Stage("l0", L0Config, l0_run, scope="run",

@@ -1,10 +1,10 @@
 """The length protocol measured rather than chosen (Sec. 3.6 leaves it open; docs/choices.md): a run's length
 curves under every reading, and the table of how each reading moves the paper's length claims.
 
-- ``length_protocol`` (run scope): :func:`protocol_curves` measures the length curve (:func:`possym.evaluate.
-  lengthgen.measure_length_curve`) for each extra-token reading and checkpoint of its settings, on a grid
-  that holds both the paper's K values and K = L − 17 for each paper length L (so the x-axis can be read as
-  K or as total length), and derives each hop-mix reading from the per-hop rows. RUN/length_protocol/
+- ``length_protocol`` (run scope): :func:`protocol_curves` loads each checkpoint of its settings and calls
+  :func:`possym.evaluate.lengthgen.protocol_readings` (the length curve for each extra-token reading, each
+  hop-mix reading derived from the per-hop rows), on a grid that holds both the paper's K values and
+  K = L − 17 for each paper length L (so the x-axis can be read as K or as total length). RUN/length_protocol/
   curves.csv (length-curve rows plus ``extra_tokens``, ``hop_mix``, ``checkpoint``, ``step``) and
   protocol.json (the settings; read back when they are the same, unless ``force``).
 - ``length_protocol_table`` (experiment scope): :func:`protocol_table` reads every run's curves and writes
@@ -36,14 +36,7 @@ import pandas as pd
 
 from possym.config import ConfigError
 from possym.devices import resolve_device, torch_threads
-from possym.evaluate.lengthgen import (
-    EXTRA_TOKENS,
-    HOP_MIXES,
-    PAPER_GRID,
-    LengthGenConfig,
-    hop_weights,
-    measure_length_curve,
-)
+from possym.evaluate.lengthgen import EXTRA_TOKENS, HOP_MIXES, PAPER_GRID, LengthGenConfig, protocol_readings
 from possym.report.length_protocol import claims_by_reading, length_claim_table, length_claim_values
 from possym.runs import RunDir, StepSpec, atomic_write_text
 from possym.stages.registry import ExperimentDir, Stage
@@ -93,17 +86,6 @@ def _settings(cfg: LengthProtocolConfig) -> dict[str, Any]:
     return json.loads(json.dumps(keep))
 
 
-def reweighted(rows: pd.DataFrame, weights: dict[int, float]) -> pd.DataFrame:
-    """``rows`` (one curve, uniform mix) with each pooled (``n_hops = 0``) accuracy replaced by Σ_h w_h acc_h;
-    the pooled intervals are kept (at the paper's split sizes the test mix is uniform, so nothing moves)."""
-    out = rows.copy()
-    per_hop = rows[rows.n_hops > 0].pivot_table(index="extra", columns="n_hops", values="accuracy")
-    mixed = sum(weights[h] * per_hop[h] for h in weights)
-    pooled = out.n_hops == 0
-    out.loc[pooled, "accuracy"] = out.loc[pooled, "extra"].map(mixed).to_numpy()
-    return out
-
-
 def protocol_curves(run: RunDir, cfg: LengthProtocolConfig | None = None) -> pd.DataFrame:
     """The run's length curves under every reading of ``cfg`` (module docstring), measured once and then read
     from RUN/length_protocol/curves.csv."""
@@ -116,20 +98,15 @@ def protocol_curves(run: RunDir, cfg: LengthProtocolConfig | None = None) -> pd.
         stored = json.loads(record_file.read_text())
         if stored.get("settings") == settings and stored.get("steps") == steps:
             return pd.read_csv(out / "curves.csv")
-    task = run.config.task
     frames = []
-    measured: dict[tuple[int, str], pd.DataFrame] = {}  # best and final may be one checkpoint: measured once
+    measured: dict[int, pd.DataFrame] = {}  # best and final may be one checkpoint: measured once
     with torch_threads(cfg.threads):
         for name, at in steps.items():
-            model = run.load_model(at, device=resolve_device(cfg.device))
-            for extra_tokens in cfg.extra_tokens:
-                if (at, extra_tokens) not in measured:
-                    curve = measure_length_curve(model, task, cfg.curve(extra_tokens))
-                    measured[at, extra_tokens] = pd.DataFrame(curve)
-                rows = measured[at, extra_tokens]
-                for hop_mix in cfg.hop_mixes:
-                    mixed = rows if hop_mix == "uniform" else reweighted(rows, hop_weights(task, hop_mix, cfg.seed))
-                    frames.append(mixed.assign(extra_tokens=extra_tokens, hop_mix=hop_mix, checkpoint=name, step=at))
+            if at not in measured:
+                model = run.load_model(at, device=resolve_device(cfg.device))
+                measured[at] = protocol_readings(model, run.config.task, {x: cfg.curve(x) for x in cfg.extra_tokens},
+                                                 cfg.hop_mixes)
+            frames.append(measured[at].assign(checkpoint=name, step=at))
     curves = pd.concat(frames, ignore_index=True)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "curves.csv", curves.to_csv(index=False))

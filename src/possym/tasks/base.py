@@ -17,6 +17,12 @@ needs, so that nothing outside it ever branches on a task's name:
 - ``random_prefix(cfg, batch, k, rng)``, where any window may follow any prefix: (batch, k) random
   prefix tokens, for training with random extra tokens (:mod:`possym.train.augment`);
 - the accuracy of a uniform guess (``chance``), for verdicts that must say when a value is uninformative;
+- ``mechanism``: how a hop finds the key it reads, ``"positional"`` (by offset: the number task, Index)
+  or ``"symbolic"`` (by content: the letter task, Retrieval), ``"mixed"``, or ``""`` undeclared; the
+  mechanism stages and the theory's witnesses choose by it, never by name;
+- where a stage looks, the same for every task because every generator records its path
+  (:class:`TaskSamples`): :meth:`Task.hop_queries` (each hop's query position), :meth:`Task.hop_keys`
+  (the key each hop should read) and :meth:`Task.extra_window` (the extra tokens before the window);
 - ``upgrade``: how a task section saved by an older possym reads today (one place, not scattered readers).
 
 It ends with ``TASK = Task(...)``; :func:`possym.tasks.registry.register_task` adds it.
@@ -48,6 +54,8 @@ import numpy as np
 from possym.errors import require
 from possym.tasks.samples import TaskSamples
 from possym.tasks.vocab import Vocab
+
+MECHANISMS = ("positional", "symbolic", "mixed", "")
 
 
 @dataclass(frozen=True)
@@ -114,13 +122,31 @@ class Task:
     at_length: Callable[..., TaskSamples] | None = None
     random_prefix: Callable[..., np.ndarray] | None = None
     upgrade: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    mechanism: str = ""
     summary: str = ""
 
     def __post_init__(self) -> None:
+        require(self.mechanism in MECHANISMS, f"task {self.name!r}: mechanism={self.mechanism!r}; allowed: "
+                                               f"{list(MECHANISMS)}")
         require(self.config.__dataclass_fields__["name"].default == self.name,
                 f"task {self.name!r}: its config class {self.config.__name__} names another task")
         require((self.draw_prefix is None) == (self.sample_after is None),
                 f"task {self.name!r}: draw_prefix and sample_after come together (the prefix length extension)")
+
+    def hop_queries(self, samples: TaskSamples) -> np.ndarray:
+        """[batch, max_hops]: the query position of hop k (k = 0 is the last token), −1 past an input's hops."""
+        queries = samples.path[:, :-1].copy()
+        queries[np.arange(queries.shape[1])[None, :] >= samples.n_hops[:, None]] = -1
+        return queries
+
+    def hop_keys(self, samples: TaskSamples) -> np.ndarray:
+        """[batch, max_hops]: the key hop k should read (the next position of the path; the answer for the last
+        hop), −1 past an input's hops."""
+        return samples.path[:, 1:].copy()
+
+    def extra_window(self, samples: TaskSamples) -> range:
+        """The positions of the extra tokens before the window (empty for an input without any)."""
+        return range(samples.extra)
 
     @property
     def extends_by_prefix(self) -> bool:

@@ -126,5 +126,6 @@ TASK = Task(
     chance=chance,
     at_length=at_length,
     upgrade=upgrade,
+    mechanism="positional",
     summary="the metric paper's canonical positional task: the symbol k tokens back",
 )

@@ -369,5 +369,6 @@ TASK = Task(
     prefix_per_hop=PREFIX_PER_HOP,
     prefix_plan=prefix_plan,
     upgrade=upgrade,
+    mechanism="symbolic",
     summary="symbolic multi-hop: a letter names the next token (paper App. B.2)",
 )

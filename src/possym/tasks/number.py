@@ -217,5 +217,6 @@ TASK = Task(
     prefix_per_hop=PREFIX_PER_HOP,
     random_prefix=random_prefix,
     upgrade=upgrade,
+    mechanism="positional",
     summary="positional multi-hop: integers are backward offsets (paper App. B.1)",
 )

@@ -41,7 +41,7 @@ from torch import Tensor
 from possym.config import ModelConfig
 from possym.model.gptj import GPTJ
 from possym.model.rope import rope_cos_sin
-from possym.tasks import generate
+from possym.tasks import generate, get_task
 from possym.tasks.window import WindowTaskConfig
 from possym.theory.functions import RetrievalSymbols
 
@@ -76,8 +76,9 @@ def index_swap_pair(task: WindowTaskConfig, rng: np.random.Generator) -> SwapPai
 
     Index at the query (one hop) is the answer letter, so the two answers differ.
     """
-    if task.name != "number":
-        raise ValueError(f"the Index swap pair is built from the number task, not {task.name!r}")
+    if get_task(task.name).mechanism != "positional":
+        raise ValueError(f"the Index swap pair is built from a task whose hop reads by position (the number task), "
+                         f"not {task.name!r}")
     toks, p, q = _one_hop(task, rng)
     swapped = toks.copy()
     swapped[[p, q]] = swapped[[q, p]]
@@ -89,8 +90,9 @@ def retrieval_swap_pair(task: WindowTaskConfig, rng: np.random.Generator) -> Swa
 
     The query's right letter names the answer's left letter, wherever it sits: both answers are the same token.
     """
-    if task.name != "letter":
-        raise ValueError(f"the Retrieval swap pair is built from the letter task, not {task.name!r}")
+    if get_task(task.name).mechanism != "symbolic":
+        raise ValueError(f"the Retrieval swap pair is built from a task whose hop reads by content (the letter "
+                         f"task), not {task.name!r}")
     toks, p, q = _one_hop(task, rng)
     swapped = toks.copy()
     swapped[[p, q]] = swapped[[q, p]]

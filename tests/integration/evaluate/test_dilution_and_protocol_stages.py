@@ -10,7 +10,7 @@ from possym.config import ConfigError
 from possym.records import ScoreRecord
 from possym.report.length_protocol import ORDER_CLAIM, accuracy_claim, claims_by_reading, length_claim_values
 from possym.runs import RunDir
-from possym.stages.dilution import DilutionConfig, dilution_run, read_dilution, symbolic_layers
+from possym.stages.dilution import DilutionConfig, _layer_sets, dilution_run, read_dilution, symbolic_layers
 from possym.stages.length_protocol import (
     LengthProtocolConfig,
     protocol_curves,
@@ -60,8 +60,39 @@ def test_dilution_writes_three_tables_that_agree_and_skips_a_number_run(runs):
 
     skipped = dilution_run(runs["number"], cfg)
     assert skipped.files == () and "number" in skipped.skipped and not (runs["number"].path / "dilution").exists()
-    with pytest.raises(ConfigError, match="allowed: 'symbolic', 'all' or layers"):
+    with pytest.raises(ConfigError, match="allowed: 'symbolic', 'all', 'each', 'not_symbolic' or layers"):
         get_stage("dilution").settings_from({"sharpen": ["fast"]})
+
+
+def test_the_sharpening_controls_single_layers_and_the_layers_that_are_not_symbolic(runs):
+    """At step 30 layer 0 leans positional and layer 1 symbolic: "not_symbolic" is layer 0. At step 20 both lean
+    symbolic: the nearest control the run allows is the layer that leans least (1: 0.4 < 0.6), with the reason."""
+    run = runs["letter"]
+    scores = [ScoreRecord(step=s, query="last", layer=layer, head=0, s_pos=p, s_sym=1 - p, entropy=1.0, n_inputs=9)
+              for s in (20, 30) for layer, p in ((0, 0.8 if s == 30 else 0.2), (1, 0.3))]
+    run.write("scores", scores)
+    cfg = DilutionConfig(sharpen=("each", "not_symbolic", "symbolic"))
+    sets, reasons = _layer_sets(run, 30, cfg, 2)
+    assert sets == {"L0": (0,), "L1": (1,), "not_symbolic": (0,), "symbolic": (1,)} and reasons == {}
+    sets, reasons = _layer_sets(run, 20, cfg, 2)
+    assert sets["not_symbolic"] == (1,) and sets["symbolic"] == (0, 1) and "lean least" in reasons["not_symbolic"]
+
+
+def test_the_dilution_controls_stage_writes_prediction_and_knockouts_beside_the_margins(runs):
+    from possym.stages.dilution_controls import DilutionControlsConfig, dilution_controls_run
+
+    run = runs["letter"]
+    cfg = DilutionControlsConfig(grid=(0, 10), hops=(3,), n=4, n_prefixes=2, steps=("final",), fractions=(0.5,))
+    result = dilution_controls_run(run, cfg)
+    out = run.artifact("dilution_controls")
+    assert all((out / f).is_file() for f in ("margins.csv", "prediction.csv", "knockouts.csv", "settings.json"))
+    assert set(result.prediction.query_hop) == {0, 1, 2} and set(result.prediction.n_extra) == {0, 10}
+    # K = 0 is the window alone: the prediction is the measured mass there, whatever the margin
+    assert result.prediction[result.prediction.n_extra == 0].residual.abs().max() < 1e-6  # float32 patterns
+    assert set(result.knockouts.chosen) == {"none", "random", "mass"} and set(result.knockouts.extra) == {10}
+    assert result.knockouts[result.knockouts.query_hop == 0].accuracy.notna().all()
+    written = pd.read_csv(out / "prediction.csv")
+    assert len(written) == len(result.prediction)
 
 
 def test_length_protocol_curves_and_the_claims_table(runs, tmp_path):

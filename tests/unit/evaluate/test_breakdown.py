@@ -21,9 +21,9 @@ from possym.evaluate.breakdown import (
     plane_gate_curves,
     point_rows,
 )
+from possym.evaluate.interventions import GatePlanes, intervene
 from possym.evaluate.lengthgen import LengthGenConfig, measure_length_curve
 from possym.model.gptj import GPTJ
-from possym.model.interventions import gate_planes
 from possym.tasks import number_alphabet, solve, task_config, task_vocab
 
 # Two letters: chance is 1/2, so a random model's correct counts differ from point to point and a
@@ -101,7 +101,7 @@ def test_a_plane_gated_at_evaluation_predicts_as_the_model_built_with_it_gated(m
     n_planes = plain.cfg.n_planes
     built = model(freq_gate=f"0@{n_planes}")
     built.load_state_dict(plain.state_dict())
-    gated = length_predictions(plain, TASK, cfg, edit=lambda m: gate_planes(m, {0: range(1, n_planes)}))
+    gated = length_predictions(plain, TASK, cfg, edit=lambda m: intervene(m, GatePlanes({0: range(1, n_planes)})))
     oracle = length_predictions(built, TASK, cfg)
     assert (gated["predicted"] == oracle["predicted"]).all()
     assert (gated["predicted"] != length_predictions(plain, TASK, cfg)["predicted"]).any()  # the gate did something

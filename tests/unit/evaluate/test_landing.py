@@ -13,9 +13,9 @@ import torch
 
 from possym.config import ModelConfig
 from possym.errors import PossymError
+from possym.evaluate.interventions import GatePlanes, intervene
 from possym.evaluate.landing import alias_distance, attention_landing, landing_summary, plane_margins, wrapped_angle
 from possym.model.gptj import GPTJ
-from possym.model.interventions import gate_planes
 from possym.model.rope import rope_frequencies
 from possym.tasks import TaskSamples, generate, solve, task_config, task_vocab
 
@@ -83,7 +83,7 @@ def test_a_weakened_right_key_loses_to_the_key_44_before_it_and_gating_plane_1_r
     row = attention_landing(model, samples).iloc[0]
     assert (row.argmax_key, row.offset) == (12, -44)
     assert row.p_alias == row.p_max > 0.5
-    with gate_planes(model, {0: [1]}):
+    with intervene(model, GatePlanes({0: [1]})):
         gated = attention_landing(model, samples).iloc[0]
     assert gated.offset == 0 and gated.p_alias < gated.p_right
     summary = landing_summary(attention_landing(model, samples), alias=44, by=("layer",))

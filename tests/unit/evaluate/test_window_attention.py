@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from possym.config import ConfigError, ModelConfig
+from possym.evaluate.interventions import Sharpen, intervene
 from possym.evaluate.lengthgen import LengthGenConfig, measure_length_curve, point_prefix, point_samples
 from possym.evaluate.window_attention import hop_attention
 from possym.evaluate.window_interventions import accuracy_table, knockout_accuracy, sharpened_accuracy
 from possym.model.gptj import GPTJ
-from possym.model.interventions import sharpen_attention
 from possym.tasks import task_config, task_vocab
 from possym.tasks.letter import target_tokens
 
@@ -67,7 +67,7 @@ def test_the_final_query_mass_on_the_answer_and_the_extra_window_is_the_closed_f
 def test_an_edit_is_seen_by_the_attention_measurement_sharpening_multiplies_the_logit():
     model = target_attention_model(1.0)
     cfg = LengthGenConfig(grid=(100,), n=4, n_prefixes=1)
-    frame = hop_attention(model, LETTER, cfg, hops=(2,), edit=lambda: sharpen_attention(model, [0], 1.5))
+    frame = hop_attention(model, LETTER, cfg, hops=(2,), edit=lambda: intervene(model, Sharpen((0,), 1.5)))
     row = frame[frame.query_hop == 0].iloc[0]
     z = math.exp(1.5) * 108 + 9
     assert row.extra_mass == pytest.approx(100 * math.exp(1.5) / z, abs=1e-9)

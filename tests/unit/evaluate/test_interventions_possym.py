@@ -1,4 +1,4 @@
-"""Interventions at evaluation against independent oracles: a plane gated through hooks is the model
+"""Interventions on a possym model against independent oracles: a plane gated through the hooks is the model
 built with that plane gated (``model.freq_gate``), a knock-out and a sharpening are the softmax of the
 unedited logits edited by hand, with and without a key-value cache."""
 
@@ -11,8 +11,8 @@ import torch
 
 from possym.config import ModelConfig
 from possym.errors import PossymError
+from possym.evaluate.interventions import GatePlanes, KnockOut, Sharpen, intervene
 from possym.model.gptj import GPTJ
-from possym.model.interventions import gate_planes, knock_out_keys, sharpen_attention
 
 CFG = ModelConfig(n_layers=3, d_model=32, n_heads=2, d_mlp=64, d_vocab=12, dropout=0.0)
 
@@ -30,7 +30,7 @@ def test_a_plane_gated_at_evaluation_is_the_model_trained_with_that_plane_gated(
     gated = GPTJ(dataclasses.replace(CFG, freq_gate=f"{layer}@{','.join(str(k) for k in set(range(1, 9)) - set(ids))}"
                                      if len(ids) < 8 else None)).double().eval()
     gated.load_state_dict(plain.state_dict())
-    with gate_planes(plain, {layer: ids}):
+    with intervene(plain, GatePlanes({layer: ids})):
         hooked = plain(TOKENS)
     if len(ids) < 8:
         torch.testing.assert_close(hooked, gated(TOKENS), rtol=0, atol=1e-12)
@@ -40,10 +40,10 @@ def test_a_plane_gated_at_evaluation_is_the_model_trained_with_that_plane_gated(
 
 def test_every_plane_gated_leaves_content_alone_and_one_head_can_be_gated():
     m = model()
-    with gate_planes(m, {0: range(1, 9)}):
+    with intervene(m, GatePlanes({0: range(1, 9)})):
         _, cache = m.run_with_cache(torch.full((1, 5), 3))
     torch.testing.assert_close(cache["pattern", 0][0, :, 4], torch.full((2, 5), 0.2, dtype=torch.float64))
-    with gate_planes(m, {0: [1]}, heads=[1]):
+    with intervene(m, GatePlanes({0: [1]}, heads=(1,))):
         _, one = m.run_with_cache(TOKENS)
     _, base = m.run_with_cache(TOKENS)
     torch.testing.assert_close(one["pattern", 0][:, 0], base["pattern", 0][:, 0], rtol=0, atol=0)
@@ -53,7 +53,7 @@ def test_every_plane_gated_leaves_content_alone_and_one_head_can_be_gated():
 def test_a_knock_out_is_the_softmax_over_the_other_keys_with_and_without_a_cache():
     m = model()
     _, base = m.run_with_cache(TOKENS)
-    with knock_out_keys(m, layers=[1], keys=range(2, 5), queries_from=6):
+    with intervene(m, KnockOut((1,), keys=(2, 3, 4), queries=(6, 7, 8))):
         _, cache = m.run_with_cache(TOKENS)
         full = m(TOKENS)
         _, past = m.forward_kv(TOKENS[:, :4])
@@ -69,23 +69,29 @@ def test_sharpening_is_the_softmax_of_beta_times_the_logits():
     m = model()
     _, base = m.run_with_cache(TOKENS)
     for layer in (0, 2):  # one layer at a time: the layers below it see what they saw
-        with sharpen_attention(m, [layer], beta=1.4):
+        with intervene(m, Sharpen((layer,), beta=1.4)):
             _, cache = m.run_with_cache(TOKENS)
         torch.testing.assert_close(cache["pattern", layer], (1.4 * base["attn_scores", layer]).softmax(-1),
                                    rtol=0, atol=1e-12)
-    with sharpen_attention(m, [0, 1, 2], beta=1.0):
+    with intervene(m, Sharpen((0, 1, 2), beta=1.0)):
         torch.testing.assert_close(m(TOKENS), m.run_with_hooks(TOKENS), rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("call, message", [
-    (lambda m: gate_planes(m, {3: [1]}), "layer must lie in 0..2"),
-    (lambda m: gate_planes(m, {0: [0]}), "plane ID must lie in 1..8"),
-    (lambda m: gate_planes(m, {0: [1]}, heads=[2]), "head must lie in 0..1"),
-    (lambda m: knock_out_keys(m, [0], range(2, 7), queries_from=6), "ending at or before"),
-    (lambda m: knock_out_keys(m, [0], range(0), queries_from=6), "non-empty"),
-    (lambda m: sharpen_attention(m, [0], beta=0.0), "must be a number > 0"),
-    (lambda m: sharpen_attention(m, [], beta=2.0), "layer must lie"),
+    (lambda m: intervene(m, GatePlanes({3: [1]})), "layer must lie in 0..2"),
+    (lambda m: intervene(m, GatePlanes({0: [0]})), "plane ID must lie in 1..8"),
+    (lambda m: intervene(m, GatePlanes({0: [1]}, heads=(2,))), "head must lie in 0..1"),
+    (lambda m: intervene(m, KnockOut((0,), keys=())), "at least one key position"),
+    (lambda m: intervene(m, Sharpen((0,), beta=0.0)), "must be a number > 0"),
+    (lambda m: intervene(m, Sharpen((), beta=2.0)), "at least one layer"),
 ])
 def test_bad_interventions_say_what_is_allowed(call, message):
     with pytest.raises(PossymError, match=message), call(model()):
         pass
+
+
+def test_a_knock_out_that_would_leave_a_query_no_key_is_refused():
+    m = model()
+    every_key_of_query_2 = KnockOut((0,), keys=(0, 1, 2), queries=(2,))
+    with pytest.raises(PossymError, match="no key to attend to"), intervene(m, every_key_of_query_2):
+        m(TOKENS)
