@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
 # Tiny models gain nothing from a second thread, and an OpenMP team spinning on a shared, busy
 # machine makes them 100x slower.
 torch.set_num_threads(1)
+
+# Set by `make test-tl4`, the TransformerLens 4 environment: there a skipped tl4 test is a failure, not a pass.
+REQUIRE_TL4 = "POSSYM_REQUIRE_TL4"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = yield
+    if report.skipped and os.environ.get(REQUIRE_TL4) and item.get_closest_marker("tl4") is not None:
+        reason = report.longrepr[-1] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome, report.longrepr = "failed", f"{REQUIRE_TL4} is set, but this tl4 test skipped: {reason}"
+    return report
+
 
 # A model and dataset small enough for a unit test; the tasks themselves are the paper's.
 TINY = [

@@ -7,7 +7,7 @@ The library API (:mod:`possym.api`), imported on first use so that ``import poss
     run.model(step="best"); run.metrics(); run.scores(); run.purity(gamma=0.1); run.table1()
     run.length_curve(grid=(0, 100, 1000), step="best")
     possym.head_scores(model, tokens)          # a possym, Hugging Face or TransformerLens model
-    possym.to_hooked_transformer(model); run.hooked_transformer(step="best")   # pip install "possym[tl]"
+    possym.to_hooked_transformer(model); run.hooked_transformer(step="best")   # pip install "possym[tl3]"
     possym.to_transformer_bridge(model)        # TransformerLens 3.9 or 4.x
     possym.train_model(possym.load_config("number", "quick", train__steps=500), out="runs/x")
     possym.train_models([cfg0, cfg1, cfg2], ["runs/s0", "runs/s1", "runs/s2"])   # one batched step for all three

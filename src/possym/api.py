@@ -215,7 +215,7 @@ def head_scores(model: Any, tokens: Any, **options: Any):
 
 def to_hooked_transformer(model: GPTJ, **options: Any) -> HookedTransformer:
     """A possym GPT-J as a TransformerLens ``HookedTransformer`` with exactly its weights and RoPE
-    (needs ``pip install "possym[tl]"``, transformer-lens 3.x; options: ``n_ctx``, ``tokenizer``; see
+    (needs ``pip install "possym[tl3]"``, transformer-lens 3.x; options: ``n_ctx``, ``tokenizer``; see
     :mod:`possym.model.tl`).
 
     >>> ht = possym.to_hooked_transformer(run.model())              # doctest: +SKIP

@@ -105,7 +105,7 @@ def test_the_run_draws_its_own_figures_through_the_api(run):
 
 
 def test_head_detectors_sit_beside_the_scores_and_equal_transformer_lens_detect_head(run):
-    pytest.importorskip("transformer_lens.head_detector", reason="TransformerLens 3.x (possym[tl]) has detect_head")
+    pytest.importorskip("transformer_lens.head_detector", reason="TransformerLens 3.x (possym[tl3]) has detect_head")
     from transformer_lens.head_detector import detect_head
 
     from possym.heads.detectors import HEAD_NAMES

@@ -34,10 +34,10 @@ shorter than ``n_ctx`` (default 8,192, past the paper's +5,000 length grid) ever
 
 Versions. TransformerLens 4.0 removed ``HookedTransformer`` (its successor, ``TransformerBridge``,
 wraps a Hugging Face model, and its native models have neither a parallel block nor an unembedding
-bias), so :func:`to_hooked_transformer` needs transformer-lens 3.x (``pip install "possym[tl]"``).
-:func:`to_transformer_bridge` runs on 3.x and 4.x: a ``TransformerBridge`` over the exact Hugging
-Face export (:func:`possym.model.hf.to_hf`), with that export's limits (no p-RoPE, no NoPE layer,
-no attention-only model).
+bias), so :func:`to_hooked_transformer` needs transformer-lens 3.x (``pip install "possym[tl3]"``).
+:func:`to_transformer_bridge` runs on 3.9 and 4.x (``pip install "possym[tl]"`` installs 4.x): a
+``TransformerBridge`` over the exact Hugging Face export (:func:`possym.model.hf.to_hf`), with that
+export's limits (no p-RoPE, no NoPE layer, no attention-only model).
 
 Example:
     >>> import torch
@@ -74,13 +74,13 @@ def _transformer_lens() -> Any:
     try:
         import transformer_lens
     except ImportError as e:
-        raise PossymError('TransformerLens is not installed: pip install "possym[tl]"') from e
+        raise PossymError('TransformerLens 3.x is not installed: pip install "possym[tl3]"') from e
     try:
         transformer_lens.HookedTransformer  # noqa: B018 (4.x raises ImportError on the attribute)
     except (ImportError, AttributeError) as e:
         raise PossymError(
             f"transformer-lens {_version()} has no HookedTransformer (4.0 removed it): install 3.x with "
-            'pip install "possym[tl]", or convert with possym.to_transformer_bridge(model), which runs on 4.x'
+            'pip install "possym[tl3]", or convert with possym.to_transformer_bridge(model), which runs on 4.x'
         ) from e
     return transformer_lens
 

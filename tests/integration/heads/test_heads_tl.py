@@ -23,7 +23,7 @@ from possym.scores.swaps import head_scores as possym_head_scores  # noqa: E402
 from possym.tasks import task_vocab  # noqa: E402
 
 TL_MAJOR = int(version("transformer-lens").split(".")[0])
-hooked = pytest.mark.skipif(TL_MAJOR >= 4, reason="transformer-lens 4.x has no HookedTransformer (possym[tl] has 3.x)")
+hooked = pytest.mark.skipif(TL_MAJOR >= 4, reason="transformer-lens 4.x has no HookedTransformer (possym[tl3] has 3.x)")
 
 # Scores divide attention differences by τ = 1e-4, so float32 attention (~1e-7) gives score errors of ~1e-6.
 SCORE_ATOL_FP32 = 2e-5
@@ -65,6 +65,7 @@ def test_a_converted_possym_model_scores_as_possyms_own_engine_does(options, blo
     assert_same_scores(ours, theirs, SCORE_ATOL[dtype])
 
 
+@pytest.mark.tl4
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["fp64", "fp32"])
 def test_a_transformer_bridge_of_a_possym_model_scores_as_possyms_own_engine_does(dtype):
     model = possym_model(dtype)
@@ -74,6 +75,66 @@ def test_a_transformer_bridge_of_a_possym_model_scores_as_possyms_own_engine_doe
     # (possym.heads.capture.rope_spec), while possym's are float64: 1e-7 apart in the scores.
     atol = max(SCORE_ATOL[dtype], 1e-6)
     assert_same_scores(possym_head_scores(model, tokens), possym.head_scores(bridge, tokens), atol)
+
+
+_GPTJ_BRIDGE_HOOKS = ("hook_q", "hook_k", "hook_rot_q", "hook_rot_k", "hook_attn_scores", "hook_pattern")
+
+
+def fired_hooks(bridge, tokens: torch.Tensor, layer: int) -> dict[str, torch.Tensor]:
+    """What each of ``_GPTJ_BRIDGE_HOOKS`` of ``layer`` received in one pass (a silent hook is absent)."""
+    fired: dict[str, torch.Tensor] = {}
+    names = [f"blocks.{layer}.attn.{h}" for h in _GPTJ_BRIDGE_HOOKS]
+    assert all(name in bridge.hook_dict for name in names)  # every one is listed ...
+    with torch.no_grad():
+        bridge.run_with_hooks(tokens, fwd_hooks=[(n, lambda t, hook, n=n: fired.__setitem__(n.split(".")[-1], t))
+                                                 for n in names])
+    return fired
+
+
+@pytest.mark.tl4
+def test_the_gptj_bridge_never_fires_its_rotary_hooks_and_fires_attn_scores_after_the_softmax():
+    # What docs/heads.md states of GPT-J's bridge (TransformerLens 3.9 and 4.3 alike), against possym's own hooks.
+    model = possym_model(torch.float64)
+    tokens = ids(model.cfg.d_vocab)
+    fired = fired_hooks(possym.to_transformer_bridge(model), tokens, layer=0)
+    _, cache = model.run_with_cache(tokens)
+    assert sorted(fired) == ["hook_attn_scores", "hook_k", "hook_pattern", "hook_q"]  # ... but hook_rot_q/k stay silent
+    # hook_q and hook_k are the projections before RoPE (possym's hook_q, not its hook_rot_q): exact in layer 0
+    torch.testing.assert_close(fired["hook_q"], cache["q", 0], rtol=0, atol=1e-12)
+    torch.testing.assert_close(fired["hook_k"], cache["k", 0], rtol=0, atol=1e-12)
+    assert (fired["hook_q"] - cache["rot_q", 0]).abs().max() > 1e-2
+    # hook_attn_scores is the pattern: after the softmax, no masked key left at -inf. 1e-6: HF GPT-J's
+    # float32 RoPE frequencies against possym's float64 ones.
+    torch.testing.assert_close(fired["hook_attn_scores"], fired["hook_pattern"], rtol=0, atol=0)
+    # so a masked key reads 0 there, not -inf: only a row that masks nothing (the last, which possym reads) is right
+    assert (fired["hook_attn_scores"][:, :, 0, 1:] == 0).all()
+    torch.testing.assert_close(fired["hook_pattern"], cache["pattern", 0], rtol=0, atol=1e-6)
+    assert torch.isinf(cache["attn_scores", 0]).any()  # possym's own, before the softmax: -inf above the diagonal
+
+
+@pytest.mark.tl4
+def test_possym_reads_the_gptj_bridge_as_possym_itself_after_rope_with_the_causal_last_row():
+    # possym rotates the bridge's hook_q/hook_k itself and reads the mask of the last query only, where a
+    # causal row masks nothing: a post-softmax hook_attn_scores (all >= 0) reads as that row, correctly.
+    from possym.heads.tl import tl_forward
+
+    model = possym_model(torch.float64)
+    tokens = ids(model.cfg.d_vocab)
+    records, logits = tl_forward(possym.to_transformer_bridge(model), tokens, layers=[0, 1])
+    with torch.no_grad():
+        ours, cache = model.run_with_cache(tokens)
+    # 1e-6 throughout: HF GPT-J's float32 RoPE frequencies against possym's float64 ones
+    torch.testing.assert_close(logits, ours[:, -1], rtol=0, atol=1e-6)
+    n = tokens.shape[1]
+    for layer, record in records.items():
+        # after RoPE: possym's hook_rot_q/k [batch, pos, head, d_head]
+        torch.testing.assert_close(record.query, cache["rot_q", layer].transpose(1, 2), rtol=0, atol=1e-6)
+        torch.testing.assert_close(record.key, cache["rot_k", layer].transpose(1, 2), rtol=0, atol=1e-6)
+        assert record.scale == pytest.approx(model.cfg.d_head**-0.5) and record.softcap is None
+        # the last query's row: every key visible, as possym's own causal mask (its pre-softmax scores are finite there)
+        assert torch.isfinite(cache["attn_scores", layer][:, :, -1]).all()
+        torch.testing.assert_close(record.mask_row(n - 1), torch.zeros(tokens.shape[0], n, dtype=torch.float64))
+        torch.testing.assert_close(record.pattern, cache["pattern", layer], rtol=0, atol=1e-6)
 
 
 _COMMON = dict(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
@@ -147,6 +208,7 @@ def test_a_hugging_face_model_and_its_weights_in_a_hooked_transformer_score_alik
     assert_same_scores(possym.head_scores(hf, ps), possym.head_scores(ht, ps), SCORE_ATOL_FP32)
 
 
+@pytest.mark.tl4
 @pytest.mark.parametrize("name", list(_hf_configs()))
 def test_a_hugging_face_model_and_its_transformer_bridge_score_alike(name):
     ps = prompts(64)
@@ -171,6 +233,7 @@ def test_a_model_whose_attention_the_engine_does_not_model_is_refused():
     possym.head_scores(ht, ids(40))
 
 
+@pytest.mark.tl4
 def test_a_bridge_over_a_model_that_returns_no_attention_weights_says_how_to_build_it():
     config = _hf_configs()["gptj-partial-rotary"]
     with torch.random.fork_rng():
@@ -190,6 +253,7 @@ def _models_of_every_kind():
     return kinds
 
 
+@pytest.mark.tl4
 def test_token_ids_outside_the_vocabulary_or_an_empty_batch_say_what_is_allowed():
     for kind, model in _models_of_every_kind().items():
         for bad in (torch.tensor([[1, 2, 3, 40, 5]]), torch.tensor([[1, 2, -1, 4, 5]])):

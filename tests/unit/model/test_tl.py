@@ -20,7 +20,7 @@ from possym.model.gptj import GPTJ  # noqa: E402
 from possym.tasks import task_config, task_vocab  # noqa: E402
 
 TL_MAJOR = int(version("transformer-lens").split(".")[0])
-hooked = pytest.mark.skipif(TL_MAJOR >= 4, reason="transformer-lens 4.x has no HookedTransformer (possym[tl] has 3.x)")
+hooked = pytest.mark.skipif(TL_MAJOR >= 4, reason="transformer-lens 4.x has no HookedTransformer (possym[tl3] has 3.x)")
 
 LOGIT_ATOL = 1e-5  # float32
 
@@ -206,6 +206,7 @@ def test_a_transformer_lens_analysis_runs_unchanged_on_possym_and_its_conversion
         torch.testing.assert_close(model(tokens), ours[2], rtol=0, atol=1e-6)
 
 
+@pytest.mark.tl4
 def test_a_transformer_bridge_of_possym_gives_its_logits_pattern_and_analysis():
     model = model_for()
     tokens = tokens_for(model)
@@ -216,11 +217,13 @@ def test_a_transformer_bridge_of_possym_gives_its_logits_pattern_and_analysis():
             torch.testing.assert_close(b, a, rtol=0, atol=LOGIT_ATOL)
 
 
+@pytest.mark.tl4
 def test_a_transformer_bridge_refuses_what_the_hugging_face_export_cannot_hold():
     with pytest.raises(PossymError, match="p_rope"):
         possym.to_transformer_bridge(model_for(p_rope=0.5))
 
 
+@pytest.mark.tl4
 def test_on_transformer_lens_4_to_hooked_transformer_says_what_to_use_instead(monkeypatch):
     def removed(name):  # what 4.x's module __getattr__ does for the names it removed
         raise ImportError(f"{name!r} was removed in TransformerLens 4.0.")
@@ -232,6 +235,7 @@ def test_on_transformer_lens_4_to_hooked_transformer_says_what_to_use_instead(mo
         possym.to_hooked_transformer(model_for())
 
 
+@pytest.mark.tl4
 def test_the_task_vocabulary_is_the_converted_models_tokenizer():
     from possym.model.hf import hf_tokenizer
     from possym.tasks import PAD
