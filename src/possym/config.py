@@ -24,7 +24,6 @@ from typing import Any
 import yaml
 
 from possym.errors import ConfigError, require
-from possym.hardware import auto_precision
 from possym.tasks.base import TaskConfig
 from possym.tasks.registry import TASKS, get_task
 
@@ -232,8 +231,10 @@ class TrainConfig:
     weights and optimiser state stay float32; :mod:`possym.train.fused`); the evaluations and the
     final test run at the same precision, as HF Trainer evaluates a mixed-precision run.
     ``precision="auto"`` is ``bf16`` where the device computes bfloat16 natively and ``fp32`` elsewhere
-    (:mod:`possym.hardware`), resolved when the config is built, so the config holds what ran; a run
-    that exists already continues in the precision it was trained in (fp32 or bf16).
+    (:mod:`possym.hardware`). The config keeps ``"auto"``, so one file is one run on every machine; the
+    trainer resolves it when the run's training starts, on the machine that trains it, and records the
+    answer in ``meta.json`` (``precision``), where a resumed run reads it back: a run continues in the
+    precision it started in, wherever it resumes.
     ``precision="fp16"`` is the same in float16, the paper's setting, with a dynamic loss scale
     (:class:`possym.train.loop.LossScaler`; a step whose gradients overflow is skipped).
     ``compile=True`` runs that step through ``torch.compile`` (Inductor, which needs a C++ compiler),
@@ -292,11 +293,6 @@ class TrainConfig:
             isinstance(self.device, str) and self.device.split(":")[0] in DEVICES,
             f"train.device={self.device!r}; allowed: {DEVICES} (cuda:N for one GPU of several)",
         )
-        if self.precision == "auto":  # resolved here, so that every config (and config.yaml) holds what ran
-            object.__setattr__(self, "precision", auto_precision(self.device))
-            # Not a field (not saved, not compared): it lets an existing run keep the precision it was
-            # trained in when it is reopened with "auto" (possym.runs.config_differences).
-            object.__setattr__(self, "precision_was_auto", True)
         _require(isinstance(self.compile, bool), f"train.compile={self.compile!r} must be true or false")
         _require(
             not (self.compile and self.random_extra),

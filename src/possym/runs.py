@@ -306,6 +306,10 @@ class RunDir:
     def meta(self) -> dict[str, Any]:
         return json.loads((self.path / META).read_text())
 
+    def record_meta(self, **facts: Any) -> None:
+        """Add ``facts`` to ``meta.json``: what the run found when it ran (the precision ``auto`` chose)."""
+        atomic_write_text(self.path / META, json.dumps({**self.meta, **facts}, indent=2) + "\n")
+
     # ---- metrics -------------------------------------------------------------------------------
     def log(self, record: dict[str, Any]) -> None:
         """Append one JSON line; a line is written whole and fsynced, so a kill never splits it."""
@@ -537,6 +541,10 @@ def config_differences(before: RunConfig, now: RunConfig) -> list[str]:
     """The ``section.key`` names on which two run configs differ, the preset's name aside (it is a name,
     not a setting: ``paper_v1`` is what ``paper`` meant before, so a run is recognised by its values).
 
+    ``train.precision="auto"`` asked of a run saved as ``fp32`` or ``bf16`` names that run: ``auto`` lets
+    a run that exists keep its precision, and a possym before ``auto`` was kept wrote its answer into
+    ``config.yaml``. Asked the other way (``bf16`` of a run saved as ``auto``) it is another request.
+
     >>> from possym.config import load_config
     >>> config_differences(load_config("number", "paper"), load_config("number", "paper", ["train.lr=3e-4"]))
     ['train.lr']
@@ -546,8 +554,7 @@ def config_differences(before: RunConfig, now: RunConfig) -> list[str]:
     a, b = before.to_dict(), now.to_dict()
     a.pop("preset", None)
     b.pop("preset", None)
-    if getattr(now.train, "precision_was_auto", False) and a["train"].get("precision") in ("fp32", "bf16"):
-        # "auto" picks a precision for a new run; a run trained in fp32 or bf16 is that run still
+    if b["train"]["precision"] == "auto" and a["train"]["precision"] in ("fp32", "bf16"):
         b["train"]["precision"] = a["train"]["precision"]
     return changed_keys(a, b)
 
