@@ -25,10 +25,10 @@ import yaml
 
 from possym.errors import ConfigError, require
 from possym.tasks.base import TaskConfig
-from possym.tasks.registry import TASKS, get_task
+from possym.tasks.registry import PAPER_TASKS, TASKS, get_task, task_config
 
-__all__ = ["ConfigError", "ModelConfig", "RunConfig", "Seeds", "TaskConfig", "TrainConfig", "load_config",
-           "config_from_dict", "config_from_saved"]
+__all__ = ["EXECUTION_KEYS", "ConfigError", "ModelConfig", "RunConfig", "Seeds", "TaskConfig", "TrainConfig",
+           "load_config", "config_from_dict", "config_from_saved"]
 
 _require = require
 
@@ -37,6 +37,12 @@ ACTIVATIONS = {"gelu_new": "tanh", "gelu": "none"}
 # Where a model runs (possym.devices resolves "auto" to the best this machine has).
 DEVICES = ("auto", "cpu", "cuda", "mps")
 TRACKERS = ("none", "tensorboard", "wandb")  # train.log (possym.train.tracking)
+# Keys that say where and how a run or a stage runs, not what it computes: a run's identity
+# (possym.runs.config_differences) and the resume log of stages (possym.stages.registry) leave them out,
+# so work goes on with other threads, on another device, compiled or not (each changes float rounding at
+# most, as a thread count does), mirrored to a tracker or not (train.log), saving its resumable state
+# more or less often (train.state_every), with or without a progress bar. docs/choices.md, "A run's identity".
+EXECUTION_KEYS = ("threads", "device", "compile", "log", "state_every", "force", "progress")
 # Presets and sweep specs are package data, so a plain `pip install` (no -e) ships them.
 PRESET_DIR = Path(__file__).resolve().parent / "configs"
 SWEEP_DIR = PRESET_DIR / "sweeps"
@@ -324,9 +330,14 @@ class Seeds:
 
 @dataclass(frozen=True)
 class RunConfig:
-    """Everything a training run needs; written resolved into the run directory."""
+    """Everything a training run needs; written resolved into the run directory. The defaults are the
+    paper's number task under the authors' recipe (:func:`load_config` ``("number")``).
 
-    task: TaskConfig = field(default_factory=TaskConfig)
+    >>> RunConfig() == load_config("number")
+    True
+    """
+
+    task: TaskConfig = field(default_factory=lambda: task_config(PAPER_TASKS[0]))
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     seeds: Seeds = field(default_factory=Seeds)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import io
 import json
 import logging
@@ -47,7 +48,7 @@ from safetensors import SafetensorError
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from possym.config import RunConfig, config_from_saved
+from possym.config import EXECUTION_KEYS, RunConfig, config_from_saved
 from possym.errors import PossymError, RunError
 from possym.locks import LOCK_FILE, writer_lock
 from possym.records import (
@@ -491,8 +492,6 @@ class RunDir:
     @property
     def model_config(self) -> ModelConfig:
         """The model's config with ``d_vocab`` resolved from the task."""
-        import dataclasses
-
         from possym.tasks import task_vocab
 
         return dataclasses.replace(self.config.model, d_vocab=len(task_vocab(self.config.task)))
@@ -538,22 +537,27 @@ class RunDir:
 
 
 def config_differences(before: RunConfig, now: RunConfig) -> list[str]:
-    """The ``section.key`` names on which two run configs differ, the preset's name aside (it is a name,
-    not a setting: ``paper_v1`` is what ``paper`` meant before, so a run is recognised by its values).
+    """The ``section.key`` names on which two run configs differ as runs: the preset's name aside (it is a
+    name, not a setting: ``paper_v1`` is what ``paper`` meant before, so a run is recognised by its values),
+    and the execution keys aside (``train.threads``, ``train.device``, ...: :data:`possym.config.EXECUTION_KEYS`),
+    which say how a run runs, not which run it is.
 
     ``train.precision="auto"`` asked of a run saved as ``fp32`` or ``bf16`` names that run: ``auto`` lets
     a run that exists keep its precision, and a possym before ``auto`` was kept wrote its answer into
     ``config.yaml``. Asked the other way (``bf16`` of a run saved as ``auto``) it is another request.
 
     >>> from possym.config import load_config
-    >>> config_differences(load_config("number", "paper"), load_config("number", "paper", ["train.lr=3e-4"]))
+    >>> paper = load_config("number", "paper")
+    >>> config_differences(paper, load_config("number", "paper", ["train.lr=3e-4", "train.threads=4"]))
     ['train.lr']
     """
     from possym.config import changed_keys
 
     a, b = before.to_dict(), now.to_dict()
-    a.pop("preset", None)
-    b.pop("preset", None)
+    for side in (a, b):
+        side.pop("preset", None)
+        for key in EXECUTION_KEYS:
+            side["train"].pop(key, None)
     if b["train"]["precision"] == "auto" and a["train"]["precision"] in ("fp32", "bf16"):
         b["train"]["precision"] = a["train"]["precision"]
     return changed_keys(a, b)
@@ -561,7 +565,9 @@ def config_differences(before: RunConfig, now: RunConfig) -> list[str]:
 
 def ensure_run(path: str | Path, config: RunConfig, argv: list[str] | None = None) -> RunDir:
     """The run directory at ``path`` for ``config``: created if absent, reopened if it holds the same
-    config, refused (naming what differs) if it holds another. The one "open or create" of possym.
+    run (:func:`config_differences`), refused (naming what differs) if it holds another. The one "open or
+    create" of possym. A reopened run takes ``config``'s execution keys (threads, device, ...) for this
+    session; ``config.yaml`` keeps those it was created with.
 
     >>> import tempfile
     >>> from possym.config import load_config
@@ -582,7 +588,8 @@ def ensure_run(path: str | Path, config: RunConfig, argv: list[str] | None = Non
     if differ:
         raise RunError(f"{path} holds a run with another config ({', '.join(differ)} differ); "
                        "use a new output directory, or delete this run to start it again")
-    return run
+    how = {k: getattr(config.train, k) for k in EXECUTION_KEYS if hasattr(config.train, k)}
+    return RunDir(path, dataclasses.replace(run.config, train=dataclasses.replace(run.config.train, **how)))
 
 
 def save_figure(fig, stem: str | Path, formats: tuple[str, ...] = ("png", "svg")) -> list[Path]:
