@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     runs = [RunDir.open(args.run)] + ([RunDir.open(args.against)] if args.against else [])
-    metrics = [r.metrics() for r in runs]
+    metrics = [r.metrics_log() for r in runs]
     summaries = [learning_summary(m, args.threshold) for m in metrics]
     gap = curve_gap(*metrics) if args.against else None
     if args.json:

@@ -51,11 +51,6 @@ from possym.tasks import TaskSamples, make_splits
 DEFAULT_MEMORY_BUDGET_MB = 4096.0
 
 
-def is_trained(run: RunDir) -> bool:
-    """The run logged its final test evaluation."""
-    return any(r.get("event") == "final" for r in run.metrics())
-
-
 def train_run(run: RunDir, monitor: bool = False, position: int = 0, progress: bool = True,
               splits: dict[str, TaskSamples] | None = None) -> dict[str, Any]:
     """Train (or resume) ``run`` to its last step; returns the final test metrics. ``monitor`` logs the
@@ -203,7 +198,7 @@ def plan_training(runs: Sequence[RunDir], *, group: bool = True,
     singles: list[tuple[RunDir, str]] = []
     keyed: dict[tuple, list[tuple[RunDir, bool]]] = {}
     for run in runs:
-        if is_trained(run):
+        if run.finished:
             skipped.append(run)
             continue
         reason = None if group else "grouping is off"

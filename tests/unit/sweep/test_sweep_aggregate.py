@@ -10,12 +10,14 @@ from pathlib import Path
 import pytest
 
 from possym.experiment.config import RunSpec, experiment_from_dict
+from possym.records import MetricsLog
 from possym.sweep.aggregate import hop_order, summarise, summary_markdown
 from possym.sweep.run import run_sweep
 
 
 def evals(rows):
-    return [{"step": s, **{f"acc_hop{h + 1}": a for h, a in enumerate(accs)}} for s, accs in rows]
+    return MetricsLog.from_json([{"event": "eval", "step": s, "accuracy": min(accs),
+                                  **{f"acc_hop{h + 1}": a for h, a in enumerate(accs)}} for s, accs in rows])
 
 
 @pytest.mark.parametrize(
