@@ -71,4 +71,6 @@ def test_a_run_resumed_with_other_threads_trains_on_to_its_end(tmp_path, tiny_ov
     resumed = train_model(load_config("number", "quick", [*tiny_overrides, "train.state_every=10",
                                                           "train.threads=2"]), tmp_path / "run", progress=False)
     assert resumed.finished and resumed.config.train.threads == 2
-    assert resumed.dir.meta["precision"] in ("fp32", "bf16")  # what "auto" ran as, recorded
+    final = resumed.dir.metrics_log().final
+    assert final is not None and final.precision == resumed.dir.meta["precision"] in ("fp32", "bf16")  # what ran
+    assert resumed.config.train.precision == "auto"
