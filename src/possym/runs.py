@@ -35,7 +35,7 @@ import platform
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
@@ -293,12 +293,11 @@ class RunDir:
         atomic_write_text(self.path / META, json.dumps({**self.meta, **facts}, indent=2) + "\n")
 
     # ---- metrics -------------------------------------------------------------------------------
-    def log(self, record: Mapping[str, Any]) -> None:
-        """Append one line to the metrics log, checked as a :class:`~possym.records.MetricsRecord` first so
-        that the log holds only lines it can read back; written whole and fsynced, so a kill never splits it."""
-        line = json.dumps(MetricsRecord.from_json(record).to_json())
+    def log(self, record: MetricsRecord) -> None:
+        """Append ``record`` to the metrics log as one JSON line, written whole and fsynced, so a kill never
+        splits it."""
         with _naming(self.path / METRICS), open(self.path / METRICS, "a") as f:
-            f.write(line + "\n")
+            f.write(json.dumps(record.to_json()) + "\n")
             f.flush()
             os.fsync(f.fileno())
 

@@ -98,12 +98,14 @@ def test_a_metrics_line_that_is_no_record_is_refused_naming_what_is_wrong(line, 
 def test_a_run_logs_only_lines_it_can_read_back_and_names_the_line_it_cannot(tmp_path):
     from possym.config import load_config
     from possym.errors import RunError
+    from possym.records import MetricsRecord
     from possym.runs import METRICS, RunDir
+    from possym.train import tracking
 
     run = RunDir.create(tmp_path / "run", load_config("number", "quick"))
-    run.log(EVAL_LINE)
+    run.log(MetricsRecord.from_json(EVAL_LINE))
     with pytest.raises(RecordError, match="unknown key"):
-        run.log({**FINAL_LINE, "note": "x"})
+        tracking.log(run, {**FINAL_LINE, "note": "x"})  # the trainer's lines are checked before they are written
     assert run.metrics() == [EVAL_LINE]  # the refused line was not written
     with open(run.path / METRICS, "a") as f:
         f.write('{"event": "final", "step": 100}\n{"event": "final", "step": 101, "accuracy": 1}\n')
