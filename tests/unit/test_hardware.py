@@ -65,3 +65,18 @@ def test_a_run_saved_as_bf16_or_fp32_is_reopened_by_auto_and_keeps_its_precision
     assert fp16.config.train.precision == "fp16"
     with pytest.raises(RunError, match="train.precision"):  # auto never means fp16
         ensure_run(tmp_path / "fp16", load_config("number", "quick"))
+
+
+def test_auto_runs_that_run_in_different_precisions_are_never_planned_into_one_group(tmp_path, monkeypatch):
+    from possym.runs import ensure_run
+    from possym.stages.train import plan_training
+    from possym.train.trainee import GROUP_STATE
+
+    monkeypatch.setattr(hardware, "cpu_flags", lambda: frozenset({"avx2"}))  # this machine: fp32
+    runs = [ensure_run(tmp_path / f"r{s}", load_config("number", "quick", ["train.device=cpu", f"seeds.init={s}"]))
+            for s in range(3)]
+    runs[0].record_meta(precision="bf16")  # a member started in a group on a machine with bf16
+    runs[0].save_state({"step": 50, GROUP_STATE: {"size": 3, "slot": 0, "models": []}})
+    assert [[r.path.name for r in g] for g in plan_training(runs).groups] == [["r0"], ["r1", "r2"]]
+    monkeypatch.setattr(hardware, "cpu_flags", lambda: frozenset({"amx_bf16"}))  # on a bf16 machine they may
+    assert [[r.path.name for r in g] for g in plan_training(runs).groups] == [["r0", "r1", "r2"]]

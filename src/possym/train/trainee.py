@@ -207,17 +207,24 @@ class Trainee:
         return self.step % self.run.config.train.eval_every == 0 or self.step == self.total
 
 
-def run_precision(run: RunDir, device: torch.device, resumed: bool) -> Precision:
+def precision_of(run: RunDir, device: torch.device, resumed: bool) -> Precision:
     """The precision ``run`` trains in: its ``train.precision``, where ``"auto"`` is the training
     machine's answer (:func:`possym.hardware.auto_precision` on ``device``) when training starts and,
-    when it resumes (``resumed``), the answer recorded then, so a run keeps its precision on any
-    machine. What it returns is recorded in ``meta.json`` as ``precision``: what ran."""
+    when it resumes (``resumed``), the answer recorded then (:func:`run_precision`), so a run keeps its
+    precision on any machine."""
     asked = run.config.train.precision
+    if asked != "auto":
+        return cast(Precision, asked)
     recorded = run.meta.get("precision") if resumed else None
-    precision = (recorded or auto_precision(str(device))) if asked == "auto" else asked
+    return cast(Precision, recorded or auto_precision(str(device)))
+
+
+def run_precision(run: RunDir, device: torch.device, resumed: bool) -> Precision:
+    """:func:`precision_of`, recorded in ``meta.json`` as ``precision``: what ran."""
+    precision = precision_of(run, device, resumed)
     if run.meta.get("precision") != precision:
         run.record_meta(precision=precision)
-    return cast(Precision, precision)
+    return precision
 
 
 def open_trainee(run: RunDir, splits: dict[str, TaskSamples], device: torch.device,
