@@ -294,12 +294,9 @@ class Run:
         import pandas as pd
 
         rows = []
-        for m in self.dir.metrics():
-            if m.get("event") != "eval":
-                continue
-            rows.append({"step": m["step"], "hop": 0, "accuracy": m["accuracy"], "loss": m.get("loss")})
-            rows += [{"step": m["step"], "hop": int(k[7:]), "accuracy": v, "loss": None}
-                     for k, v in m.items() if k.startswith("acc_hop")]
+        for m in self.dir.metrics_log().evals:
+            rows.append({"step": m.step, "hop": 0, "accuracy": m.accuracy, "loss": m.loss})
+            rows += [{"step": m.step, "hop": h, "accuracy": a, "loss": None} for h, a in m.hops.items()]
         return pd.DataFrame(rows, columns=["step", "hop", "accuracy", "loss"])
 
     def scores(self, **settings: Any) -> pd.DataFrame:

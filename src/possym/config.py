@@ -24,12 +24,11 @@ from typing import Any
 import yaml
 
 from possym.errors import ConfigError, require
-from possym.hardware import auto_precision
 from possym.tasks.base import TaskConfig
-from possym.tasks.registry import TASKS, get_task
+from possym.tasks.registry import PAPER_TASKS, TASKS, get_task, task_config
 
-__all__ = ["ConfigError", "ModelConfig", "RunConfig", "Seeds", "TaskConfig", "TrainConfig", "load_config",
-           "config_from_dict", "config_from_saved"]
+__all__ = ["EXECUTION_KEYS", "ConfigError", "ModelConfig", "RunConfig", "Seeds", "TaskConfig", "TrainConfig",
+           "load_config", "config_from_dict", "config_from_saved"]
 
 _require = require
 
@@ -38,6 +37,12 @@ ACTIVATIONS = {"gelu_new": "tanh", "gelu": "none"}
 # Where a model runs (possym.devices resolves "auto" to the best this machine has).
 DEVICES = ("auto", "cpu", "cuda", "mps")
 TRACKERS = ("none", "tensorboard", "wandb")  # train.log (possym.train.tracking)
+# Keys that say where and how a run or a stage runs, not what it computes: a run's identity
+# (possym.runs.config_differences) and the resume log of stages (possym.stages.registry) leave them out,
+# so work goes on with other threads, on another device, compiled or not (each changes float rounding at
+# most, as a thread count does), mirrored to a tracker or not (train.log), saving its resumable state
+# more or less often (train.state_every), with or without a progress bar. docs/choices.md, "A run's identity".
+EXECUTION_KEYS = ("threads", "device", "compile", "log", "state_every", "force", "progress")
 # Presets and sweep specs are package data, so a plain `pip install` (no -e) ships them.
 PRESET_DIR = Path(__file__).resolve().parent / "configs"
 SWEEP_DIR = PRESET_DIR / "sweeps"
@@ -232,8 +237,10 @@ class TrainConfig:
     weights and optimiser state stay float32; :mod:`possym.train.fused`); the evaluations and the
     final test run at the same precision, as HF Trainer evaluates a mixed-precision run.
     ``precision="auto"`` is ``bf16`` where the device computes bfloat16 natively and ``fp32`` elsewhere
-    (:mod:`possym.hardware`), resolved when the config is built, so the config holds what ran; a run
-    that exists already continues in the precision it was trained in (fp32 or bf16).
+    (:mod:`possym.hardware`). The config keeps ``"auto"``, so one file is one run on every machine; the
+    trainer resolves it when the run's training starts, on the machine that trains it, and records the
+    answer in ``meta.json`` (``precision``), where a resumed run reads it back: a run continues in the
+    precision it started in, wherever it resumes.
     ``precision="fp16"`` is the same in float16, the paper's setting, with a dynamic loss scale
     (:class:`possym.train.loop.LossScaler`; a step whose gradients overflow is skipped).
     ``compile=True`` runs that step through ``torch.compile`` (Inductor, which needs a C++ compiler),
@@ -292,11 +299,6 @@ class TrainConfig:
             isinstance(self.device, str) and self.device.split(":")[0] in DEVICES,
             f"train.device={self.device!r}; allowed: {DEVICES} (cuda:N for one GPU of several)",
         )
-        if self.precision == "auto":  # resolved here, so that every config (and config.yaml) holds what ran
-            object.__setattr__(self, "precision", auto_precision(self.device))
-            # Not a field (not saved, not compared): it lets an existing run keep the precision it was
-            # trained in when it is reopened with "auto" (possym.runs.config_differences).
-            object.__setattr__(self, "precision_was_auto", True)
         _require(isinstance(self.compile, bool), f"train.compile={self.compile!r} must be true or false")
         _require(
             not (self.compile and self.random_extra),
@@ -328,9 +330,14 @@ class Seeds:
 
 @dataclass(frozen=True)
 class RunConfig:
-    """Everything a training run needs; written resolved into the run directory."""
+    """Everything a training run needs; written resolved into the run directory. The defaults are the
+    paper's number task under the authors' recipe (:func:`load_config` ``("number")``).
 
-    task: TaskConfig = field(default_factory=TaskConfig)
+    >>> RunConfig() == load_config("number")
+    True
+    """
+
+    task: TaskConfig = field(default_factory=lambda: task_config(PAPER_TASKS[0]))
     model: ModelConfig = field(default_factory=ModelConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     seeds: Seeds = field(default_factory=Seeds)

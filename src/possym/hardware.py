@@ -4,8 +4,9 @@
 a CUDA device that supports it (``torch.cuda.is_bf16_supported``), or an x86 CPU with AVX512-BF16 or
 AMX-BF16 (Linux's ``/proc/cpuinfo`` flags). Elsewhere bfloat16 is emulated, and emulated it is slow:
 21x slower than float32 for the paper model's training step on an AVX2-only EPYC (docs/results.md),
-so ``auto`` means float32 there. The answer is read once and recorded as a concrete value in every
-run's config, so a run is reproduced from its ``config.yaml`` whatever machine reads it.
+so ``auto`` means float32 there. The answer is the training machine's: the trainer asks it when a run's
+training starts and records it in the run's ``meta.json`` (:func:`possym.train.trainee.run_precision`),
+while ``config.yaml`` keeps ``auto``.
 
 Example:
     >>> native_bf16("cpu") in (True, False)

@@ -7,8 +7,12 @@ A field added with a default is all it takes to carry a new column; CSVs written
 default. A row with a column the record does not know is refused, so a new column cannot be dropped
 silently on a round trip.
 
-Thresholds defined once: :data:`GAMMA` (the purity threshold of the paper's Fig. 2C) and
-:data:`GAMMAS` (the two of Fig. 7); the swap temperature is :data:`possym.scores.metric.TAU`.
+The metrics log (``metrics.jsonl``) is a JSON line per event, not a CSV: :class:`MetricsRecord` is one
+line, :class:`MetricsLog` the whole log, both read and written here alone.
+
+Thresholds defined once: :data:`GAMMA` (the purity threshold of the paper's Fig. 2C), :data:`GAMMAS`
+(the two of Fig. 7) and :data:`SOLVED` (an accuracy "reaches 0.9", :func:`first_step_at`); the swap
+temperature is :data:`possym.scores.metric.TAU`.
 
 Example:
     >>> row = ScoreRecord(step=50, query="last", layer=0, head=0, s_pos=0.9, s_sym=0.1, entropy=1.5, n_inputs=100)
@@ -25,8 +29,8 @@ import dataclasses
 import io
 import types
 import typing
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar
 
@@ -37,6 +41,9 @@ if TYPE_CHECKING:
 
 GAMMAS: tuple[float, ...] = (0.1, 0.05)  # the purity thresholds of the paper's Fig. 7
 GAMMA: float = GAMMAS[0]  # the one of Fig. 2C and of every "pure" claim
+# An accuracy at or above this is learned: "reaches 0.9" (the hop order and learning speed of Sec. 3.2-3.3,
+# a canonical cell solved, a sweep's steps_to_90).
+SOLVED: float = 0.9
 
 R = TypeVar("R", bound="Record")
 
@@ -472,3 +479,147 @@ class DiscrepancySummaryRecord(Record):
 def points_at(points: Sequence[LengthRecord], step: int) -> list[LengthRecord]:
     """The length-curve points measured at checkpoint ``step``."""
     return [p for p in points if p.step == step]
+
+
+def first_step_at(curve: Iterable[tuple[int, float | None]], threshold: float = SOLVED) -> int | None:
+    """The first step of ``curve`` ((step, value) pairs in any order; a value of None: not measured there)
+    whose value reaches ``threshold`` (value >= threshold), or None where none does.
+
+    >>> first_step_at([(100, 0.97), (0, 0.1), (50, 0.95)]), first_step_at([(0, None), (50, 0.5)])
+    (50, None)
+    """
+    return min((step for step, value in curve if value is not None and value >= threshold), default=None)
+
+
+EVENTS = ("eval", "final")  # an evaluation during training; the final test
+_HOP = "acc_hop"  # a line's per-hop accuracies are acc_hop1, acc_hop2, ...
+
+
+@dataclass(frozen=True)
+class MetricsRecord:
+    """One line of a run's ``metrics.jsonl``: an evaluation during training (``event="eval"``, on
+    validation rows) or the final test (``event="final"``), after optimiser step ``step``.
+
+    ``accuracy`` is over every hop count and ``hops`` maps h to the accuracy on the h-hop inputs (the
+    line's ``acc_hop{h}``); ``loss`` is the mean cross-entropy. ``time`` is the wall clock when it was
+    logged (seconds since the epoch), ``eval_s`` and ``monitor_s`` the seconds the evaluation and the live
+    score monitor took, ``scores`` the monitor's rows; ``precision`` and ``device`` say what the final
+    test ran on. A line with a key not named here is refused, so none is dropped on a round trip.
+
+    >>> line = {"event": "eval", "step": 50, "split": "val", "accuracy": 0.5, "acc_hop1": 0.75, "loss": 1.2}
+    >>> r = MetricsRecord.from_json(line); r.hops, r.accuracies(), r.to_json() == line
+    ({1: 0.75}, {'acc_hop1': 0.75, 'accuracy': 0.5}, True)
+    """
+
+    event: str
+    step: int
+    accuracy: float
+    hops: Mapping[int, float] = field(default_factory=dict)
+    loss: float | None = None
+    split: str | None = None
+    time: float | None = None
+    eval_s: float | None = None
+    monitor_s: float | None = None
+    scores: tuple[Mapping[str, Any], ...] | None = None
+    precision: str | None = None
+    device: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.event not in EVENTS:
+            raise RecordError(f"metrics record event={self.event!r}; allowed: {EVENTS}")
+
+    @classmethod
+    def from_json(cls, line: Mapping[str, Any]) -> MetricsRecord:
+        """A record from one line of the log, parsed as JSON; a missing or mistyped key is a RecordError."""
+        data = dict(line)
+        hops = {int(k[len(_HOP):]): float(data.pop(k)) for k in list(data) if k.startswith(_HOP)}
+        known = [f.name for f in dataclasses.fields(cls) if f.name != "hops"]
+        unknown = sorted(set(data) - set(known))
+        if unknown:
+            raise RecordError(f"metrics record: unknown key(s) {unknown}; known: {known} and {_HOP}H")
+        missing = [k for k in ("event", "step", "accuracy") if k not in data]
+        if missing:
+            raise RecordError(f"metrics record: no {', '.join(map(repr, missing))}; a line holds event, step and "
+                              "accuracy")
+        try:
+            numbers: dict[str, float | None] = {k: None if data.get(k) is None else float(data[k])
+                       for k in ("accuracy", "loss", "time", "eval_s", "monitor_s") if k in data}
+            values: dict[str, Any] = {**data, **numbers, "step": int(data["step"]), "hops": hops,
+                                      "scores": None if data.get("scores") is None else tuple(data["scores"])}
+            return cls(**values)
+        except (TypeError, ValueError) as exc:
+            raise RecordError(f"metrics record: {exc}") from None
+
+    def to_json(self) -> dict[str, Any]:
+        """The line as written: the keys that are set, the hops as ``acc_hop{h}``."""
+        out: dict[str, Any] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.name == "hops":
+                out |= {f"{_HOP}{h}": a for h, a in sorted(value.items())}
+            elif f.name == "scores" and value is not None:
+                out["scores"] = [dict(row) for row in value]
+            elif value is not None:
+                out[f.name] = value
+        return out
+
+    def accuracies(self) -> dict[str, float]:
+        """Every accuracy of the line by its key: ``acc_hop{h}`` per hop count, then ``accuracy`` (all hops)."""
+        return {**{f"{_HOP}{h}": a for h, a in sorted(self.hops.items())}, "accuracy": self.accuracy}
+
+
+@dataclass(frozen=True)
+class MetricsLog:
+    """A run's metrics log, in the order it was written: its evaluations, then the final test once
+    training ended (:meth:`possym.runs.RunDir.metrics_log`).
+
+    >>> log = MetricsLog.from_json([{"event": "eval", "step": s, "accuracy": a, "acc_hop1": a}
+    ...                             for s, a in ((0, 0.1), (50, 0.9), (100, 0.9), (150, 0.8))])
+    >>> log.first_step(), log.first_step("acc_hop1", 0.95), log.best_step([0, 50, 100, 150]), log.finished
+    (50, None, 50, False)
+    """
+
+    records: tuple[MetricsRecord, ...] = ()
+
+    @classmethod
+    def from_json(cls, lines: Iterable[Mapping[str, Any]]) -> MetricsLog:
+        return cls(tuple(MetricsRecord.from_json(line) for line in lines))
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [r.to_json() for r in self.records]
+
+    def __iter__(self) -> Iterator[MetricsRecord]:
+        return iter(self.records)
+
+    @property
+    def evals(self) -> tuple[MetricsRecord, ...]:
+        """The evaluations during training, by step."""
+        return tuple(sorted((r for r in self.records if r.event == "eval"), key=lambda r: r.step))
+
+    @property
+    def final(self) -> MetricsRecord | None:
+        """The final test, or None while training has not ended."""
+        return next((r for r in reversed(self.records) if r.event == "final"), None)
+
+    @property
+    def finished(self) -> bool:
+        return self.final is not None
+
+    def curve(self, key: str = "accuracy") -> list[tuple[int, float | None]]:
+        """(step, accuracy ``key``) over the evaluations; ``key`` is ``accuracy`` or ``acc_hop{h}`` (None
+        where an evaluation lacks that hop count)."""
+        return [(r.step, r.accuracies().get(key)) for r in self.evals]
+
+    def first_step(self, key: str = "accuracy", threshold: float = SOLVED) -> int | None:
+        """The first evaluated step at which accuracy ``key`` reaches ``threshold`` (:func:`first_step_at`)."""
+        return first_step_at(self.curve(key), threshold)
+
+    def best_step(self, steps: Iterable[int]) -> int | None:
+        """The earliest step of ``steps`` (the checkpoints) at the maximum validation accuracy over all
+        hops, as HF Trainer's ``load_best_model_at_end`` picks it (``metric_for_best_model="accuracy"``:
+        ties go to the earliest, as Trainer keeps the first checkpoint that reached the best value);
+        None where no evaluation has a checkpoint."""
+        have = set(steps)
+        evals = [(r.step, r.accuracy) for r in self.evals if r.step in have]
+        top = max((a for _, a in evals), default=None)
+        return min((s for s, a in evals if a == top), default=None)

@@ -5,10 +5,10 @@ Layout (written before the first training step; every write is atomic: temp file
     RUN/
       config.yaml                 resolved RunConfig
       meta.json                   seeds, package versions, git commit, command line, threads, host
-      metrics.jsonl               one JSON object per evaluation / log event (appended, fsynced)
+      metrics.jsonl               one JSON line per evaluation and the final test (possym.records.MetricsLog)
       checkpoints/step_000050.safetensors   weights only (fp32), config + step in the header
       state.pt                    latest full training state (model, optimiser, RNG) for exact resume
-      best.json                   written when training ends: the best step (:func:`best_step`)
+      best.json                   written when training ends: the best step (:meth:`RunDir.best`)
 
 Analysis checkpoints keep only weights (~9.6 MB for the paper model), so the paper's 50-step grid
 costs ~1.3 GB per run instead of ~4 GB with optimiser state; only the newest resumable state is kept.
@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import dataclasses
 import io
 import json
 import logging
@@ -34,7 +35,7 @@ import platform
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
@@ -47,8 +48,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from possym.config import RunConfig, config_from_saved
-from possym.errors import PossymError, RunError
+from possym.config import EXECUTION_KEYS, RunConfig, config_from_saved
+from possym.errors import PossymError, RecordError, RunError
 from possym.locks import LOCK_FILE, writer_lock
 from possym.records import (
     DiscrepancyAccuracyRecord,
@@ -56,6 +57,8 @@ from possym.records import (
     DiscrepancySummaryRecord,
     FrequencyUseRecord,
     LengthRecord,
+    MetricsLog,
+    MetricsRecord,
     PlaneScoreRecord,
     PurityRecord,
     R,
@@ -71,7 +74,7 @@ if TYPE_CHECKING:
     from possym.config import ModelConfig
     from possym.model.gptj import GPTJ
 
-__all__ = ["ARTIFACTS", "Artifact", "RunDir", "RunError", "StepSpec", "atomic_write_text", "best_step", "ensure_run",
+__all__ = ["ARTIFACTS", "Artifact", "RunDir", "RunError", "StepSpec", "atomic_write_text", "ensure_run",
            "config_differences"]
 
 CONFIG, META, METRICS, STATE, CKPT_DIR = "config.yaml", "meta.json", "metrics.jsonl", "state.pt", "checkpoints"
@@ -113,27 +116,6 @@ ARTIFACTS: dict[str, Artifact] = {
 
 # A checkpoint named as the CLI and the API name it: a step number, "best" or "final".
 StepSpec = int | str | None
-
-
-def best_step(metrics: Iterable[dict[str, Any]], steps: Iterable[int]) -> int | None:
-    """The earliest checkpoint at the maximum validation accuracy, as HF Trainer's
-    ``load_best_model_at_end`` picks it (``metric_for_best_model="accuracy"``), or None.
-
-    Read from the run's log: the ``event == "eval"`` records (validation, accuracy over all hops)
-    whose step has a checkpoint in ``steps``; ties go to the earliest step, as Trainer keeps the
-    first checkpoint that reached the best value.
-
-    >>> log = [{"event": "eval", "step": s, "accuracy": a} for s, a in ((0, 0.1), (50, 0.9), (100, 0.9), (150, 0.8))]
-    >>> best_step(log, [0, 50, 100, 150]), best_step(log, [0, 100, 150])
-    (50, 100)
-    """
-    have = set(steps)
-    evals = [(int(m["step"]), float(m["accuracy"])) for m in metrics
-             if m.get("event") == "eval" and "accuracy" in m and int(m["step"]) in have]
-    if not evals:
-        return None
-    top = max(a for _, a in evals)
-    return min(s for s, a in evals if a == top)
 
 
 _UMASK = os.umask(0)
@@ -308,35 +290,40 @@ class RunDir:
     def meta(self) -> dict[str, Any]:
         return json.loads((self.path / META).read_text())
 
+    def record_meta(self, **facts: Any) -> None:
+        """Add ``facts`` to ``meta.json``: what the run found when it ran (the precision ``auto`` chose)."""
+        atomic_write_text(self.path / META, json.dumps({**self.meta, **facts}, indent=2) + "\n")
+
     # ---- metrics -------------------------------------------------------------------------------
-    def log(self, record: dict[str, Any]) -> None:
-        """Append one JSON line; a line is written whole and fsynced, so a kill never splits it."""
+    def log(self, record: MetricsRecord) -> None:
+        """Append ``record`` to the metrics log as one JSON line, written whole and fsynced, so a kill never
+        splits it."""
         with _naming(self.path / METRICS), open(self.path / METRICS, "a") as f:
-            f.write(json.dumps(record) + "\n")
+            f.write(json.dumps(record.to_json()) + "\n")
             f.flush()
             os.fsync(f.fileno())
 
-    def metrics(self) -> list[dict[str, Any]]:
-        """The records of ``metrics.jsonl``, in order, each evaluation once.
+    def metrics_log(self) -> MetricsLog:
+        """The metrics log (``metrics.jsonl``): its records in order, each evaluation once.
 
         Refused (:class:`RunError`, naming the file and line): a missing file once the run has
-        checkpoints (a run not yet started has no records), a line that is not JSON, and a second record
-        of one ``(event, step)``. A last line that is not JSON is a record torn by a kill: it is dropped
-        with a note, and the step is logged again on resume.
+        checkpoints (a run not yet started has no records), a line that is not a metrics record, and a
+        second record of one ``(event, step)``. A last line that is not JSON is a record torn by a kill:
+        it is dropped with a note, and the step is logged again on resume.
         """
         file = self.path / METRICS
         if not file.exists():
             if self.checkpoint_steps():
                 raise RunError(f"{file} is missing although the run has checkpoints; restore it, or "
                                f"{self._retrain}")
-            return []
+            return MetricsLog()
         lines = file.read_text().splitlines()
-        out: list[dict[str, Any]] = []
-        seen: dict[tuple[Any, Any], int] = {}
+        out: list[MetricsRecord] = []
+        seen: dict[tuple[str, int], int] = {}
         for number, line in enumerate(lines, start=1):
             try:
-                record = json.loads(line)
-                if not isinstance(record, dict):
+                data = json.loads(line)
+                if not isinstance(data, dict):
                     raise ValueError("not a JSON object")
             except ValueError as exc:
                 if number == len(lines):
@@ -345,13 +332,21 @@ class RunDir:
                     break
                 raise RunError(f"{file}, line {number}: not a JSON record ({exc}); restore the file, or "
                                f"{self._retrain}") from exc
-            key = (record.get("event"), record.get("step"))
+            try:
+                record = MetricsRecord.from_json(data)
+            except RecordError as exc:
+                raise RunError(f"{file}, line {number}: {exc}; restore the file, or {self._retrain}") from None
+            key = (record.event, record.step)
             if key in seen:
                 raise RunError(f"{file}, line {number}: a second {key[0]!r} record of step {key[1]} (the first "
                                f"is line {seen[key]}; two writers at once?); {self._retrain}")
             seen[key] = number
             out.append(record)
-        return out
+        return MetricsLog(tuple(out))
+
+    def metrics(self) -> list[dict[str, Any]]:
+        """The metrics log's lines as plain JSON objects (:meth:`metrics_log`, written back as it reads)."""
+        return self.metrics_log().to_json()
 
     @property
     def _retrain(self) -> str:
@@ -360,15 +355,14 @@ class RunDir:
     @property
     def finished(self) -> bool:
         """Whether training ended: the log holds the final test evaluation (:func:`possym.train.trainee.log_final`)."""
-        return any(r.get("event") == "final" for r in self.metrics())
+        return self.metrics_log().finished
 
     def truncate_metrics(self, after_step: int) -> None:
         """Drop records past ``after_step``, any final record and ``best.json`` (they are recomputed
         identically on resume); ``after_step=-1`` empties the log, for a restart from scratch."""
         # From scratch nothing is kept, so nothing is read: a lost or corrupt log does not stop the retraining.
-        kept = [] if after_step < 0 else [r for r in self.metrics()
-                                          if r.get("step", 0) <= after_step and r.get("event") != "final"]
-        atomic_write_text(self.path / METRICS, "".join(json.dumps(r) + "\n" for r in kept))
+        kept = [] if after_step < 0 else [r for r in self.metrics_log() if r.event == "eval" and r.step <= after_step]
+        atomic_write_text(self.path / METRICS, "".join(json.dumps(r.to_json()) + "\n" for r in kept))
         (self.path / BEST).unlink(missing_ok=True)
 
     # ---- checkpoints ---------------------------------------------------------------------------
@@ -424,7 +418,7 @@ class RunDir:
     # ---- which checkpoint: a number, "best" or "final" ----------------------------------------
     def resolve_step(self, step: StepSpec = None) -> int:
         """The checkpoint step that ``step`` names: ``None`` the last one, ``"final"`` the last one of a
-        finished run, ``"best"`` the earliest at the maximum validation accuracy (:func:`best_step`), or a
+        finished run, ``"best"`` the earliest at the maximum validation accuracy (:meth:`best`), or a
         number that has a checkpoint. ``"final"`` on an unfinished run (:attr:`finished`) is refused, naming
         its last step, unless the run was opened with ``allow_unfinished``."""
         steps = self.checkpoint_steps()
@@ -473,14 +467,15 @@ class RunDir:
             except (ValueError, KeyError, TypeError) as exc:
                 raise RunError(f"{file} is corrupt ({exc}); delete it: the best step is derived again from "
                                f"{METRICS}") from exc
-        return best_step(self.metrics(), self.checkpoint_steps())
+        return self.metrics_log().best_step(self.checkpoint_steps())
 
     def write_best(self) -> int | None:
         """Record the best step in ``best.json`` (with its accuracy and the rule), for analyses to read."""
-        step = best_step(self.metrics(), self.checkpoint_steps())
+        metrics = self.metrics_log()
+        step = metrics.best_step(self.checkpoint_steps())
         if step is None:
             return None
-        accuracy = next(float(m["accuracy"]) for m in self.metrics() if m.get("event") == "eval" and m["step"] == step)
+        accuracy = next(r.accuracy for r in metrics.evals if r.step == step)
         record = {"step": step, "accuracy": accuracy,
                   "rule": "earliest checkpoint at the maximum validation accuracy (HF load_best_model_at_end)"}
         atomic_write_text(self.path / BEST, json.dumps(record, indent=2) + "\n")
@@ -489,8 +484,6 @@ class RunDir:
     @property
     def model_config(self) -> ModelConfig:
         """The model's config with ``d_vocab`` resolved from the task."""
-        import dataclasses
-
         from possym.tasks import task_vocab
 
         return dataclasses.replace(self.config.model, d_vocab=len(task_vocab(self.config.task)))
@@ -536,27 +529,37 @@ class RunDir:
 
 
 def config_differences(before: RunConfig, now: RunConfig) -> list[str]:
-    """The ``section.key`` names on which two run configs differ, the preset's name aside (it is a name,
-    not a setting: ``paper_v1`` is what ``paper`` meant before, so a run is recognised by its values).
+    """The ``section.key`` names on which two run configs differ as runs: the preset's name aside (it is a
+    name, not a setting: ``paper_v1`` is what ``paper`` meant before, so a run is recognised by its values),
+    and the execution keys aside (``train.threads``, ``train.device``, ...: :data:`possym.config.EXECUTION_KEYS`),
+    which say how a run runs, not which run it is.
+
+    ``train.precision="auto"`` asked of a run saved as ``fp32`` or ``bf16`` names that run: ``auto`` lets
+    a run that exists keep its precision, and a possym before ``auto`` was kept wrote its answer into
+    ``config.yaml``. Asked the other way (``bf16`` of a run saved as ``auto``) it is another request.
 
     >>> from possym.config import load_config
-    >>> config_differences(load_config("number", "paper"), load_config("number", "paper", ["train.lr=3e-4"]))
+    >>> paper = load_config("number", "paper")
+    >>> config_differences(paper, load_config("number", "paper", ["train.lr=3e-4", "train.threads=4"]))
     ['train.lr']
     """
     from possym.config import changed_keys
 
     a, b = before.to_dict(), now.to_dict()
-    a.pop("preset", None)
-    b.pop("preset", None)
-    if getattr(now.train, "precision_was_auto", False) and a["train"].get("precision") in ("fp32", "bf16"):
-        # "auto" picks a precision for a new run; a run trained in fp32 or bf16 is that run still
+    for side in (a, b):
+        side.pop("preset", None)
+        for key in EXECUTION_KEYS:
+            side["train"].pop(key, None)
+    if b["train"]["precision"] == "auto" and a["train"]["precision"] in ("fp32", "bf16"):
         b["train"]["precision"] = a["train"]["precision"]
     return changed_keys(a, b)
 
 
 def ensure_run(path: str | Path, config: RunConfig, argv: list[str] | None = None) -> RunDir:
     """The run directory at ``path`` for ``config``: created if absent, reopened if it holds the same
-    config, refused (naming what differs) if it holds another. The one "open or create" of possym.
+    run (:func:`config_differences`), refused (naming what differs) if it holds another. The one "open or
+    create" of possym. A reopened run takes ``config``'s execution keys (threads, device, ...) for this
+    session; ``config.yaml`` keeps those it was created with.
 
     >>> import tempfile
     >>> from possym.config import load_config
@@ -577,7 +580,8 @@ def ensure_run(path: str | Path, config: RunConfig, argv: list[str] | None = Non
     if differ:
         raise RunError(f"{path} holds a run with another config ({', '.join(differ)} differ); "
                        "use a new output directory, or delete this run to start it again")
-    return run
+    how = {k: getattr(config.train, k) for k in EXECUTION_KEYS if hasattr(config.train, k)}
+    return RunDir(path, dataclasses.replace(run.config, train=dataclasses.replace(run.config.train, **how)))
 
 
 def save_figure(fig, stem: str | Path, formats: tuple[str, ...] = ("png", "svg")) -> list[Path]:

@@ -13,7 +13,6 @@ import possym
 from possym.cli import main
 from possym.evaluate.lengthgen import LengthGenConfig
 from possym.records import LengthRecord, ScoreRecord, frame, points_at, read_records
-from possym.runs import best_step
 from possym.stages.lengthgen import length_curve
 
 
@@ -24,13 +23,13 @@ def run(tmp_path_factory, tiny_session_overrides):
 
 
 def test_best_is_the_earliest_checkpoint_at_the_maximum_validation_accuracy(run):
-    evals = [m for m in run.dir.metrics() if m.get("event") == "eval"]
-    top = max(m["accuracy"] for m in evals)
-    assert run.step("best") == min(m["step"] for m in evals if m["accuracy"] == top)
+    evals = run.dir.metrics_log().evals
+    top = max(m.accuracy for m in evals)
+    assert run.step("best") == min(m.step for m in evals if m.accuracy == top)
     recorded = json.loads((run.path / "best.json").read_text())["step"]
     (run.path / "best.json").rename(run.path / "best.json.bak")  # an older run: derived from the log
     try:
-        assert run.step("best") == recorded == best_step(run.dir.metrics(), run.checkpoint_steps())
+        assert run.step("best") == recorded == run.dir.metrics_log().best_step(run.checkpoint_steps())
     finally:
         (run.path / "best.json.bak").rename(run.path / "best.json")
     with pytest.raises(possym.PossymError, match="available"):

@@ -19,8 +19,8 @@ from possym.train.tracking import TENSORBOARD_DIR, WANDB_DIR, scalars
 def expected(run) -> dict[tuple[str, int], float]:
     """(tag, step) -> value, from metrics.jsonl alone."""
     out = {}
-    for record in run.dir.metrics():
-        out |= {(tag, int(record["step"])): value for tag, value in scalars(record).items()}
+    for record in run.dir.metrics_log():
+        out |= {(tag, record.step): value for tag, value in scalars(record).items()}
     return out
 
 

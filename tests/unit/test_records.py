@@ -63,3 +63,51 @@ def test_a_file_written_before_a_column_existed_reads_its_default():
     old += "0,0,40,0.5,8,4,0.2,0.8,2,nan,0.1,0.9,cached\n"
     (point,) = read_records_text(old, LengthRecord)
     assert point.step is None and math.isnan(point.prefix_sd) and point.correct == 4
+
+
+EVAL_LINE = {"event": "eval", "step": 50, "split": "val", "accuracy": 0.5, "loss": 1.25, "acc_hop1": 0.75,
+             "acc_hop2": 0.25, "eval_s": 0.5, "time": 1764790000.125, "monitor_s": 0.25,
+             "scores": [{"query": "last", "layer": 0, "head": 0, "s_pos": 0.9, "s_sym": 0.2, "entropy": 1.5}]}
+FINAL_LINE = {"event": "final", "step": 100, "split": "test", "accuracy": 1.0, "acc_hop1": 1.0, "loss": 0.01,
+              "precision": "bf16", "device": "cpu", "time": 1764790100.0}
+
+
+def test_a_metrics_line_reads_back_as_it_was_written_and_its_log_answers_the_learning_questions():
+    from possym.records import MetricsLog, MetricsRecord
+
+    for line in (EVAL_LINE, FINAL_LINE):
+        assert MetricsRecord.from_json(line).to_json() == line
+    log = MetricsLog.from_json([{**EVAL_LINE, "step": 0, "accuracy": 0.1, "acc_hop1": 0.1}, EVAL_LINE, FINAL_LINE])
+    assert [r.step for r in log.evals] == [0, 50] and log.final is not None and log.final.precision == "bf16"
+    assert log.finished and log.first_step() is None and log.first_step("acc_hop1", 0.75) == 50
+    assert log.best_step([0, 50]) == 50 and log.best_step([0]) == 0 and log.best_step([100]) is None
+    assert not MetricsLog.from_json([EVAL_LINE]).finished
+
+
+@pytest.mark.parametrize(("line", "says"), [({**EVAL_LINE, "lr": 1e-3}, r"unknown key\(s\) \['lr'\]"),
+                                            ({"event": "eval", "step": 5}, "no 'accuracy'"),
+                                            ({**EVAL_LINE, "event": "train"}, "allowed: \\('eval', 'final'\\)"),
+                                            ({**EVAL_LINE, "accuracy": "high"}, "could not convert")])
+def test_a_metrics_line_that_is_no_record_is_refused_naming_what_is_wrong(line, says):
+    from possym.records import MetricsRecord
+
+    with pytest.raises(RecordError, match=says):
+        MetricsRecord.from_json(line)
+
+
+def test_a_run_logs_only_lines_it_can_read_back_and_names_the_line_it_cannot(tmp_path):
+    from possym.config import load_config
+    from possym.errors import RunError
+    from possym.records import MetricsRecord
+    from possym.runs import METRICS, RunDir
+    from possym.train import tracking
+
+    run = RunDir.create(tmp_path / "run", load_config("number", "quick"))
+    run.log(MetricsRecord.from_json(EVAL_LINE))
+    with pytest.raises(RecordError, match="unknown key"):
+        tracking.log(run, {**FINAL_LINE, "note": "x"})  # the trainer's lines are checked before they are written
+    assert run.metrics() == [EVAL_LINE]  # the refused line was not written
+    with open(run.path / METRICS, "a") as f:
+        f.write('{"event": "final", "step": 100}\n{"event": "final", "step": 101, "accuracy": 1}\n')
+    with pytest.raises(RunError, match=r"metrics.jsonl, line 2: metrics record: no 'accuracy'"):
+        run.metrics_log()

@@ -29,9 +29,8 @@ if TYPE_CHECKING:  # the grid's config imports this module's records' package
 from possym.canonical.records import CellRecord, PositionRecord, WmaxRecord
 from possym.canonical.theorem7 import UNCENTRED
 from possym.canonical.ushape import u_test
-from possym.records import GAMMA, ClaimRecord
+from possym.records import GAMMA, SOLVED, ClaimRecord
 
-SOLVED = 0.9
 ABOVE_CHANCE = 0.05
 SECTION = "metric paper (2511.11579), canonical tasks"
 GEOMETRY = "Trained positional heads: the query angle encodes the target position, the keys collapse onto one direction"

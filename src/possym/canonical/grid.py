@@ -244,8 +244,8 @@ def analyse_cell(run: RunDir, cfg: CellConfig) -> dict[str, Any]:
 
 def _train_seconds(run: RunDir) -> float:
     """Wall-clock seconds from the first logged record to the final one (a resumed run's pause included)."""
-    times = [m["time"] for m in run.metrics() if "time" in m]
-    return float(times[-1] - times[0]) if len(times) > 1 else 0.0
+    times = [m.time for m in run.metrics_log() if m.time is not None]
+    return times[-1] - times[0] if len(times) > 1 else 0.0
 
 
 def cell_rows(grid: CanonicalGridConfig, data: dict[str, Any], task: str, cond: Condition, seed: int

@@ -19,6 +19,7 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 from possym.canonical.records import CellRecord, PositionRecord, WmaxRecord
+from possym.records import SOLVED
 from possym.runs import save_figure
 
 
@@ -87,7 +88,7 @@ def positional_symbolic_plane(runs: Sequence[CellRecord]) -> Figure:
     for task in _tasks(runs):
         marker, color = style.get(task, ("x", "grey"))
         for solved in (True, False):
-            rs = [r for r in runs if r.task == task and (r.acc >= 0.9) == solved]
+            rs = [r for r in runs if r.task == task and (r.acc >= SOLVED) == solved]
             ax.scatter(
                 [r.s_sym for r in rs],
                 [r.s_pos for r in rs],
@@ -103,7 +104,7 @@ def positional_symbolic_plane(runs: Sequence[CellRecord]) -> Figure:
     ax.set_ylabel("positional score s_POS")
     ax.set_xlim(-0.02, 1.02)
     ax.set_ylim(-0.02, 1.02)
-    ax.legend(fontsize=6, title="filled: accuracy >= 0.9", title_fontsize=6)
+    ax.legend(fontsize=6, title=f"filled: accuracy >= {SOLVED}", title_fontsize=6)
     ax.set_title("Toy heads on the positional-symbolic plane", fontsize=9)
     return fig
 

@@ -6,13 +6,14 @@ import argparse
 import json
 
 from possym.evaluate.curves import curve_gap, learning_summary
+from possym.records import SOLVED
 from possym.runs import RunDir
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("summary", help="per-hop final test accuracy and the step each hop first passed a threshold")
     p.add_argument("run", metavar="RUN")
-    p.add_argument("--threshold", type=float, default=0.9)
+    p.add_argument("--threshold", type=float, default=SOLVED)
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument(
         "--against", metavar="OTHER", help="a second run: print it beside RUN, and how far apart the curves are"
@@ -22,7 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     runs = [RunDir.open(args.run)] + ([RunDir.open(args.against)] if args.against else [])
-    metrics = [r.metrics() for r in runs]
+    metrics = [r.metrics_log() for r in runs]
     summaries = [learning_summary(m, args.threshold) for m in metrics]
     gap = curve_gap(*metrics) if args.against else None
     if args.json:

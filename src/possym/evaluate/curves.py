@@ -1,52 +1,51 @@
-"""Summaries of a run's accuracy curves (the paper's Fig. 2A reading).
+"""Summaries of a run's accuracy curves (the paper's Fig. 2A reading), from its metrics log.
 
 Example:
-    >>> evals = [{"step": 0, "acc_hop1": 0.1}, {"step": 50, "acc_hop1": 0.95}, {"step": 100, "acc_hop1": 0.97}]
-    >>> first_step_reaching(evals, "acc_hop1", 0.9)
-    50
-    >>> curve_gap(evals, [{"step": 0, "acc_hop1": 0.1}, {"step": 50, "acc_hop1": 0.75}])["acc_hop1"]
+    >>> log = MetricsLog.from_json([{"event": "eval", "step": s, "accuracy": a, "acc_hop1": a}
+    ...                             for s, a in ((0, 0.1), (50, 0.95), (100, 0.97))])
+    >>> learning_summary(log)["first_step"]
+    {'acc_hop1': 50, 'accuracy': 50}
+    >>> other = MetricsLog.from_json([{"event": "eval", "step": s, "accuracy": a} for s, a in ((0, 0.1), (50, 0.75))])
+    >>> curve_gap(log, other)["accuracy"]
     {'max': 0.2, 'mean': 0.1, 'at_step': 50, 'steps': 2}
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-
-def first_step_reaching(evals: list[dict[str, Any]], key: str, threshold: float) -> int | None:
-    """The first evaluated step at which ``key`` >= ``threshold`` (None if never)."""
-    for record in sorted(evals, key=lambda r: r["step"]):
-        if key in record and record[key] >= threshold:
-            return int(record["step"])
-    return None
+from possym.records import SOLVED, MetricsLog
 
 
-def learning_summary(metrics: list[dict[str, Any]], threshold: float = 0.9) -> dict[str, Any]:
-    """Per-hop first-passage steps, the step of maximum accuracy, and the final test accuracy."""
-    evals = [r for r in metrics if r.get("event") == "eval"]
-    final = next((r for r in reversed(metrics) if r.get("event") == "final"), None)
-    keys = sorted({k for r in evals for k in r if k.startswith("acc_hop")}) + ["accuracy"]
-    best = max(evals, key=lambda r: (r["accuracy"], -r["step"])) if evals else None
+def learning_summary(log: MetricsLog | Sequence[Mapping[str, Any]], threshold: float = SOLVED) -> dict[str, Any]:
+    """Per-hop first-passage steps (:meth:`~possym.records.MetricsLog.first_step`), the step of maximum
+    accuracy, and the final test accuracy, from a run's metrics log (or its lines as JSON objects, as
+    :meth:`possym.runs.RunDir.metrics` gives them)."""
+    log = log if isinstance(log, MetricsLog) else MetricsLog.from_json(log)
+    keys = [f"acc_hop{h}" for h in sorted({h for r in log.evals for h in r.hops})] + ["accuracy"]
+    best = log.best_step(r.step for r in log.evals)
+    final = log.final
     return {
-        "first_step": {k: first_step_reaching(evals, k, threshold) for k in keys},
+        "first_step": {k: log.first_step(k, threshold) for k in keys},
         "threshold": threshold,
-        "best_step": best["step"] if best else None,
-        "best_accuracy": best["accuracy"] if best else None,
-        "final_test": {k: final[k] for k in keys if final and k in final},
-        "final_step": final["step"] if final else None,
+        "best_step": best,
+        "best_accuracy": next((r.accuracy for r in log.evals if r.step == best), None),
+        "final_test": {} if final is None else {k: a for k, a in final.accuracies().items() if k in keys},
+        "final_step": None if final is None else final.step,
     }
 
 
-def curve_gap(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def curve_gap(a: MetricsLog, b: MetricsLog) -> dict[str, dict[str, Any]]:
     """How far apart two runs' evaluation curves are, per accuracy key, on the steps both evaluated.
 
     For each key: the largest and the mean |a - b| (rounded to 4 places), the step of the largest,
     and the number of shared steps. Use it to show that a change (precision, kernel) leaves the
     accuracy curves where they were.
     """
-    curves = [{r["step"]: r for r in m if r.get("event", "eval") == "eval"} for m in (a, b)]
+    curves = [{r.step: r.accuracies() for r in log.evals} for log in (a, b)]
     shared = sorted(set(curves[0]) & set(curves[1]))
-    keys = sorted({k for r in curves[0].values() for k in r if k.startswith("acc")})
+    keys = sorted({k for r in curves[0].values() for k in r})
     out = {}
     for key in keys:
         gaps = [

@@ -75,10 +75,6 @@ def _mark(log: ResumeLog, owner: str, name: str, old: Any, exp: Experiment) -> b
     return True
 
 
-def _finished(run: RunDir) -> bool:
-    return any(m.get("event") == "final" for m in run.metrics())
-
-
 def _ints(text: str) -> tuple[int, ...]:
     return tuple(int(x) for x in str(text).split(","))
 
@@ -112,7 +108,7 @@ def _reproduction(out: Path, exp: Experiment) -> list[str]:
         new.parent.mkdir(parents=True, exist_ok=True)
         os.replace(old, new)
         notes.append(f"moved {old} to {new}")
-        if _finished(RunDir.open(new)):
+        if RunDir.open(new).finished:
             _mark(log, spec.id, "train", get_stage("train").settings_from({}), exp)
         for name, cfg in typed.items():
             if status.get(f"{name}:{task}") == "done" and _mark(log, spec.id, name, cfg, exp):
@@ -175,7 +171,7 @@ def _canonical(out: Path, exp: Experiment) -> list[str]:
                      "heads": heads, "train_s": float(first["train_s"])}
         atomic_write_text(new / "canonical.json", json.dumps(rewritten, indent=1) + "\n")
         run = RunDir.open(new)
-        if _finished(run):
+        if run.finished:
             _mark(log, new.name, "train", get_stage("train").settings_from({"monitor": False, "progress": False}),
                   exp)
         _mark(log, new.name, "canonical_cell", cfg, exp)

@@ -41,14 +41,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from possym.config import EXECUTION_KEYS
 from possym.errors import ConfigError
 from possym.runs import RunDir
 
 Scope = Literal["run", "runs", "experiment"]
 SCOPES = ("run", "runs", "experiment")
-# Settings that say where and how fast a stage runs, not what it computes: the resume log ignores them,
-# so a rerun with more threads or on another device does not redo finished work.
-EXECUTION_KEYS = ("threads", "device", "force", "progress")
 
 
 @dataclass(frozen=True)
@@ -124,7 +122,8 @@ class Stage:
         return _plain(dataclasses.asdict(cfg))
 
     def key_of(self, cfg: Any) -> dict[str, Any]:
-        """What the resume log compares: the settings less :data:`EXECUTION_KEYS`."""
+        """What the resume log compares: the settings less :data:`possym.config.EXECUTION_KEYS`, so a rerun
+        with more threads or on another device does not redo finished work."""
         return {k: v for k, v in self.settings_of(cfg).items() if k not in EXECUTION_KEYS}
 
 

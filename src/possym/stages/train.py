@@ -9,7 +9,8 @@ trains the others one by one (:func:`train_run`), prints what it did and returns
 How runs are grouped:
 
 - the key (:func:`possym.train.group.group_key`): model shape and vocabulary, batch size, the task's
-  sequence length, precision, ``train.compile``, device and thread count. Seeds, learning rate,
+  sequence length, precision (``auto`` as it will run: :func:`possym.train.trainee.precision_of`),
+  ``train.compile``, device and thread count. Seeds, learning rate,
   schedule, weight decay, clipping, dropout rates and RoPE plane options may differ;
 - a resumed member keeps to the group it was trained in where that matters (compiled: its
   recorded layout); a run started alone, or with ``train.random_extra > 0``, trains alone;
@@ -49,11 +50,6 @@ from possym.tasks import TaskSamples, make_splits
 # A group's memory budget by default: 4 GiB holds 12 members of the paper preset's model and
 # data (member_memory_mb), leaves a laptop room, and is far below one accelerator's memory.
 DEFAULT_MEMORY_BUDGET_MB = 4096.0
-
-
-def is_trained(run: RunDir) -> bool:
-    """The run logged its final test evaluation."""
-    return any(r.get("event") == "final" for r in run.metrics())
 
 
 def train_run(run: RunDir, monitor: bool = False, position: int = 0, progress: bool = True,
@@ -195,15 +191,16 @@ def plan_training(runs: Sequence[RunDir], *, group: bool = True,
     ([2], ['no other run shares its step'])
     """
     from possym.train.group import group_key, member_memory_mb, why_single
-    from possym.train.trainee import GROUP_STATE
+    from possym.train.trainee import GROUP_STATE, precision_of
 
     if not memory_budget_mb > 0:
         raise ConfigError(f"memory_budget_mb={memory_budget_mb} must be > 0")
     skipped: list[RunDir] = []
     singles: list[tuple[RunDir, str]] = []
     keyed: dict[tuple, list[tuple[RunDir, bool]]] = {}
+    key_of: dict[int, tuple] = {}
     for run in runs:
-        if is_trained(run):
+        if run.finished:
             skipped.append(run)
             continue
         reason = None if group else "grouping is off"
@@ -217,7 +214,10 @@ def plan_training(runs: Sequence[RunDir], *, group: bool = True,
         layout = None
         if state is not None and run.config.train.compile:  # a compiled member resumes in its own layout
             layout = json.dumps(state[GROUP_STATE]["models"])
-        keyed.setdefault((group_key(run.config), layout), []).append((run, state is not None))
+        # "auto" members share a step only if they run in one precision (one started on another machine may not)
+        ran = precision_of(run, resolve_device(run.config.train.device), resumed=state is not None)
+        key_of[id(run)] = (group_key(run.config), ran, layout)
+        keyed.setdefault(key_of[id(run)], []).append((run, state is not None))
     groups = []
     for members in keyed.values():
         chunk: list[tuple[RunDir, bool]] = []
@@ -234,7 +234,7 @@ def plan_training(runs: Sequence[RunDir], *, group: bool = True,
     for chunk in groups:
         if len(chunk) == 1 and not chunk[0][1]:
             run = chunk[0][0]
-            alone = len(keyed[(group_key(run.config), None)]) == 1
+            alone = len(keyed[key_of[id(run)]]) == 1
             singles.append((run, "no other run shares its step" if alone else
                             f"the memory budget ({memory_budget_mb:.0f} MiB) leaves it alone"))
         else:  # a resumed member continues on the group step, if need be in a group of one

@@ -31,37 +31,29 @@ Example:
 
 from __future__ import annotations
 
-import json
 import math
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from possym.experiment.config import Experiment, RunSpec
-from possym.records import GAMMA, LengthRecord, PurityRecord, ScoreRecord, Table1Record
-from possym.runs import RunDir, atomic_write_text, csv_text, save_figure
+from possym.records import GAMMA, SOLVED, LengthRecord, MetricsLog, PurityRecord, ScoreRecord, Table1Record
+from possym.runs import CONFIG, RunDir, atomic_write_text, csv_text, save_figure
 from possym.scores.dynamics import layer_sets
 from possym.sweep.claims import claims_by_seed, claims_markdown
 
-THRESHOLD = 0.9  # "learned": validation accuracy at or above this
 
+def hop_order(log: MetricsLog, threshold: float = SOLVED) -> tuple[str, dict[int, int | None]]:
+    """("1<2<3=4", {hop: first step with acc ≥ threshold}) from a run's evaluations; unreached hops are left
+    out of the order string and map to None.
 
-def _metrics(run: Path) -> list[dict[str, Any]]:
-    path = run / "metrics.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-
-
-def hop_order(evals: list[dict[str, Any]], threshold: float = THRESHOLD) -> tuple[str, dict[int, int | None]]:
-    """("1<2<3=4", {hop: first step with acc ≥ threshold}) from evaluation records; unreached hops are left out
-    of the order string and map to None.
-
-    >>> hop_order([{"step": 1, "acc_hop1": 0.95, "acc_hop2": 0.1}, {"step": 2, "acc_hop1": 1, "acc_hop2": 0.92}])
+    >>> hop_order(MetricsLog.from_json([{"event": "eval", "step": 1, "accuracy": 0.5, "acc_hop1": 0.95,
+    ...                                  "acc_hop2": 0.1}, {"event": "eval", "step": 2, "accuracy": 0.9,
+    ...                                  "acc_hop1": 1, "acc_hop2": 0.92}]))
     ('1<2', {1: 1, 2: 2})
     """
-    hops = sorted(int(k[7:]) for k in (evals[0] if evals else {}) if k.startswith("acc_hop"))
-    first: dict[int, int | None] = {}
-    for h in hops:
-        first[h] = next((int(r["step"]) for r in evals if r[f"acc_hop{h}"] >= threshold), None)
+    hops = sorted(log.evals[0].hops) if log.evals else []
+    first = {h: log.first_step(f"acc_hop{h}", threshold) for h in hops}
     reached = sorted((s, h) for h, s in first.items() if s is not None)
     text = ""
     for i, (step, h) in enumerate(reached):
@@ -72,24 +64,25 @@ def hop_order(evals: list[dict[str, Any]], threshold: float = THRESHOLD) -> tupl
 def trial_facts(trial: RunSpec, run: Path) -> dict[str, Any] | None:
     """The facts of one run of the sweep (see the module docstring), in its directory ``run``, or None if it
     never finished training."""
-    records = _metrics(run)
-    final = next((r for r in records if r.get("event") == "final"), None)
-    if final is None:
+    if not (run / CONFIG).is_file():
         return None
-    evals = [r for r in records if r.get("event") == "eval"]
-    order, first = hop_order(evals)
+    run_dir = RunDir.open(run)
+    log = run_dir.metrics_log()
+    if log.final is None:
+        return None
+    order, first = hop_order(log)
     facts: dict[str, Any] = {
         "variant": trial.variant,
         "task": trial.task,
         "seed": trial.seed,
-        "test_accuracy": final["accuracy"],
+        "test_accuracy": log.final.accuracy,
     }
-    facts |= {f"test_acc_hop{k[7:]}": v for k, v in final.items() if k.startswith("acc_hop")}
-    facts["steps_to_90"] = next((r["step"] for r in evals if r["accuracy"] >= THRESHOLD), math.nan)
+    facts |= {f"test_acc_hop{h}": a for h, a in log.final.hops.items()}
+    solved = log.first_step()
+    facts["steps_to_90"] = math.nan if solved is None else solved
     facts["hop_order"] = order or "none"  # no hop reached the threshold
     facts |= {f"steps_to_90_hop{h}": math.nan if s is None else s for h, s in first.items()}
-    facts["curve"] = [(r["step"], r["accuracy"]) for r in evals]
-    run_dir = RunDir.open(run)
+    facts["curve"] = log.curve()
     purity = [r for r in run_dir.read("purity", PurityRecord) if r.gamma == GAMMA and r.query == "last"]
     if purity:
         for kind in ("positional", "symbolic"):

@@ -248,13 +248,18 @@ def _train_group(runs: Sequence[RunDir], splits: Sequence[dict[str, TaskSamples]
                              f"(a group shares {', '.join(GROUP_KEY_FIELDS)})")
         check_compiler(run)
     tc = first.train
-    device, precision, compiled = resolve_device(tc.device), cast(Precision, tc.precision), tc.compile
+    device, compiled = resolve_device(tc.device), tc.compile
     states = [run.load_state() for run in runs]
     alone = [str(r.path) for r, st in zip(runs, states, strict=True) if st is not None and GROUP_STATE not in st]
     if alone:
         raise GroupError(f"{', '.join(alone)} started as single runs; resume each alone (possym.train.loop.train) "
                          "so that it stays bitwise the run it was")
     trainees = [open_trainee(r, sp, device, dtype, st) for r, sp, st in zip(runs, splits, states, strict=True)]
+    precisions = {str(t.run.path): t.precision for t in trainees}
+    if len(set(precisions.values())) > 1:  # "auto" members that started on machines that answered differently
+        raise GroupError(f"these members train in different precisions, so cannot share a step: {precisions}; "
+                         "resume each alone (possym.train.loop.train)")
+    precision = trainees[0].precision
     index = {id(t): i for i, t in enumerate(trainees)}
     slot_of, slot_cfgs = _layout(runs, trainees, states, compiled)
     models: list[GPTJ] = []
@@ -292,7 +297,7 @@ def _train_group(runs: Sequence[RunDir], splits: Sequence[dict[str, TaskSamples]
             t = cast(Trainee, slots[i])
             out[i] = checkpoint_and_eval(t.run, t.model, t.opt, t.sched, t.dropout, t.step, t.eval_set, monitor,
                                           monitor_size, t.scaler, metrics=metrics.get(i),
-                                          extra_state=layout_state(i))
+                                          extra_state=layout_state(i), precision=precision)
         return out
 
     def finish(done: list[int]) -> None:
@@ -302,7 +307,7 @@ def _train_group(runs: Sequence[RunDir], splits: Sequence[dict[str, TaskSamples]
         tests = evaluate_members(group, done, [test_sets[id(slots[i])] for i in done], precision, compiled)
         for i, metrics in zip(done, tests, strict=True):
             t = cast(Trainee, slots[i])
-            finals[index[id(t)]] = log_final(t.run, metrics, device)
+            finals[index[id(t)]] = log_final(t.run, metrics, device, precision)
             slots[i] = None
         if not compiled:  # eager, a member's numbers do not depend on S: drop the finished ones
             kept = [t for t in slots if t is not None]

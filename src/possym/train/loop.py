@@ -21,14 +21,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any
 
 import torch
 
 from possym.devices import resolve_device
 from possym.runs import RunDir
 from possym.tasks import TaskSamples
-from possym.train.fused import Precision, loss_and_grads
+from possym.train.fused import loss_and_grads
 from possym.train.group import train_group
 from possym.train.tracking import tracking
 from possym.train.trainee import (
@@ -87,12 +87,13 @@ def _train(run: RunDir, splits: dict[str, TaskSamples], on_step: Callable[[dict[
     # train.log's tracker (possym.train.tracking) mirrors metrics.jsonl while the run trains
     with tracking([run]):
         device = resolve_device(tc.device)
-        precision = cast(Precision, tc.precision)  # validated by TrainConfig
         t = open_trainee(run, splits, device, dtype, state, scaler_factory=LossScaler)
+        precision = t.precision
         model, opt, sched, dropout, scaler, eval_set = t.model, t.opt, t.sched, t.dropout, t.scaler, t.eval_set
         start = t.step
         if t.state is None:
-            checkpoint_and_eval(run, model, opt, sched, dropout, 0, eval_set, monitor, monitor_size, scaler)
+            checkpoint_and_eval(run, model, opt, sched, dropout, 0, eval_set, monitor, monitor_size, scaler,
+                                precision=precision)
 
         t0, last = time.perf_counter(), start
         for step in range(start, total):
@@ -104,11 +105,12 @@ def _train(run: RunDir, splits: dict[str, TaskSamples], on_step: Callable[[dict[
             info: dict[str, Any] = {"step": done, "total": total, "loss": loss.item(), "lr": sched.get_last_lr()[0]}
             if t.due():
                 info["eval"] = checkpoint_and_eval(
-                    run, model, opt, sched, dropout, done, eval_set, monitor, monitor_size, scaler
-                )
+                    run, model, opt, sched, dropout, done, eval_set, monitor, monitor_size, scaler,
+                    precision=precision)
             if on_step is not None:
                 elapsed = time.perf_counter() - t0
                 info["steps_per_s"] = (done - last) / elapsed if elapsed > 0 else 0.0
                 on_step(info)
 
-        return log_final(run, evaluate(model, splits["test"], precision=precision, compiled=tc.compile), device)
+        test = evaluate(model, splits["test"], precision=precision, compiled=tc.compile)
+        return log_final(run, test, device, precision)

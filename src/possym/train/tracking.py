@@ -7,8 +7,9 @@ for the run, hands the same record to it as scalars (:func:`scalars`) at the rec
     {split}/{key}                          val/accuracy, val/loss, val/acc_hop3, val/eval_s, test/accuracy, ...
     scores/layer{l}.head{h}/{quantity}     the monitor's s_pos, s_sym, entropy of every head (last-token query)
 
-(``event``, ``split``, ``step`` and the wall-clock ``time`` are not metrics and are left out; so are the
-monitor's per-head spreads.) ``metrics.jsonl`` stays the record of the run; the trackers are views of it.
+(``event``, ``split``, ``step``, the wall-clock ``time``, ``precision`` and ``device`` are not metrics and
+are left out; so are the monitor's per-head spreads.) ``metrics.jsonl`` stays the record of the run; the
+trackers are views of it.
 
 - ``tensorboard``: ``torch.utils.tensorboard.SummaryWriter`` (``pip install "possym[tensorboard]"``)
   writes event files into ``RUN/tensorboard/``, flushed after every record, so ``tensorboard --logdir``
@@ -24,12 +25,12 @@ points, wandb starts a new run for the new session.
 
 Example:
     >>> score = {"query": "last", "layer": 0, "head": 1, "s_pos": 0.9, "s_sym": 0.2, "entropy": 1.5}
-    >>> tags = scalars({"event": "eval", "step": 50, "split": "val", "accuracy": 0.5, "acc_hop1": 0.75, "time": 1e9,
-    ...                 "scores": [score]})
+    >>> tags = scalars(MetricsRecord.from_json({"event": "eval", "step": 50, "split": "val", "accuracy": 0.5,
+    ...                                         "acc_hop1": 0.75, "time": 1e9, "scores": [score]}))
     >>> for tag, value in tags.items():
     ...     print(tag, value)
-    val/accuracy 0.5
     val/acc_hop1 0.75
+    val/accuracy 0.5
     scores/layer0.head1/s_pos 0.9
     scores/layer0.head1/s_sym 0.2
     scores/layer0.head1/entropy 1.5
@@ -45,28 +46,28 @@ from typing import Any, Protocol
 
 from possym.config import TRACKERS
 from possym.errors import ConfigError
+from possym.records import MetricsRecord
 from possym.runs import RunDir
 
 __all__ = ["TRACKERS", "Tracker", "log", "scalars", "tracking"]
 TENSORBOARD_DIR = "tensorboard"  # RUN/tensorboard/events.out.tfevents.*
 WANDB_DIR = "wandb"  # RUN/wandb/offline-run-*/run-*.wandb (or run-* online)
 SCORE_QUANTITIES = ("s_pos", "s_sym", "entropy")
-NOT_METRICS = ("event", "split", "step", "time", "scores")
 
 
-def scalars(record: dict[str, Any]) -> dict[str, float]:
+def scalars(record: MetricsRecord) -> dict[str, float]:
     """The metrics of one ``metrics.jsonl`` record, as tracker tags -> values (see the module docstring)."""
-    split = record.get("split", record.get("event", "train"))
-    out = {f"{split}/{key}": float(value) for key, value in record.items()
-           if key not in NOT_METRICS and isinstance(value, int | float) and not isinstance(value, bool)}
-    for row in record.get("scores") or []:
+    split = record.split or record.event
+    values = {**record.accuracies(), "loss": record.loss, "eval_s": record.eval_s, "monitor_s": record.monitor_s}
+    out = {f"{split}/{key}": value for key, value in values.items() if value is not None}
+    for row in record.scores or ():
         for quantity in SCORE_QUANTITIES:
-            out[f"scores/layer{row['layer']}.head{row['head']}/{quantity}"] = float(row[quantity])
+            out[f"scores/layer{row['layer']}.head{row['head']}/{quantity}"] = row[quantity]
     return out
 
 
 class Tracker(Protocol):
-    def log(self, record: dict[str, Any]) -> None: ...
+    def log(self, record: MetricsRecord) -> None: ...
     def close(self) -> None: ...
 
 
@@ -81,9 +82,9 @@ class TensorBoardTracker:
                               ) from e
         self.writer = SummaryWriter(str(run.path / TENSORBOARD_DIR))
 
-    def log(self, record: dict[str, Any]) -> None:
+    def log(self, record: MetricsRecord) -> None:
         for tag, value in scalars(record).items():
-            self.writer.add_scalar(tag, value, int(record["step"]))
+            self.writer.add_scalar(tag, value, record.step)
         self.writer.flush()  # live: a reader sees every evaluation as it is logged
 
     def close(self) -> None:
@@ -108,8 +109,8 @@ class WandbTracker:
                               mode=os.environ.get("WANDB_MODE") or "offline",  # type: ignore[arg-type]
                               reinit="create_new", settings=settings)
 
-    def log(self, record: dict[str, Any]) -> None:
-        self.run.log(scalars(record), step=int(record["step"]))
+    def log(self, record: MetricsRecord) -> None:
+        self.run.log(scalars(record), step=record.step)
 
     def close(self) -> None:
         self.run.finish()
@@ -142,8 +143,10 @@ def _close(path: Path) -> None:
     _OPEN.pop(path).close()
 
 
-def log(run: RunDir, record: dict[str, Any]) -> None:
-    """Append ``record`` to the run's ``metrics.jsonl`` and mirror it to the run's open tracker, if any."""
+def log(run: RunDir, line: dict[str, Any]) -> None:
+    """Append ``line`` (a :class:`~possym.records.MetricsRecord`'s JSON) to the run's ``metrics.jsonl`` and
+    mirror it to the run's open tracker, if any."""
+    record = MetricsRecord.from_json(line)
     run.log(record)
     tracker = _OPEN.get(run.path)
     if tracker is not None:

@@ -24,6 +24,7 @@ from torch import Tensor
 
 from possym.devices import batch_size_on
 from possym.errors import RunError
+from possym.hardware import auto_precision
 from possym.model.gptj import GPTJ
 from possym.runs import RunDir
 from possym.tasks import TaskSamples
@@ -163,6 +164,7 @@ class Trainee:
     train_answers: Tensor
     eval_set: TaskSamples
     state: dict[str, Any] | None  # the resumable state it was loaded from (None: a fresh run)
+    precision: Precision  # train.precision as it runs here ("auto" resolved: run_precision)
 
     @property
     def total(self) -> int:
@@ -205,6 +207,26 @@ class Trainee:
         return self.step % self.run.config.train.eval_every == 0 or self.step == self.total
 
 
+def precision_of(run: RunDir, device: torch.device, resumed: bool) -> Precision:
+    """The precision ``run`` trains in: its ``train.precision``, where ``"auto"`` is the training
+    machine's answer (:func:`possym.hardware.auto_precision` on ``device``) when training starts and,
+    when it resumes (``resumed``), the answer recorded then (:func:`run_precision`), so a run keeps its
+    precision on any machine."""
+    asked = run.config.train.precision
+    if asked != "auto":
+        return cast(Precision, asked)
+    recorded = run.meta.get("precision") if resumed else None
+    return cast(Precision, recorded or auto_precision(str(device)))
+
+
+def run_precision(run: RunDir, device: torch.device, resumed: bool) -> Precision:
+    """:func:`precision_of`, recorded in ``meta.json`` as ``precision``: what ran."""
+    precision = precision_of(run, device, resumed)
+    if run.meta.get("precision") != precision:
+        run.record_meta(precision=precision)
+    return precision
+
+
 def open_trainee(run: RunDir, splits: dict[str, TaskSamples], device: torch.device,
                  dtype: torch.dtype = torch.float32, state: dict[str, Any] | None = None,
                  scaler_factory: Callable[[], LossScaler] | None = None) -> Trainee:
@@ -226,7 +248,8 @@ def open_trainee(run: RunDir, splits: dict[str, TaskSamples], device: torch.devi
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: lr_factor(s, tc.warmup_steps, total))
     # Dropout is drawn on the CPU on every device: the same masks everywhere, and a state that resumes anywhere.
     dropout = torch.Generator().manual_seed(cfg.seeds.dropout)
-    scaler = scaler_factory() if tc.precision == "fp16" else None
+    precision = run_precision(run, device, resumed=state is not None)
+    scaler = scaler_factory() if precision == "fp16" else None
 
     start = 0
     if state is not None:
@@ -246,7 +269,8 @@ def open_trainee(run: RunDir, splits: dict[str, TaskSamples], device: torch.devi
         _restore_checkpoint(run, start, state["model"])
     else:
         run.truncate_metrics(-1)  # a restart from scratch logs every step again, from step 0
-    return Trainee(run, model, opt, sched, dropout, scaler, start, train_tokens, train_answers, eval_set, state)
+    return Trainee(run, model, opt, sched, dropout, scaler, start, train_tokens, train_answers, eval_set, state,
+                   precision)
 
 
 def _restore_checkpoint(run: RunDir, step: int, weights: dict[str, Tensor]) -> None:
@@ -275,14 +299,16 @@ def check_compiler(run: RunDir) -> None:
         )
 
 
-def log_final(run: RunDir, test_metrics: dict[str, float], device: torch.device) -> dict[str, Any]:
-    """Log the final test evaluation and fix the best step; returns the final record."""
+def log_final(run: RunDir, test_metrics: dict[str, float], device: torch.device, precision: Precision
+              ) -> dict[str, Any]:
+    """Log the final test evaluation (made on ``device`` at ``precision``) and fix the best step; returns
+    the final record."""
     final = {
         "event": "final",
         "step": run.config.total_steps,
         "split": "test",
         **test_metrics,
-        "precision": run.config.train.precision,
+        "precision": precision,  # what train.precision (e.g. "auto") resolved to
         "device": str(device),  # what train.device (e.g. "auto") resolved to
         "time": round(time.time(), 3),
     }
@@ -310,10 +336,12 @@ def checkpoint_and_eval(
     scaler: LossScaler | None = None,
     metrics: tuple[dict[str, float], float] | None = None,
     extra_state: dict[str, Any] | None = None,
+    *,
+    precision: Precision,
 ) -> dict[str, Any] | None:
-    """Evaluate, checkpoint and save the resumable state where ``step`` calls for each. ``metrics``:
-    this step's evaluation already made (a group evaluates its members at once) and its seconds;
-    ``extra_state``: more keys for the resumable state."""
+    """Evaluate (at ``precision``), checkpoint and save the resumable state where ``step`` calls for each.
+    ``metrics``: this step's evaluation already made (a group evaluates its members at once) and its
+    seconds; ``extra_state``: more keys for the resumable state."""
     tc, total = run.config.train, run.config.total_steps
     record = None
     # Evaluation draws no random numbers, so it cannot perturb the training stream.
@@ -321,7 +349,7 @@ def checkpoint_and_eval(
         t = time.perf_counter()
         if metrics is None:
             # At the training precision, as HF Trainer evaluates a mixed-precision run (the final test too).
-            values = evaluate(model, eval_set, precision=cast(Precision, tc.precision), compiled=tc.compile)
+            values = evaluate(model, eval_set, precision=precision, compiled=tc.compile)
             seconds = time.perf_counter() - t
         else:
             values, seconds = metrics

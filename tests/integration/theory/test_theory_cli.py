@@ -7,6 +7,7 @@ import torch
 from possym.cli import main
 from possym.config import load_config
 from possym.model.gptj import GPTJ
+from possym.records import MetricsRecord
 from possym.runs import RunDir, read_csv
 
 
@@ -14,7 +15,7 @@ def test_discrepancy_cli_writes_per_layer_records_accuracy_and_a_figure(tmp_path
     # the command only needs a run directory with a checkpoint; training it would add nothing here
     run = RunDir.create(tmp_path / "run", load_config("number", None, tiny_overrides), argv=["test"])
     run.save_checkpoint(30, GPTJ(run.model_config, torch.Generator().manual_seed(0)).state_dict())
-    run.log({"event": "final", "step": 30, "split": "test", "accuracy": 0.0})  # "final" names a finished run
+    run.log(MetricsRecord("final", step=30, split="test", accuracy=0.0))  # "final" names a finished run
     rc = main(["discrepancy", str(run.path), "--extras", "0,20,200", "--samples", "4", "--dtype", "float64"])
     assert rc == 0
     out = run.path / "theory"

@@ -10,12 +10,14 @@ from pathlib import Path
 import pytest
 
 from possym.experiment.config import RunSpec, experiment_from_dict
+from possym.records import MetricsLog, MetricsRecord
 from possym.sweep.aggregate import hop_order, summarise, summary_markdown
 from possym.sweep.run import run_sweep
 
 
 def evals(rows):
-    return [{"step": s, **{f"acc_hop{h + 1}": a for h, a in enumerate(accs)}} for s, accs in rows]
+    return MetricsLog.from_json([{"event": "eval", "step": s, "accuracy": min(accs),
+                                  **{f"acc_hop{h + 1}": a for h, a in enumerate(accs)}} for s, accs in rows])
 
 
 @pytest.mark.parametrize(
@@ -133,8 +135,8 @@ def test_trial_facts_read_the_best_and_the_final_curve_and_the_layers_ever_pure(
     model = GPTJ(run.model_config)
     for step, acc in ((0, 0.1), (50, 0.95), (100, 0.95)):
         run.save_checkpoint(step, model.state_dict())
-        run.log({"event": "eval", "step": step, "accuracy": acc, "acc_hop1": acc, "acc_hop2": acc})
-    run.log({"event": "final", "step": 100, "accuracy": 0.9, "acc_hop1": 0.9})
+        run.log(MetricsRecord("eval", step, acc, hops={1: acc, 2: acc}))
+    run.log(MetricsRecord("final", 100, 0.9, hops={1: 0.9}))
     point = dict(n_hops=0, seq_len=20, n=10, ci_low=0.0, ci_high=1.0, n_prefixes=1, prefix_sd=0.0,
                  cluster_low=0.0, cluster_high=1.0, mode="shared")
     run.write("lengthgen", [LengthRecord(extra=100, accuracy=a, correct=int(10 * a), step=s, **point)

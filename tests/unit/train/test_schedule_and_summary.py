@@ -1,6 +1,7 @@
 import pytest
 
-from possym.evaluate.curves import first_step_reaching, learning_summary
+from possym.evaluate.curves import learning_summary
+from possym.records import MetricsLog
 from possym.train.schedule import lr_factor
 
 
@@ -21,8 +22,9 @@ def test_learning_summary_reads_first_passage_and_best_step():
         {"event": "eval", "step": 150, "accuracy": 0.97, "acc_hop1": 0.98, "acc_hop2": 0.96},
         {"event": "final", "step": 150, "accuracy": 0.96, "acc_hop1": 0.99, "acc_hop2": 0.94},
     ]
-    s = learning_summary(metrics)
+    s = learning_summary(MetricsLog.from_json(metrics))
+    assert learning_summary(metrics) == s  # the log's lines as JSON objects read the same
     assert s["first_step"] == {"acc_hop1": 50, "acc_hop2": 100, "accuracy": 100}
     assert s["best_step"] == 100  # ties go to the earliest step
     assert s["final_test"]["acc_hop2"] == 0.94
-    assert first_step_reaching(metrics, "acc_hop3", 0.9) is None
+    assert MetricsLog.from_json(metrics).first_step("acc_hop3") is None
