@@ -92,6 +92,26 @@ class Backend:
         return next(self.model.parameters()).device
 
 
+def _named_hooks(queries: Mapping[int, QueryEdit], logits: Mapping[int, LogitEdit],
+                 patterns: Mapping[int, PatternRead]) -> list[tuple[str, Callable[..., Any]]]:
+    """The edits and reads as (hook name, fn(activation, hook)) pairs under TransformerLens's names, which a
+    possym GPT-J and a HookedTransformer share (``hook_rot_q`` [batch, pos, head, d_head]; scores and pattern
+    [batch, head, query, key])."""
+    def query(fn: QueryEdit) -> Callable[..., Tensor]:
+        # ``forward`` runs without a cache, so the first query is at 0
+        return lambda q, hook: fn(q.transpose(1, 2), 0).transpose(1, 2)
+
+    def logit(fn: LogitEdit) -> Callable[..., Tensor]:
+        return lambda s, hook: fn(s, s.shape[-1] - s.shape[-2])
+
+    def read(fn: PatternRead) -> Callable[..., None]:
+        return lambda p, hook: fn(p, p.shape[-1] - p.shape[-2])
+
+    return [*[(f"blocks.{layer}.attn.hook_rot_q", query(fn)) for layer, fn in queries.items()],
+            *[(f"blocks.{layer}.attn.hook_attn_scores", logit(fn)) for layer, fn in logits.items()],
+            *[(f"blocks.{layer}.attn.hook_pattern", read(fn)) for layer, fn in patterns.items()]]
+
+
 class PossymBackend(Backend):
     """A possym GPT-J, through its hook points (module docstring)."""
 
@@ -105,19 +125,7 @@ class PossymBackend(Backend):
     @contextmanager
     def attach(self, queries: Mapping[int, QueryEdit], logits: Mapping[int, LogitEdit],
                patterns: Mapping[int, PatternRead]) -> Iterator[None]:
-        def query(fn: QueryEdit) -> Callable[..., Tensor]:
-            # [batch, pos, head, d_head]; ``forward`` runs without a cache, so the first query is at 0
-            return lambda q, hook: fn(q.transpose(1, 2), 0).transpose(1, 2)
-
-        def logit(fn: LogitEdit) -> Callable[..., Tensor]:
-            return lambda s, hook: fn(s, s.shape[-1] - s.shape[-2])
-
-        def read(fn: PatternRead) -> Callable[..., None]:
-            return lambda p, hook: fn(p, p.shape[-1] - p.shape[-2])
-
-        hooks = [*[(f"blocks.{layer}.attn.hook_rot_q", query(fn)) for layer, fn in queries.items()],
-                 *[(f"blocks.{layer}.attn.hook_attn_scores", logit(fn)) for layer, fn in logits.items()],
-                 *[(f"blocks.{layer}.attn.hook_pattern", read(fn)) for layer, fn in patterns.items()]]
+        hooks = _named_hooks(queries, logits, patterns)
         with self.model.hooks(hooks):
             yield
 
@@ -148,19 +156,7 @@ class TLBackend(Backend):
     @contextmanager
     def attach(self, queries: Mapping[int, QueryEdit], logits: Mapping[int, LogitEdit],
                patterns: Mapping[int, PatternRead]) -> Iterator[None]:
-        def query(fn: QueryEdit) -> Callable[..., Tensor]:
-            # [batch, pos, head, d_head]; ``forward`` runs without a cache, so the first query is at 0
-            return lambda q, hook: fn(q.transpose(1, 2), 0).transpose(1, 2)
-
-        def logit(fn: LogitEdit) -> Callable[..., Tensor]:
-            return lambda s, hook: fn(s, s.shape[-1] - s.shape[-2])
-
-        def read(fn: PatternRead) -> Callable[..., None]:
-            return lambda p, hook: fn(p, p.shape[-1] - p.shape[-2])
-
-        hooks = [*[(f"blocks.{layer}.attn.hook_rot_q", query(fn)) for layer, fn in queries.items()],
-                 *[(f"blocks.{layer}.attn.hook_attn_scores", logit(fn)) for layer, fn in logits.items()],
-                 *[(f"blocks.{layer}.attn.hook_pattern", read(fn)) for layer, fn in patterns.items()]]
+        hooks = _named_hooks(queries, logits, patterns)
         with self.model.hooks(fwd_hooks=hooks):
             yield
 
