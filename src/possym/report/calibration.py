@@ -28,7 +28,15 @@ from dataclasses import dataclass
 
 from possym.config import load_config
 from possym.paper import paper_numbers
-from possym.records import ClaimRecord, LengthRecord, PurityRecord, Record, ScoreRecord, Table1Record
+from possym.records import (
+    ClaimRecord,
+    LengthRecord,
+    PurityRecord,
+    Record,
+    ScoreRecord,
+    Table1Record,
+    first_step_at,
+)
 from possym.report.claims import FIG2A_SPACING, PAPER_STEPS, Evidence, TaskEvidence, check_claims
 from possym.report.evidence import chance
 from possym.report.rules import CEILING, DIGITISATION, MATCH, NA, UNINFORMATIVE
@@ -83,7 +91,7 @@ def _curve(task: str) -> list[LengthRecord]:
 
 
 def _first(steps: list[int], acc: list[float | None]) -> int | None:
-    return next((s for s, a in zip(steps, acc, strict=True) if a is not None and a >= 0.9), None)
+    return first_step_at(zip(steps, acc, strict=True))
 
 
 def paper_evidence() -> Evidence:

@@ -52,6 +52,7 @@ import numpy as np
 from possym.paper import paper_numbers
 from possym.records import (
     GAMMA,
+    SOLVED,
     BoundCheckRecord,
     ClaimRecord,
     Fig5aRecord,
@@ -63,6 +64,7 @@ from possym.records import (
     Table1Record,
     VerificationRecord,
     WitnessRecord,
+    first_step_at,
 )
 from possym.report import rules
 from possym.report.rules import (
@@ -82,7 +84,6 @@ from possym.report.rules import (
 from possym.scores.dynamics import layer_sets, purity, record_kinds
 
 PAPER_LAYERS = 12
-SOLVED = 0.9  # "reaches 0.9": hop order, learning speed, k-hop accuracy in Sec. 3.3
 TABLE1_WITHIN = 3  # a layer's weighted frequency ID agrees with Table 1 within 3 IDs
 PAPER_STEPS = 6750  # the paper's training: one epoch of 432,000 sequences at batch 64
 # Hops learned "together" spread their first 0.9 steps over at most this share of training; "in order"
@@ -345,7 +346,7 @@ def _holds_claim(name: str, section: str, paper: str, holds: Sequence[bool], rul
 
 def _fig2a_first(curve: Mapping[str, Any], key: str) -> int | None:
     """The first digitised step of Fig. 2A at which ``key`` reaches 0.9."""
-    return next((s for s, a in zip(curve["step"], curve[key], strict=True) if a is not None and a >= SOLVED), None)
+    return first_step_at(zip(curve["step"], curve[key], strict=True))
 
 
 def learning_claims(ev: Evidence) -> list[ClaimRecord]:
