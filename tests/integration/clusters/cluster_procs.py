@@ -13,12 +13,20 @@ import socket
 import time
 from pathlib import Path
 
+_GIVEN: set[int] = set()  # ports handed out in this process: the kernel may offer a released port again
+
 
 def free_port() -> int:
-    """A TCP port free on the loopback address now."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port free on the loopback address now, and never one this process has handed out before: the
+    ports of one Ray node are taken together, and two equal ones make ``ray start`` refuse ("a port number
+    ... that is used by other components"), which CI met once."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _GIVEN:
+            _GIVEN.add(port)
+            return port
 
 
 def marked(var: str, value: str) -> list[int]:
