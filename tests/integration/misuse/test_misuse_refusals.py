@@ -199,8 +199,9 @@ def test_debug_shows_the_traceback(tmp_path):
 
 
 def test_ctrl_c_is_exit_130_with_the_resume_hint_and_the_hint_works(tmp_path, make_run, tiny_overrides):
-    longer = [*(o for o in tiny_overrides if not o.startswith("train.steps")), "train.steps=200"]
-    reference = make_run("reference", "train.steps=200")
+    # 400 steps: the signal, sent at step 10, must land before the run ends, on a loaded CI machine too
+    longer = [*(o for o in tiny_overrides if not o.startswith("train.steps")), "train.steps=400"]
+    reference = make_run("reference", "train.steps=400")
     train(reference, make_splits(reference.config.task, 0))
     run = tmp_path / "run"
     argv = [sys.executable, "-m", "possym", "train", "--task", "number", "--out", str(run), *longer]
@@ -211,11 +212,12 @@ def test_ctrl_c_is_exit_130_with_the_resume_hint_and_the_hint_works(tmp_path, ma
         time.sleep(0.05)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=300)
-    assert proc.returncode == 130, err[-2000:]
+    written = sorted(p.name for p in (run / "checkpoints").glob("*.safetensors"))
+    assert proc.returncode == 130, (proc.returncode, written[-3:], err[-2000:])
     assert "Traceback" not in err
     hint = err.strip().splitlines()[-1]
     assert hint == f"possym train: interrupted; `possym train --resume {run}` continues it"
     assert not RunDir.open(run).finished and not (run / ".lock").exists()
     assert main(hint.split("`")[1].split()[1:]) == 0  # the hint, followed
     assert comparable(RunDir.open(run).metrics()) == comparable(reference.metrics())
-    assert same_weights(RunDir.open(run), reference, 200)
+    assert same_weights(RunDir.open(run), reference, 400)
