@@ -124,12 +124,22 @@ def _seed_table(tables: Path, task: str, seed: int, name: str) -> Path:
     return tables / f"{task}_s{seed}_{name}.csv"
 
 
+def scored_at_hops(tables: Path) -> bool:
+    """Whether a committed tables directory's experiment scored every checkpoint at the hop queries
+    (``score: {hops: true}`` in its ``experiment.yaml``)."""
+    path = tables / "experiment.yaml"
+    spec = yaml.safe_load(path.read_text("utf-8")) if path.exists() else None
+    score = ((spec or {}).get("stages") or {}).get("score") or {}
+    return bool(score.get("hops", False))
+
+
 def table_evidence(tables: Path, task: str, seed: int) -> TaskEvidence:
     """One seed's evidence from a reproduction's committed tables (``docs/reproduce_paper``: ``learning.csv``,
     ``final_scores.csv``, ``{task}_s{seed}_{purity,table1,lengthgen}.csv``), for regrading it by today's rules
-    after its runs are gone. What the tables lack is left out: the per-checkpoint scores (purity onsets and sets
-    come from the purity table, where every onset was recorded) and the training log (the first step at 0.9 of
-    each accuracy comes from ``learning.csv``)."""
+    after its runs are gone. What the tables lack is left out: the per-checkpoint scores, unless exported
+    (``{task}_s{seed}_scores.csv``; else purity onsets and sets come from the purity table, where every onset
+    at the last token was recorded), and the training log (the first step at 0.9 of each accuracy comes from
+    ``learning.csv``)."""
     from possym.config import load_config
     from possym.errors import PossymError
 
@@ -141,6 +151,7 @@ def table_evidence(tables: Path, task: str, seed: int) -> TaskEvidence:
     finals = [ScoreRecord(int(r["step"]), "last", int(r["layer"]), int(r["head"]), float(r["s_pos"]),
                           float(r["s_sym"]), entropy=float("nan"), n_inputs=0)
               for r in table(tables / "final_scores.csv") if r["task"] == task and int(r["seed"]) == seed]
+    every = read_records(_seed_table(tables, task, seed, "scores"), ScoreRecord)  # exported with every checkpoint
     points = read_records(_seed_table(tables, task, seed, "lengthgen"), LengthRecord)
     best = purity[0].best_step
     final = max((p.step for p in points if p.step is not None), default=None)
@@ -150,14 +161,14 @@ def table_evidence(tables: Path, task: str, seed: int) -> TaskEvidence:
     at_final = points_at(points, final) if final is not None else []
     return TaskEvidence(
         n_layers=cfg.model.n_layers, seed=seed, chance=chance(cfg), n_planes=cfg.model.n_planes,
-        purity=purity, scores=finals, table1=table1,
+        purity=purity, scores=every or finals, table1=table1,
         lengthgen=at_best or at_final, lengthgen_final=at_final if at_best and best != final else [],
         best_step=best, eval_every=cfg.train.eval_every,
         solved={str(r["accuracy"]): None if r["first_step_0.9"] in ("", None) else int(r["first_step_0.9"])
                 for r in learning},
         trained_steps=cfg.total_steps,
         lengthgen_step=f"best {best}" if at_best else (f"final {final}" if at_final else ""),
-        scores_step=f"final {finals[0].step}" if finals else "",
+        scores_step=f"final {max(r.step for r in every or finals)}" if every or finals else "",
         table1_step=f"step {table1[0].step}" if table1 else "",
     )
 
@@ -171,6 +182,10 @@ def tables_evidence(tables: Path) -> Evidence:
     tasks: dict[str, list[TaskEvidence]] = {}
     for task, seed in seeds:
         tasks.setdefault(task, []).append(table_evidence(tables, task, seed))
+    if scored_at_hops(tables):
+        # Runs trained again to be scored at the hop queries read those claims only: their seed labels may repeat
+        # the reproduction's, whose runs they are not.
+        return Evidence(hop_queries=tasks)
     return Evidence(tasks=tasks,
                     bounds=read_records(tables / "theory_bounds.csv", BoundCheckRecord),
                     verification=read_records(tables / "theory_verification.csv", VerificationRecord),

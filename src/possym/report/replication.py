@@ -23,6 +23,7 @@ import shutil
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -77,7 +78,10 @@ def evidence(tables: Sequence[Path], runs: Mapping[str, Sequence[RunDir]] | None
                     fig5a=[f for ev in found for f in ev.fig5a],
                     length_seeds=[x for ev in found for x in ev.length_seeds],
                     protocol=[x for ev in found for x in ev.protocol],
-                    witnesses=[w for ev in found for w in ev.witnesses])
+                    witnesses=[w for ev in found for w in ev.witnesses],
+                    hop_queries={t: sorted((te for ev in found for te in ev.hop_queries.get(t, ())),
+                                           key=lambda te: te.seed)
+                                 for t in {t for ev in found for t in ev.hop_queries}})
 
 
 def tally(claims: Sequence[ClaimRecord]) -> dict[str, int]:
@@ -240,10 +244,13 @@ def read(out: Path) -> tuple[list[ClaimRecord], list[CalibrationRecord]]:
     return read_records(out / "claims.csv", ClaimRecord), read_records(out / "calibration.csv", CalibrationRecord)
 
 
-def export_tables(runs: Sequence[RunDir], out: Path, experiment: Path | None = None) -> Path:
+def export_tables(runs: Sequence[RunDir], out: Path, experiment: Path | None = None, *,
+                  every_checkpoint: bool = False) -> Path:
     """A trained experiment's tables in the committed layout (``learning.csv``, ``final_scores.csv``,
     ``{task}_s{seed}_{purity,table1,lengthgen}.csv``, ``experiment.yaml``) under ``out``, so that
-    :func:`regrade` can grade them once the runs are gone; the report's figures come along."""
+    :func:`regrade` can grade them once the runs are gone; the report's figures come along.
+    ``every_checkpoint``: also each run's point estimates at every checkpoint and query
+    (``{task}_s{seed}_scores.csv``, without the spread), for the claims read at the hop queries."""
     import tempfile
 
     from possym.report.evidence import run_seed
@@ -258,6 +265,18 @@ def export_tables(runs: Sequence[RunDir], out: Path, experiment: Path | None = N
         for f in sorted((Path(tmp) / "tables").glob("*.csv")) + sorted((Path(tmp) / "figures").glob("*.png")):
             if f.name != "claims.csv":
                 shutil.copyfile(f, out / f.name)
+    if every_checkpoint:
+        import dataclasses
+
+        from possym.records import ScoreRecord, records_csv
+        from possym.runs import atomic_write_text
+
+        # The point estimates decide every onset; the spread columns would triple the committed size.
+        spread: dict[str, Any] = dict.fromkeys(("entropy_norm", "s_pos_sd", "s_pos_low", "s_pos_high", "s_sym_sd",
+                                                "s_sym_low", "s_sym_high"))
+        for r in runs:
+            rows = [dataclasses.replace(x, **spread) for x in r.read("scores", ScoreRecord)]
+            atomic_write_text(out / f"{r.config.task.name}_s{run_seed(r.config)}_scores.csv", records_csv(rows))
     if experiment is not None:
         shutil.copyfile(experiment, out / "experiment.yaml")
     return out

@@ -266,6 +266,51 @@ def test_k_hop_accuracy_above_0_9_with_fewer_than_k_minus_one_positional_layers_
     assert verdict(Evidence({"number": [unsolved]}), "n hops need n") == "n/a"  # nothing solved: nothing to test
 
 
+def at_query(rows: list[ScoreRecord], query: str) -> list[ScoreRecord]:
+    return [dataclasses.replace(r, query=query) for r in rows]
+
+
+def test_the_hop_claim_is_graded_at_the_hop_queries_where_a_run_was_scored_there():
+    """Sec. 3.3 where the mechanism works: 4 hops solved at 1000 with one layer pure positional at the last token
+    but four pure positional at some hop query (L0-L1 at hop1, L2-L3 at hop2) holds at the hop queries, which are
+    graded; the last token's reading stays beside it. Swapping the last token's and the hop queries' layers swaps
+    the verdicts."""
+    solved = [{"event": "eval", "step": 1000, "accuracy": 1.0, **{f"acc_hop{k}": 1.0 for k in range(1, 5)}}]
+    one = scores(["", "positional"] + ["symbolic"] * 10, 0) + scores(["", "positional"] + ["symbolic"] * 10)
+    hop1 = scores(["positional"] * 2 + ["symbolic"] * 10)
+    hop2 = scores(["symbolic"] * 2 + ["positional"] * 2 + ["symbolic"] * 8)
+    early = at_query(scores([""] * 12, 0), "hop1") + at_query(scores([""] * 12, 0), "hop2")
+    rows = one + early + at_query(hop1, "hop1") + at_query(hop2, "hop2")
+    runs = [te(s, scores=rows, metrics=solved) for s in range(2)]
+    c = claim(check_claims(Evidence({"number": runs})), "n hops need n")
+    assert c.verdict == "match" and c.reading == "k − 1 layers at the hop queries"
+    assert "k − 1 layers (calibrated on Fig. 2A/2C): differs" in c.readings and "(hop queries)" in c.ours
+    assert "4-hop at 1000: 4 pure positional by then" in c.per_seed
+    four = scores(["positional"] * 4 + ["symbolic"] * 8)
+    swapped = scores([""] * 12, 0) + four + at_query(one, "hop1")
+    runs = [te(s, scores=swapped, metrics=solved) for s in range(2)]
+    c = claim(check_claims(Evidence({"number": runs})), "n hops need n")
+    assert c.verdict == "differs" and "k − 1 layers (calibrated on Fig. 2A/2C): match" in c.readings
+    # Seeds scored at the hop queries apart (a retrain) grade that reading; the reproduction's seeds the other.
+    last_only = [te(s, scores=one, metrics=solved) for s in range(3)]
+    hop_runs = [te(0, scores=rows, metrics=solved)]
+    c = claim(check_claims(Evidence({"number": last_only}, hop_queries={"number": hop_runs})), "n hops need n")
+    assert c.verdict == "match" and c.seeds == "0" and "at the last token: holds at 0 of 3 seeds" in c.ours
+
+
+def test_the_letter_purify_claim_is_graded_at_the_hop_queries_where_a_run_was_scored_there():
+    """The last layer to turn pure symbolic at 2000 at the last token but at 500 at a hop query, with the global
+    accuracy at 0.9 from 1000: differs at the last token and holds at the hop queries."""
+    late = scores(["symbolic"] * 11 + [""], 500) + scores(["symbolic"] * 12, 2000)
+    hop = at_query(scores(["symbolic"] * 12, 500), "hop1")
+    runs = [te(s, scores=late + hop, metrics=metrics({"accuracy": 1000}, 2000)) for s in range(2)]
+    c = claim(check_claims(Evidence({"letter": runs})), "hops are learned as the layers purify")
+    assert c.verdict == "match" and c.reading == "at the hop queries" and "at the last token: differs" in c.readings
+    runs = [te(s, scores=late, metrics=metrics({"accuracy": 1000}, 2000)) for s in range(2)]
+    c = claim(check_claims(Evidence({"letter": runs})), "hops are learned as the layers purify")
+    assert c.verdict == "differs" and c.reading == "at the last token" and not c.readings
+
+
 def table1(ids: list[float], step: int = 1000) -> list[Table1Record]:
     return [Table1Record(step, layer, 0, i, 1, 1.0, 1) for layer, i in enumerate(ids)]
 

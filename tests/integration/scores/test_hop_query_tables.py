@@ -1,0 +1,44 @@
+"""A run scored at the hop queries, exported with every checkpoint's scores and regraded from the tables alone."""
+
+from __future__ import annotations
+
+import yaml
+
+from possym.config import load_config
+from possym.records import ScoreRecord, read_records
+from possym.report.claims import hop_query_names, onsets
+from possym.report.evidence import tables_evidence
+from possym.report.replication import evidence, export_tables
+from possym.runs import RunDir
+from possym.stages.score import ScoreConfig, score_run
+from possym.tasks import make_splits
+from possym.train.loop import train
+
+
+def test_exported_hop_query_scores_read_back_as_the_runs_onsets_and_stay_apart(tmp_path, tiny_overrides):
+    run = RunDir.create(tmp_path / "runs" / "number-s0", load_config("number", None, tiny_overrides), argv=["t"])
+    train(run, make_splits(run.config.task, 0))
+    score_run(run, ScoreConfig(n_inputs=20, hops=True, frequency=False, figures=False, threads=1))
+    spec = tmp_path / "experiment.yaml"
+    spec.write_text(yaml.safe_dump({"preset": None, "tasks": ["number"], "seeds": [0], "overrides": tiny_overrides,
+                                    "stages": {"score": {"n_inputs": 20, "hops": True}}}))
+    out = export_tables([run], tmp_path / "tables", spec, every_checkpoint=True)
+
+    exported = read_records(out / "number_s0_scores.csv", ScoreRecord)
+    kept = run.read("scores", ScoreRecord)
+    assert [(r.step, r.query, r.layer, r.s_pos, r.s_sym) for r in exported] == [
+        (r.step, r.query, r.layer, r.s_pos, r.s_sym) for r in kept]  # the point estimates, bit for bit
+    assert all(r.s_pos_low is None for r in exported)  # without the spread
+
+    ev = tables_evidence(out)
+    assert not ev.tasks and [te.seed for te in ev.hop_queries["number"]] == [0]  # kept apart from the seeds
+    (te,) = ev.hop_queries["number"]
+    assert hop_query_names(te) == ["hop1", "hop2", "hop3"]
+    live = evidence([], {"number": [run]}).seeds("number")[0]
+    for kind in ("positional", "symbolic"):
+        assert onsets(te, kind, hop_query_names(te)) == onsets(live, kind, hop_query_names(live))
+        assert onsets(te, kind) == onsets(live, kind)
+    # Without `hops: true` in its experiment.yaml the same directory is a reproduction's seed.
+    spec.write_text(yaml.safe_dump({"preset": None, "tasks": ["number"], "seeds": [0], "overrides": tiny_overrides}))
+    (out / "experiment.yaml").write_text(spec.read_text())
+    assert [te.seed for te in tables_evidence(out).seeds("number")] == [0]
