@@ -591,6 +591,9 @@ class MetricsLog:
     def __iter__(self) -> Iterator[MetricsRecord]:
         return iter(self.records)
 
+    def __len__(self) -> int:
+        return len(self.records)
+
     @property
     def evals(self) -> tuple[MetricsRecord, ...]:
         """The evaluations during training, by step."""

@@ -58,6 +58,7 @@ from possym.records import (
     Fig5aRecord,
     LengthRecord,
     LengthSeedRecord,
+    MetricsLog,
     ProtocolValueRecord,
     PurityRecord,
     ScoreRecord,
@@ -114,7 +115,7 @@ class TaskEvidence:
     seed: int = 0
     chance: float | None = None
     n_planes: int = 64
-    metrics: Sequence[Mapping[str, Any]] = ()  # the run's log (JSON records, already typed)
+    metrics: MetricsLog = field(default_factory=MetricsLog)  # the run's log (its JSON lines are converted)
     purity: Sequence[PurityRecord] = ()
     scores: Sequence[ScoreRecord] = ()
     table1: Sequence[Table1Record] = ()
@@ -129,6 +130,10 @@ class TaskEvidence:
     solved: Mapping[str, int | None] | None = None
     trained_steps: int | None = None
     solved_spacing: int | None = None  # the spacing of the curve ``solved`` was read on (None: eval_every)
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.metrics, MetricsLog):  # the log's JSON lines, as RunDir.metrics() gives them
+            object.__setattr__(self, "metrics", MetricsLog.from_json(self.metrics))
 
 
 @dataclass(frozen=True)
@@ -219,11 +224,10 @@ def _pairs(ev: Evidence, a: str, b: str) -> list[tuple[TaskEvidence, TaskEvidenc
     return [(r, other[r.seed]) for r in ev.seeds(a) if r.seed in other]
 
 
-def first_steps(metrics: Sequence[Mapping[str, Any]], threshold: float = SOLVED) -> dict[str, int | None]:
+def first_steps(metrics: MetricsLog, threshold: float = SOLVED) -> dict[str, int | None]:
     """First evaluated step at which each accuracy key (``acc_hop1``.., ``accuracy``) reaches ``threshold``."""
-    from possym.evaluate.curves import learning_summary
-
-    return learning_summary([dict(m) for m in metrics], threshold)["first_step"]
+    keys = [f"acc_hop{h}" for h in sorted({h for r in metrics.evals for h in r.hops})] + ["accuracy"]
+    return {k: metrics.first_step(k, threshold) for k in keys}
 
 
 def solved_steps(te: TaskEvidence) -> dict[str, int | None]:
@@ -234,7 +238,7 @@ def solved_steps(te: TaskEvidence) -> dict[str, int | None]:
 def trained_steps(te: TaskEvidence) -> int | None:
     if te.trained_steps is not None:
         return te.trained_steps
-    return max((int(m["step"]) for m in te.metrics if "step" in m), default=None)
+    return max((r.step for r in te.metrics), default=None)
 
 
 def _solved_spacing(te: TaskEvidence) -> int:
@@ -506,8 +510,7 @@ def _solved_step_claims(ev: Evidence) -> list[ClaimRecord]:
 
 def _max_accuracy(te: TaskEvidence) -> float:
     if te.metrics:
-        return max((float(m["accuracy"]) for m in te.metrics if m.get("event") == "eval" and "accuracy" in m),
-                   default=0.0)
+        return max((r.accuracy for r in te.metrics.evals), default=0.0)
     return 1.0 if solved_steps(te).get("accuracy") is not None else 0.0
 
 

@@ -87,7 +87,7 @@ def task_evidence(run: RunDir) -> TaskEvidence:
         seed=run_seed(cfg),
         chance=chance(cfg),
         n_planes=cfg.model.n_planes,
-        metrics=run.metrics(),
+        metrics=run.metrics_log(),
         purity=run.read("purity", PurityRecord),
         scores=scores,
         table1=table1,

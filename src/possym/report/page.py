@@ -75,8 +75,8 @@ def learning_rows(evidence: Evidence) -> list[dict[str, Any]]:
     for task, runs in evidence.tasks.items():
         for te in runs:
             first = first_steps(te.metrics)
-            final: Mapping[str, Any] = next((r for r in reversed(te.metrics) if r.get("event") == "final"), {})
-            times = [r["time"] for r in te.metrics if "time" in r]
+            final = te.metrics.final.accuracies() if te.metrics.final else {}
+            times = [r.time for r in te.metrics if r.time is not None]
             minutes = round((max(times) - min(times)) / 60, 1) if len(times) > 1 else ""
             for key, step in first.items():
                 rows.append({"task": task, "seed": te.seed, "accuracy": key, "first_step_0.9": step,
@@ -121,8 +121,7 @@ def _seed_frame(runs: Sequence[TaskEvidence], records, kind) -> pd.DataFrame:
 
 def eval_frame(runs: Sequence[TaskEvidence]) -> pd.DataFrame:
     """Every seed's eval events (``step``, ``accuracy``, ``acc_hop*``), with a ``seed`` column."""
-    rows = [{"seed": te.seed, **{k: v for k, v in m.items() if k == "step" or k.startswith("acc")}}
-            for te in runs for m in te.metrics if m.get("event") == "eval"]
+    rows = [{"seed": te.seed, "step": r.step, **r.accuracies()} for te in runs for r in te.metrics.evals]
     return pd.DataFrame(rows)
 
 

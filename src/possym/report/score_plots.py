@@ -18,7 +18,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from possym.records import Record
+from possym.records import MetricsLog, Record
 
 POS, SYM, ENT, ACC = "tab:red", "tab:green", "tab:purple", "magenta"
 HOP_COLOURS = ("tab:blue", "tab:orange", "tab:cyan", "tab:brown", "tab:olive", "tab:pink")
@@ -84,15 +84,14 @@ def _score_panel(ax, scores, layer, head, query, best_step) -> None:
     ax.set_title(f"L{layer}" + (f" H{head}" if head else ""), fontsize=9)
 
 
-def accuracy_panel(ax, metrics: Sequence[dict[str, Any]], best_step: int | None = None) -> None:
+def accuracy_panel(ax, metrics: MetricsLog, best_step: int | None = None) -> None:
     """Per-hop and global evaluation accuracy against step (Fig. 2A) on ``ax``."""
-    evals = sorted((m for m in metrics if m.get("event") == "eval"), key=lambda m: int(m["step"]))
-    hops = sorted({k for m in evals for k in m if k.startswith("acc_hop")}, key=lambda k: int(k[7:]))
-    steps = [int(m["step"]) for m in evals]
-    for i, key in enumerate(hops):
-        ax.plot(steps, [m.get(key, math.nan) for m in evals], color=HOP_COLOURS[i % 6], lw=1, label=f"{key[7:]}-hop")
+    evals = metrics.evals
+    steps = [r.step for r in evals]
+    for i, h in enumerate(sorted({h for r in evals for h in r.hops})):
+        ax.plot(steps, [r.hops.get(h, math.nan) for r in evals], color=HOP_COLOURS[i % 6], lw=1, label=f"{h}-hop")
     if evals:
-        ax.plot(steps, [m["accuracy"] for m in evals], color=ACC, lw=2, label="global")
+        ax.plot(steps, [r.accuracy for r in evals], color=ACC, lw=2, label="global")
     _vline(ax, best_step)
     ax.set_ylim(-0.02, 1.02)
     ax.set_ylabel("accuracy")
@@ -122,7 +121,7 @@ def tally_panel(ax, tally: Rows, first: Rows = (), title: str = "") -> None:
 
 def fig2_dynamics(
     scores: Rows,
-    metrics: Sequence[dict[str, Any]],
+    metrics: MetricsLog,
     tally: Rows,
     first: Rows,
     *,

@@ -219,7 +219,7 @@ def score_figures(run: RunDir, result: ScoreResult, samples, cfg: ScoreConfig) -
     n_layers = run.config.model.n_layers
     shown = [layer for layer in (1, 5, 11) if layer < n_layers] or list(range(min(3, n_layers)))
     figs = {
-        "fig2_dynamics": fig2_dynamics(rows, run.metrics(), [t for t in tally if t.gamma == GAMMAS[0]],
+        "fig2_dynamics": fig2_dynamics(rows, run.metrics_log(), [t for t in tally if t.gamma == GAMMAS[0]],
                                        [f for f in first if f.gamma == GAMMAS[0]], layers=shown,
                                        best_step=best, title=f"{name} task"),
         "fig6_scores": fig6_layer_scores(rows, best_step=best, title=f"{name} task: scores per layer"),

@@ -5,7 +5,15 @@ from __future__ import annotations
 import torch
 from matplotlib.figure import Figure
 
-from possym.records import FrequencyUseRecord, PurityRecord, ScoreRecord, Table1Record, TallyRecord, frame
+from possym.records import (
+    FrequencyUseRecord,
+    MetricsLog,
+    PurityRecord,
+    ScoreRecord,
+    Table1Record,
+    TallyRecord,
+    frame,
+)
 from possym.report.score_plots import (
     fig2_dynamics,
     fig3_hop_attention,
@@ -25,7 +33,8 @@ def _scores(n_layers=3, steps=(0, 50, 100), **interval):
 
 def test_dynamics_figures_have_a_panel_per_layer_and_per_gamma():
     steps = (0, 50, 100)
-    metrics = [{"event": "eval", "step": s, "accuracy": s / 100, "acc_hop1": 1.0, "acc_hop2": 0.5} for s in steps]
+    metrics = MetricsLog.from_json({"event": "eval", "step": s, "accuracy": s / 100, "acc_hop1": 1.0, "acc_hop2": 0.5}
+                                   for s in steps)
     tally = [TallyRecord(gamma=0.1, step=s, positional=0, symbolic=int(s > 0)) for s in steps]
     first = [PurityRecord(gamma=0.1, layer=1, head=0, query="last", kind="symbolic", step=50, final_kind="symbolic",
                           final_kind_step=50)]
