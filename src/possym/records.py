@@ -187,6 +187,21 @@ class ScoreRecord(Record):
 
 
 @dataclass(frozen=True)
+class FinalScoreRecord(Record):
+    """One seed's layer at its last scored step, as a reproduction commits it (``final_scores.csv``): the
+    last-token scores of head ``head`` and its purity there (``pure``: the kind, "" if mixed)."""
+
+    task: str
+    seed: int
+    step: int
+    layer: int
+    head: int
+    s_pos: float
+    s_sym: float
+    pure: str = ""
+
+
+@dataclass(frozen=True)
 class PurityRecord(Record):
     """One head's first passage to purity at threshold γ (``purity.csv``); ``step`` None: never pure.
 

@@ -24,6 +24,7 @@ from possym.config import RunConfig
 from possym.records import (
     BoundCheckRecord,
     Fig5aRecord,
+    FinalScoreRecord,
     LengthRecord,
     LengthSeedRecord,
     ProtocolValueRecord,
@@ -148,9 +149,8 @@ def table_evidence(tables: Path, task: str, seed: int) -> TaskEvidence:
     if not purity:
         raise PossymError(f"{_seed_table(tables, task, seed, 'purity')}: no purity table for {task} seed {seed}")
     learning = [r for r in table(tables / "learning.csv") if r["task"] == task and int(r["seed"]) == seed]
-    finals = [ScoreRecord(int(r["step"]), "last", int(r["layer"]), int(r["head"]), float(r["s_pos"]),
-                          float(r["s_sym"]), entropy=float("nan"), n_inputs=0)
-              for r in table(tables / "final_scores.csv") if r["task"] == task and int(r["seed"]) == seed]
+    finals = [ScoreRecord(r.step, "last", r.layer, r.head, r.s_pos, r.s_sym, entropy=float("nan"), n_inputs=0)
+              for r in read_records(tables / "final_scores.csv", FinalScoreRecord) if (r.task, r.seed) == (task, seed)]
     every = read_records(_seed_table(tables, task, seed, "scores"), ScoreRecord)  # exported with every checkpoint
     points = read_records(_seed_table(tables, task, seed, "lengthgen"), LengthRecord)
     best = purity[0].best_step

@@ -22,7 +22,16 @@ import yaml
 
 from possym.errors import PossymError
 from possym.paper import paper_numbers
-from possym.records import ClaimRecord, LengthRecord, ScoreRecord, Table1Record, frame, read_records, records_csv
+from possym.records import (
+    ClaimRecord,
+    FinalScoreRecord,
+    LengthRecord,
+    ScoreRecord,
+    Table1Record,
+    frame,
+    read_records,
+    records_csv,
+)
 from possym.report import compare_plots, html
 from possym.report.claims import Evidence, TaskEvidence, check_claims, claim_summary, final_kinds, first_steps
 from possym.report.evidence import load_evidence, run_seed, table
@@ -84,15 +93,14 @@ def learning_rows(evidence: Evidence) -> list[dict[str, Any]]:
     return rows
 
 
-def final_score_rows(evidence: Evidence) -> list[dict[str, Any]]:
+def final_score_rows(evidence: Evidence) -> list[FinalScoreRecord]:
     """Per task and seed, every layer's scores at the last scored step and its purity there."""
     rows = []
     for task, runs in evidence.tasks.items():
         for te in runs:
             last = max((r.step for r in te.scores), default=None)
             kinds = final_kinds(te.scores)
-            rows += [{"task": task, "seed": te.seed, "step": last, "layer": r.layer, "head": r.head, "s_pos": r.s_pos,
-                      "s_sym": r.s_sym, "pure": kinds.get(r.layer, "")}
+            rows += [FinalScoreRecord(task, te.seed, r.step, r.layer, r.head, r.s_pos, r.s_sym, kinds.get(r.layer, ""))
                      for r in te.scores if r.step == last and r.query == "last"]
     return rows
 
@@ -165,9 +173,11 @@ def build_report(
     atomic_write_text(tables / "claims.csv", claims_text)
 
     learning, finals = learning_rows(evidence), final_score_rows(evidence)
-    for name, rows in (("learning", learning), ("final_scores", finals), ("stages", stages or [])):
+    for name, rows in (("learning", learning), ("stages", stages or [])):
         if rows:
             atomic_write_text(tables / f"{name}.csv", csv_text(rows))
+    if finals:
+        atomic_write_text(tables / "final_scores.csv", records_csv(finals))
     tasks = evidence.tasks
     for task, seeds in tasks.items():
         for te in seeds:
@@ -248,7 +258,7 @@ def build_report(
         html.Section(
             "Scores, purity and frequency use, per run",
             images=images(per_run),
-            tables=[html.Table("final scores per layer and seed (γ = 0.1 purity)", finals)],
+            tables=[html.Table("final scores per layer and seed (γ = 0.1 purity)", [r.to_dict() for r in finals])],
         ),
         html.Section(
             "Theory",

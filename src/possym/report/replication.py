@@ -245,12 +245,13 @@ def read(out: Path) -> tuple[list[ClaimRecord], list[CalibrationRecord]]:
 
 
 def export_tables(runs: Sequence[RunDir], out: Path, experiment: Path | None = None, *,
-                  every_checkpoint: bool = False) -> Path:
+                  every_checkpoint: bool = False, figures: bool = True) -> Path:
     """A trained experiment's tables in the committed layout (``learning.csv``, ``final_scores.csv``,
     ``{task}_s{seed}_{purity,table1,lengthgen}.csv``, ``experiment.yaml``) under ``out``, so that
     :func:`regrade` can grade them once the runs are gone; the report's figures come along.
     ``every_checkpoint``: also each run's point estimates at every checkpoint and query
-    (``{task}_s{seed}_scores.csv``, without the spread), for the claims read at the hop queries."""
+    (``{task}_s{seed}_scores.csv``, without the spread), for the claims read at the hop queries. ``figures``:
+    the report's figures too."""
     import tempfile
 
     from possym.report.evidence import run_seed
@@ -262,7 +263,8 @@ def export_tables(runs: Sequence[RunDir], out: Path, experiment: Path | None = N
     with tempfile.TemporaryDirectory() as tmp:
         build_report(Path(tmp), {t: sorted(v, key=lambda r: run_seed(r.config)) for t, v in by_task.items()})
         out.mkdir(parents=True, exist_ok=True)
-        for f in sorted((Path(tmp) / "tables").glob("*.csv")) + sorted((Path(tmp) / "figures").glob("*.png")):
+        pictures = sorted((Path(tmp) / "figures").glob("*.png")) if figures else []
+        for f in sorted((Path(tmp) / "tables").glob("*.csv")) + pictures:
             if f.name != "claims.csv":
                 shutil.copyfile(f, out / f.name)
     if every_checkpoint:

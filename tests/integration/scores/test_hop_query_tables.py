@@ -22,7 +22,8 @@ def test_exported_hop_query_scores_read_back_as_the_runs_onsets_and_stay_apart(t
     spec = tmp_path / "experiment.yaml"
     spec.write_text(yaml.safe_dump({"preset": None, "tasks": ["number"], "seeds": [0], "overrides": tiny_overrides,
                                     "stages": {"score": {"n_inputs": 20, "hops": True}}}))
-    out = export_tables([run], tmp_path / "tables", spec, every_checkpoint=True)
+    out = export_tables([run], tmp_path / "tables", spec, every_checkpoint=True, figures=False)
+    assert not list(out.glob("*.png"))
 
     exported = read_records(out / "number_s0_scores.csv", ScoreRecord)
     kept = run.read("scores", ScoreRecord)
