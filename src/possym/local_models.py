@@ -134,6 +134,7 @@ def assemble_parts(parts: Sequence[Path], target: Path, sha256: str | None = Non
         if sha256 is not None and digest.hexdigest() != sha256:
             raise PossymError(f"{target.name} assembled from {len(parts)} parts has sha256 {digest.hexdigest()}, "
                               f"not the expected {sha256}: a part is corrupt or out of order")
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide a shared cache's file from other users
         os.replace(tmp, target)
     finally:
         if os.path.exists(tmp):

@@ -35,6 +35,7 @@ def test_parts_are_concatenated_in_order_and_verified(tmp_path):
     target = assemble_parts(write_parts(tmp_path / "parts"), tmp_path / "cache" / "m.gguf", SHA)
     assert target.read_bytes() == WHOLE
     assert leftovers(target.parent) == []
+    assert target.stat().st_mode & 0o777 == 0o644  # readable by all, as a file pip installs
 
 
 def test_parts_out_of_order_fail_the_checksum_and_leave_no_file(tmp_path):
