@@ -94,8 +94,8 @@ def model_cache() -> Path:
 def listed_sha256(checksums: Path, filename: str) -> str:
     """The sha256 that a ``sha256sum``-format list gives for ``filename``."""
     for line in checksums.read_text().splitlines():
-        digest, _, name = line.strip().partition("  ")
-        if name.lstrip("*") == filename:
+        digest, _, name = line.strip().partition(" ")
+        if name.strip().removeprefix("*") == filename:  # "<sha>  name", or "<sha> *name" in binary mode
             return digest.lower()
     raise ModelNotFoundError(f"{checksums} lists no sha256 for {filename}")
 

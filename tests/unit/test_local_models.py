@@ -116,6 +116,12 @@ def test_a_checksum_mismatch_says_to_reinstall_the_packages(fake_model):
         resolve_local_model("Fake")
 
 
+def test_both_sha256sum_formats_are_read(tmp_path):
+    sums = tmp_path / "SHA256SUMS"
+    sums.write_text(f"{'1' * 64}  other.gguf\n{SHA.upper()} *m.gguf\n")
+    assert local_models.listed_sha256(sums, "m.gguf") == SHA
+
+
 def test_a_checksum_list_without_the_file_is_refused(fake_model):
     fake_model(sums=f"{SHA}  other.gguf\n")
     with pytest.raises(ModelNotFoundError, match="lists no sha256 for m.gguf"):
