@@ -609,7 +609,7 @@ def hop_claims(ev: Evidence) -> list[ClaimRecord]:
              "k layers at the last token": "k layers (pre-registered)"}
     readings = {names.get(n, n): rules.grade_holds(v) for n, v in results.items()}
     other = next((a for a in used if a != at), None)
-    extra = (f"; at the {other}: {_holds_text(results[f'k − 1 layers at the {other}'])}" if other else "")
+    extra = (f"; {_holds_text(results[f'k − 1 layers at the {other}'])} at the {other}" if other else "")
     return [_claim(name, section, paper, _holds_text(results[graded]) + f" ({at})" + extra,
                    rules.grade_holds(results[graded]), rule, runs=used[at], per_seed=texts[at],
                    seed_verdicts=_holds_verdicts(results[graded]), reading=names.get(graded, graded),
@@ -641,7 +641,7 @@ def purify_claims(ev: Evidence) -> list[ClaimRecord]:
         return []
     at = "hop queries" if "hop queries" in used else "last token"
     other = next((a for a in used if a != at), None)
-    extra = f"; at the {other}: {_holds_text(results[other])}" if other else ""
+    extra = f"; {_holds_text(results[other])} at the {other}" if other else ""
     return [_holds_claim(
         "letter task: the hops are learned as the layers purify", "Sec. 3.3, Fig. 7",
         "11 layers pure symbolic by step 3000, when accuracy reaches 0.99 (3 at 2000, 7 at 2500)", results[at],

@@ -295,7 +295,7 @@ def test_the_hop_claim_is_graded_at_the_hop_queries_where_a_run_was_scored_there
     last_only = [te(s, scores=one, metrics=solved) for s in range(3)]
     hop_runs = [te(0, scores=rows, metrics=solved)]
     c = claim(check_claims(Evidence({"number": last_only}, hop_queries={"number": hop_runs})), "n hops need n")
-    assert c.verdict == "match" and c.seeds == "0" and "at the last token: holds at 0 of 3 seeds" in c.ours
+    assert c.verdict == "match" and c.seeds == "0" and "holds at 0 of 3 seeds at the last token" in c.ours
 
 
 def test_the_letter_purify_claim_is_graded_at_the_hop_queries_where_a_run_was_scored_there():
