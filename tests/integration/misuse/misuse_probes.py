@@ -1,4 +1,4 @@
-"""Helpers of the misuse probes (issue 36): a second process that trains or scores a run with a hook of its
+"""Helpers of the misuse probes: a second process that trains or scores a run with a hook of its
 own (pause at a step holding the lock, or kill itself), one that holds a directory's lock, the ``possym``
 command in a process, and comparisons of two runs' records and weights."""
 
