@@ -1,8 +1,10 @@
 """One writer at a time: an advisory lock file in a run directory or an experiment directory.
 
-A writer (training, an experiment's executor) holds ``DIR/.lock`` while it writes; the file names
-the holder (host, PID, start time, command), so a second writer is refused with a sentence naming
-who holds it. Two mechanisms work together:
+A writer (training, an analysis that writes into a run: scores, length curves, ...; an experiment's
+executor) holds ``DIR/.lock`` while it writes; the file names the holder (host, PID, start time,
+command), so a second writer is refused with one line naming who holds it and what to do. Readers (the
+metrics log, checkpoints, an analysis read back from its files) take no lock: every file is replaced
+atomically, so they see the old content or the new. Two mechanisms work together:
 
 - ``fcntl.flock`` on the open lock file says whether the holder is alive on this host: the kernel
   drops it when its process ends, however it ends (an exception, SIGTERM, SIGKILL);
@@ -15,7 +17,8 @@ naming the dead holder. Release unlinks the file while still holding ``flock``; 
 the old file just before checks that the path still names the file it locked, and retries if not.
 
 A process may take the same directory's lock again while it holds it (training a group member calls
-the single-run loop): the lock counts its holds and is released by the last.
+the single-run loop; the executor runs a stage under the run's lock, and the stage takes it too): the
+lock counts its holds and is released by the last.
 
 The lock is in the library, so every way of running possym code honours it: the CLI, notebooks, and
 the executor's engines (a process pool, Ray, Slurm), whose workers run the same stage functions.
@@ -74,7 +77,8 @@ class Holder:
 
     def __str__(self) -> str:
         since = f" since {self.started}" if self.started else ""
-        return f"process {self.pid} on {self.host}{since}" + (f" ({self.command})" if self.command else "")
+        command = " ".join(self.command.split())  # one line: a refusal is one line, and argv may hold newlines
+        return f"process {self.pid} on {self.host}{since}" + (f" ({command})" if command else "")
 
     @classmethod
     def me(cls) -> Holder:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -218,13 +219,19 @@ class CellConfig:
 
 def analyse_cell(run: RunDir, cfg: CellConfig) -> dict[str, Any]:
     """The analysis of one trained cell as plain data, cached in ``RUN/canonical.json`` (keyed by ``cfg``):
-    ``{"accuracy": {factor: acc}, "positions": [{length, position, correct, total}], "heads": {...}}``."""
+    ``{"accuracy": {factor: acc}, "positions": [{length, position, correct, total}], "heads": {...}}``.
+    Reading the cache takes no lock; an analysis holds the run's writer lock (:meth:`RunDir.writing`)."""
     cache = run.artifact("canonical")
     key = dataclasses.asdict(cfg) | {"length_factors": list(cfg.length_factors)}
     if cache.is_file():
         data = json.loads(cache.read_text())
         if data.get("settings") == key:
             return data
+    with run.writing():
+        return _analyse_cell(run, cfg, cache, key)
+
+
+def _analyse_cell(run: RunDir, cfg: CellConfig, cache: Path, key: dict[str, Any]) -> dict[str, Any]:
     spec: CanonicalTaskConfig = run.config.task  # type: ignore[assignment]
     model = run.load_model().eval()
     rng = np.random.default_rng([run.config.seeds.init, cfg.analysis_seed, CANONICAL_TASKS.index(spec.name)])

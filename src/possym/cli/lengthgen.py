@@ -57,19 +57,21 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     cfg = config(args)
     run_dir = RunDir.open(args.run, allow_unfinished=args.allow_unfinished)
-    step = run_dir.resolve_step(args.step)
-    total = cfg.n * len(run_dir.config.task.hops) * len(cfg.grid)
-    with tqdm(total=total, desc=f"lengthgen {run_dir.config.task.name}", unit="input", dynamic_ncols=True) as bar:
-        points = length_curve(run_dir, cfg, step, force=args.force, progress=bar.update, device=args.device)
-    if not args.no_figures:
-        from possym.paper import paper_numbers
-        from possym.records import LengthRecord, frame
-        from possym.report.length_plots import plot_length_curves
-        from possym.runs import save_figure
+    # The figure goes into RUN too, so the lock covers it; taken before the progress bar, a refusal is one line.
+    with run_dir.writing():
+        step = run_dir.resolve_step(args.step)
+        total = cfg.n * len(run_dir.config.task.hops) * len(cfg.grid)
+        with tqdm(total=total, desc=f"lengthgen {run_dir.config.task.name}", unit="input", dynamic_ncols=True) as bar:
+            points = length_curve(run_dir, cfg, step, force=args.force, progress=bar.update, device=args.device)
+        if not args.no_figures:
+            from possym.paper import paper_numbers
+            from possym.records import LengthRecord, frame
+            from possym.report.length_plots import plot_length_curves
+            from possym.runs import save_figure
 
-        curve = frame(points, LengthRecord)
-        fig = plot_length_curves({run_dir.config.task.name: curve}, paper_numbers()["fig5b_length_generalisation"])
-        save_figure(fig, run_dir.artifact("figures") / "fig5b_length_generalisation")
+            curve = frame(points, LengthRecord)
+            fig = plot_length_curves({run_dir.config.task.name: curve}, paper_numbers()["fig5b_length_generalisation"])
+            save_figure(fig, run_dir.artifact("figures") / "fig5b_length_generalisation")
     print(run_dir.step_label(step))
     print(f"{'K':>6} {'accuracy':>9}  95% interval (per prefix)")
     for p in points:

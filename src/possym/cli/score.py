@@ -53,10 +53,12 @@ def run(args: argparse.Namespace) -> int:
     run_dir = RunDir.open(args.run, allow_unfinished=args.allow_unfinished)
     cfg = config(args)
     n_steps = len(cfg.steps or run_dir.checkpoint_steps())
-    print(f"{run_dir.path}: {cfg.n_inputs} inputs, {n_steps} checkpoints")
-    t0 = time.perf_counter()
-    with tqdm(total=n_steps, desc="score", unit="ckpt", dynamic_ncols=True) as bar:
-        result = score_run(run_dir, cfg, progress=lambda _s: bar.update(1))
+    # Locked here too (score_run takes it again), so that a refusal comes before the progress bar: one line.
+    with run_dir.writing():
+        print(f"{run_dir.path}: {cfg.n_inputs} inputs, {n_steps} checkpoints")
+        t0 = time.perf_counter()
+        with tqdm(total=n_steps, desc="score", unit="ckpt", dynamic_ncols=True) as bar:
+            result = score_run(run_dir, cfg, progress=lambda _s: bar.update(1))
     print(f"scored {result.n_scored} checkpoints in {time.perf_counter() - t0:.1f}s "
           f"({n_steps - result.n_scored} already scored) -> {run_dir.artifact('scores')}")
     print_summary(result, run_dir.step_label(result.table_step))

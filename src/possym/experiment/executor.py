@@ -204,10 +204,7 @@ def _run_unit(unit: Unit) -> dict[str, Any]:
                     log.start(rid, stage.name, key)
                 t0 = time.perf_counter()
                 try:
-                    if stage.scope == "runs":
-                        stage.run([dirs[rid] for rid in batch], cfg)
-                    else:
-                        stage.run(dirs[batch[0]], cfg)
+                    _call(stage, [dirs[rid] for rid in batch], cfg)
                 except Exception as exc:
                     for rid in batch:
                         errors[rid] = _error(exc)
@@ -219,6 +216,19 @@ def _run_unit(unit: Unit) -> dict[str, Any]:
     if errors:
         raise RuntimeError("; ".join(f"{rid}: {e.splitlines()[-1] if e else ''}" for rid, e in errors.items()))
     return {"unit": unit.id, "ran": ran}
+
+
+def _call(stage: Stage, runs: list[RunDir], cfg: Any) -> None:
+    """``stage`` on ``runs``: a ``runs``-scope stage on them all (training, which locks each run it writes);
+    a run-scope stage on its one run, holding that run's writer lock, so that every stage, a notebook's
+    too, writes a run only while no other process does (:mod:`possym.locks`; the stage's own functions
+    may take the lock again, as this process holds it)."""
+    if stage.scope == "runs":
+        stage.run(runs, cfg)
+        return
+    (run,) = runs
+    with run.writing():
+        stage.run(run, cfg)
 
 
 # ---- the parts of one call -------------------------------------------------------------------------
@@ -280,9 +290,9 @@ def _run_here(units: list[Unit], log: ResumeLog, outcome: ExperimentOutcome, ret
             if not todo:
                 break
             if stage.scope == "runs":
-                todo = _attempt(todo, stage, cfg, log, outcome, together=True)
+                todo = _attempt(todo, stage, cfg, log, outcome)
             else:
-                todo = [u for u in todo if _attempt([u], stage, cfg, log, outcome, together=False)]
+                todo = [u for u in todo if _attempt([u], stage, cfg, log, outcome)]
             bar.update(bar.total - len(todo) - bar.n)
             if todo and attempt < retries:
                 outcome.retried += [u.run.id for u in todo if u.run.id not in outcome.retried]
@@ -299,9 +309,8 @@ def _run_here(units: list[Unit], log: ResumeLog, outcome: ExperimentOutcome, ret
             on_unit(u, "done")
 
 
-def _attempt(units: list[Unit], stage: Stage, cfg: Any, log: ResumeLog, outcome: ExperimentOutcome,
-             together: bool) -> list[Unit]:
-    """Run ``stage`` on ``units`` (all at once when ``together``); returns the units that failed."""
+def _attempt(units: list[Unit], stage: Stage, cfg: Any, log: ResumeLog, outcome: ExperimentOutcome) -> list[Unit]:
+    """Run ``stage`` on ``units`` (all at once for a ``runs``-scope stage); returns the units that failed."""
     key = stage.key_of(cfg)
     for u in units:
         log.start(u.run.id, stage.name, key)
@@ -310,7 +319,7 @@ def _attempt(units: list[Unit], stage: Stage, cfg: Any, log: ResumeLog, outcome:
     owner = units[0].run.id if len(units) == 1 else EXPERIMENT
     try:
         with torch_threads(units[0].threads), _output_to(Path(units[0].out) / "logs" / f"{owner}.log"):
-            stage.run(runs, cfg) if together else stage.run(runs[0], cfg)
+            _call(stage, runs, cfg)
     except Exception as exc:
         error = _error(exc)
         for u in units:

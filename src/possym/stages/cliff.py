@@ -142,13 +142,14 @@ def positional_layers(run: RunDir, gamma: float = GAMMA) -> tuple[int, ...]:
 
 
 def cliff_run(run: RunDir, cfg: CliffConfig = CliffConfig()) -> CliffResult:
-    """Measure the cliff of a number run at ``cfg.step`` and write RUN/cliff/ (module docstring)."""
+    """Measure the cliff of a number run at ``cfg.step`` and write RUN/cliff/ (module docstring), holding
+    the run's writer lock (:meth:`RunDir.writing`: refused, naming the holder, while another process writes it)."""
     task = get_task(run.config.task.name)
     if task.mechanism != "positional":  # the aliasing below is of a key read by its offset
         return CliffResult(None, (), {}, skipped=f"the cliff stage measures a task whose hops read by position (the "
                                                  f"number task); task {task.name!r} declares mechanism "
                                                  f"{task.mechanism!r}")
-    with torch_threads(cfg.threads):
+    with run.writing(), torch_threads(cfg.threads):
         return _cliff(run, cfg)
 
 

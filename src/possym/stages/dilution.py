@@ -168,7 +168,8 @@ def _settings(cfg: DilutionConfig) -> dict[str, Any]:
 
 def dilution_run(run: RunDir, cfg: DilutionConfig | None = None) -> DilutionResult:
     """The three tables of ``run`` at ``cfg.step`` (module docstring), read back when already measured with the
-    same settings at the same checkpoint (``force`` remeasures)."""
+    same settings at the same checkpoint (``force`` remeasures). A measurement holds the run's writer lock
+    (:meth:`RunDir.writing`: refused, naming the holder, while another process writes the run)."""
     cfg = cfg or DilutionConfig()
     task = run.config.task
     if task.name not in cfg.tasks:
@@ -186,22 +187,23 @@ def dilution_run(run: RunDir, cfg: DilutionConfig | None = None) -> DilutionResu
         if stored.get("settings") == settings and stored.get("step") == at:
             return DilutionResult(str(run.path), at, {k: tuple(v) for k, v in stored["sharpened"].items()},
                                   tuple(str(out / f) for f in FILES))
-    with torch_threads(cfg.threads):
-        model = run.load_model(at, device=resolve_device(cfg.device))
-        curve = cfg.curve()
-        sets, reasons = _layer_sets(run, at, cfg, model.cfg.n_layers)
-        attention = hop_attention(model, task, curve, cfg.hops)
-        knockout = knockout_accuracy(model, task, curve, cfg.hops, together=True)
-        sharpen = pd.concat([sharpened_accuracy(model, task, curve, cfg.betas, cfg.hops, layers).assign(set=name)
-                             for name, layers in sets.items()], ignore_index=True)
-    out.mkdir(parents=True, exist_ok=True)
-    for name, frame in zip(FILES, (attention, knockout, sharpen), strict=True):
-        atomic_write_text(out / name, frame.assign(step=at).to_csv(index=False))
-    # The record goes last: it says the tables beside it are complete.
-    atomic_write_text(record_file, json.dumps({"settings": settings, "step": at,
-                                               "sharpened": {k: list(v) for k, v in sets.items()},
-                                               "reasons": reasons}, indent=2) + "\n")
-    return DilutionResult(str(run.path), at, sets, tuple(str(out / f) for f in FILES))
+    with run.writing():  # a measurement writes into RUN; a stored one above is only read
+        with torch_threads(cfg.threads):
+            model = run.load_model(at, device=resolve_device(cfg.device))
+            curve = cfg.curve()
+            sets, reasons = _layer_sets(run, at, cfg, model.cfg.n_layers)
+            attention = hop_attention(model, task, curve, cfg.hops)
+            knockout = knockout_accuracy(model, task, curve, cfg.hops, together=True)
+            sharpen = pd.concat([sharpened_accuracy(model, task, curve, cfg.betas, cfg.hops, layers)
+                                 .assign(set=name) for name, layers in sets.items()], ignore_index=True)
+        out.mkdir(parents=True, exist_ok=True)
+        for name, frame in zip(FILES, (attention, knockout, sharpen), strict=True):
+            atomic_write_text(out / name, frame.assign(step=at).to_csv(index=False))
+        # The record goes last: it says the tables beside it are complete.
+        atomic_write_text(record_file, json.dumps({"settings": settings, "step": at,
+                                                   "sharpened": {k: list(v) for k, v in sets.items()},
+                                                   "reasons": reasons}, indent=2) + "\n")
+        return DilutionResult(str(run.path), at, sets, tuple(str(out / f) for f in FILES))
 
 
 def read_dilution(run: RunDir) -> dict[str, pd.DataFrame]:

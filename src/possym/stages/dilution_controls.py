@@ -92,7 +92,8 @@ class DilutionControlsResult:
 
 
 def dilution_controls_run(run: RunDir, cfg: DilutionControlsConfig | None = None) -> DilutionControlsResult:
-    """Measure and write RUN/dilution_controls/ (module docstring)."""
+    """Measure and write RUN/dilution_controls/ (module docstring), holding the run's writer lock
+    (:meth:`RunDir.writing`: refused, naming the holder, while another process writes it)."""
     cfg = cfg or DilutionControlsConfig()
     task = run.config.task
     if not get_task(task.name).extends_by_prefix:
@@ -102,6 +103,12 @@ def dilution_controls_run(run: RunDir, cfg: DilutionControlsConfig | None = None
     bad = [h for h in cfg.hops if h not in task.hops]
     if bad:
         raise ConfigError(f"dilution_controls hops {bad}: the run's task has hop counts {list(task.hops)}")
+    with run.writing():
+        return _dilution_controls(run, cfg)
+
+
+def _dilution_controls(run: RunDir, cfg: DilutionControlsConfig) -> DilutionControlsResult:
+    task = run.config.task
     steps = {str(s): run.resolve_step(s) for s in cfg.steps}
     curve = cfg.curve()
     margins, predictions = [], []

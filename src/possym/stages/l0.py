@@ -108,8 +108,9 @@ class L0Result:
 
 
 def l0_run(run: RunDir, cfg: L0Config = L0Config()) -> L0Result:
-    """Split, modality and sustained purity of a run (module docstring); writes RUN/l0/."""
-    with torch_threads(cfg.threads):
+    """Split, modality and sustained purity of a run (module docstring); writes RUN/l0/, holding the run's
+    writer lock (:meth:`RunDir.writing`: refused, naming the holder, while another process writes it)."""
+    with run.writing(), torch_threads(cfg.threads):
         return _l0(run, cfg)
 
 

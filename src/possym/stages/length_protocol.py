@@ -88,7 +88,8 @@ def _settings(cfg: LengthProtocolConfig) -> dict[str, Any]:
 
 def protocol_curves(run: RunDir, cfg: LengthProtocolConfig | None = None) -> pd.DataFrame:
     """The run's length curves under every reading of ``cfg`` (module docstring), measured once and then read
-    from RUN/length_protocol/curves.csv."""
+    from RUN/length_protocol/curves.csv. A measurement holds the run's writer lock (:meth:`RunDir.writing`:
+    refused, naming the holder, while another process writes the run)."""
     cfg = cfg or LengthProtocolConfig()
     out = run.path / SUBDIR
     settings = _settings(cfg)
@@ -98,20 +99,21 @@ def protocol_curves(run: RunDir, cfg: LengthProtocolConfig | None = None) -> pd.
         stored = json.loads(record_file.read_text())
         if stored.get("settings") == settings and stored.get("steps") == steps:
             return pd.read_csv(out / "curves.csv")
-    frames = []
-    measured: dict[int, pd.DataFrame] = {}  # best and final may be one checkpoint: measured once
-    with torch_threads(cfg.threads):
-        for name, at in steps.items():
-            if at not in measured:
-                model = run.load_model(at, device=resolve_device(cfg.device))
-                measured[at] = protocol_readings(model, run.config.task, {x: cfg.curve(x) for x in cfg.extra_tokens},
-                                                 cfg.hop_mixes)
-            frames.append(measured[at].assign(checkpoint=name, step=at))
-    curves = pd.concat(frames, ignore_index=True)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_text(out / "curves.csv", curves.to_csv(index=False))
-    atomic_write_text(record_file, json.dumps({"settings": settings, "steps": steps}, indent=2) + "\n")  # last
-    return curves
+    with run.writing():  # a measurement writes into RUN; a stored one above is only read
+        frames = []
+        measured: dict[int, pd.DataFrame] = {}  # best and final may be one checkpoint: measured once
+        with torch_threads(cfg.threads):
+            for name, at in steps.items():
+                if at not in measured:
+                    model = run.load_model(at, device=resolve_device(cfg.device))
+                    readings = {x: cfg.curve(x) for x in cfg.extra_tokens}
+                    measured[at] = protocol_readings(model, run.config.task, readings, cfg.hop_mixes)
+                frames.append(measured[at].assign(checkpoint=name, step=at))
+        curves = pd.concat(frames, ignore_index=True)
+        out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(out / "curves.csv", curves.to_csv(index=False))
+        atomic_write_text(record_file, json.dumps({"settings": settings, "steps": steps}, indent=2) + "\n")  # last
+        return curves
 
 
 def read_protocol_curves(runs: Iterable[RunDir]) -> pd.DataFrame:

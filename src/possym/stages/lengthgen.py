@@ -95,14 +95,31 @@ def length_curve(run: RunDir, cfg: LengthGenConfig | None = None, step: StepSpec
                  force: bool = False, progress: Callable[[int], None] | None = None,
                  device: str = "auto") -> list[LengthRecord]:
     """The run's length curve at checkpoint ``step`` (a number, ``"best"`` or ``"final"``), measured once on
-    ``device`` and then read from RUN/lengthgen.csv; ``progress(n)`` after each batch of ``n`` inputs."""
+    ``device`` and then read from RUN/lengthgen.csv; ``progress(n)`` after each batch of ``n`` inputs.
+
+    Reading a stored curve takes no lock; measuring one holds the run's writer lock
+    (:meth:`RunDir.writing`), so it is refused, naming the holder, while another process writes the run."""
     cfg = cfg or LengthGenConfig()
     at = run.resolve_step(step)
+    if not force:
+        same, cache, stored = _stored(run, cfg)
+        if same and str(at) in cache["steps"]:
+            return points_at(stored, at)
+    with run.writing():
+        return _measure(run, cfg, at, progress, device)
+
+
+def _stored(run: RunDir, cfg: LengthGenConfig) -> tuple[bool, dict[str, Any], list[LengthRecord]]:
+    """Whether RUN/lengthgen.csv was measured as ``cfg`` asks, its settings file, and its rows if so."""
     cache = _cache(run)
     same = _same(cache.get("settings"), _settings(cfg)) and _current(cache, run.config.task)
-    stored: list[LengthRecord] = run.read("lengthgen", LengthRecord) if same else []
-    if same and not force and str(at) in cache["steps"]:
-        return points_at(stored, at)
+    return same, cache, run.read("lengthgen", LengthRecord) if same else []
+
+
+def _measure(run: RunDir, cfg: LengthGenConfig, at: int, progress: Callable[[int], None] | None,
+             device: str) -> list[LengthRecord]:
+    # Read again under the lock: the rows of other steps are kept, and a writer may have added some.
+    same, cache, stored = _stored(run, cfg)
     model = run.load_model(at, device=resolve_device(device))
     start = time.perf_counter()
     rows = measure_length_curve(model, run.config.task, cfg, on_batch=progress)

@@ -117,8 +117,12 @@ def cached_scores(run: RunDir, cfg: ScoreConfig) -> list[ScoreRecord]:
 def score_run(run: RunDir, cfg: ScoreConfig = ScoreConfig(),
               progress: Callable[[int], None] | None = None) -> ScoreResult:
     """Score the run's checkpoints (reusing those already scored with ``cfg``'s settings), write the
-    score, purity and frequency tables, and the figures if asked; ``progress(step)`` after each checkpoint."""
-    with torch_threads(cfg.threads):  # restored after: the caller's process is left as it was
+    score, purity and frequency tables, and the figures if asked; ``progress(step)`` after each checkpoint.
+
+    Holds the run's writer lock (:meth:`RunDir.writing`): while training or another scoring writes into
+    the run, this is refused (:class:`~possym.errors.LockError`, naming the holder) before any work."""
+    # torch_threads restores the thread count after: the caller's process is left as it was.
+    with run.writing(), torch_threads(cfg.threads):
         return _score_run(run, cfg, progress)
 
 

@@ -35,6 +35,7 @@ import torch
 from possym.config import ConfigError
 from possym.devices import resolve_device, torch_threads
 from possym.errors import PossymError
+from possym.locks import writer_lock
 from possym.records import (
     BoundCheckRecord,
     DiscrepancyAccuracyRecord,
@@ -196,17 +197,22 @@ class DiscrepancyResult:
 def trained_discrepancy_run(run: RunDir, cfg: DiscrepancyConfig = DiscrepancyConfig(), out: Path | None = None,
                             replot: bool = False, log: Log = _quiet) -> DiscrepancyResult:
     """Top-minus-second attention score of the run's heads against extra length, at ``cfg.step``;
-    with ``replot``, redo the summary and figure from the CSVs already in ``out``."""
-    with torch_threads(cfg.threads):  # restored after: the caller's process is left as it was
-        return _trained_discrepancy_run(run, cfg, out, replot, log)
+    with ``replot``, redo the summary and figure from the CSVs already in ``out``.
+
+    Holds the writer lock of the directory it writes (:mod:`possym.locks`): the run's when ``out`` lies in
+    it (the default, RUN/theory), else ``out``'s; another writer there is refused, naming the holder."""
+    where = Path(out) if out is not None else run.artifact("discrepancy_heads").parent
+    inside = where.resolve().is_relative_to(run.path.resolve())
+    # torch_threads restores the thread count after: the caller's process is left as it was.
+    with run.writing() if inside else writer_lock(where, "output directory"), torch_threads(cfg.threads):
+        return _trained_discrepancy_run(run, cfg, where, replot, log)
 
 
-def _trained_discrepancy_run(run: RunDir, cfg: DiscrepancyConfig = DiscrepancyConfig(), out: Path | None = None,
-                            replot: bool = False, log: Log = _quiet) -> DiscrepancyResult:
+def _trained_discrepancy_run(run: RunDir, cfg: DiscrepancyConfig, out: Path, replot: bool,
+                             log: Log) -> DiscrepancyResult:
     from possym.theory import plots
     from possym.theory.trained import DEFAULT_EXTRAS, collapse_summary, trained_discrepancy
 
-    out = Path(out) if out is not None else run.artifact("discrepancy_heads").parent
     out.mkdir(parents=True, exist_ok=True)
     task = run.config.task
     if replot:

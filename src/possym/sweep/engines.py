@@ -160,6 +160,21 @@ def squeue_states(job_ids: list[str], env: dict[str, str] | None = None) -> dict
     return {j: seen.get(j, "GONE").strip() for j in job_ids}
 
 
+# What submitit's FailedJobError puts above and below the unit's own traceback.
+_RULE = "----------------------\n"
+
+
+def _job_error(exc: BaseException) -> str:
+    """A failed job's error with the unit's traceback last, where a report reads an error's last line
+    (a run that is being written by another process names it there): submitit's message puts the log
+    paths after the traceback."""
+    parts = str(exc).split(_RULE)
+    if len(parts) != 3:  # not submitit's layout
+        return _error(exc)
+    header, trace, paths = parts
+    return f"{header.strip()} {paths.strip()}\n{trace.strip()}"[-1500:]
+
+
 def _log_tail(path: Path, lines: int = 15) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -232,7 +247,7 @@ class SlurmEngine:
             try:
                 return job.result(), None
             except Exception as exc:  # submitit re-raises the unit's exception (a FailedJobError)
-                return None, _error(exc)
+                return None, _job_error(exc)
         # The log first and the verdict last: a report shows an error's last line.
         return None, (f"{job.paths.stderr} ends:\n{_log_tail(job.paths.stderr)}\n"
                       f"slurm job {job.job_id} ended {state} without a result (cancelled, killed, out of time or "

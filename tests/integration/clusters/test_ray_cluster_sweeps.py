@@ -1,9 +1,13 @@
 """`possym sweep --engine ray --address ...` on a two-node Ray cluster (two `ray start` processes on
-loopback addresses): the worker node dies mid-run, the sweep finishes on the head, retrying the lost run
-from its last state, says which run it retried, and every result equals an uninterrupted run's."""
+loopback addresses): while a run trains on the worker node, a second writer elsewhere is refused, naming
+that node's process; the worker node dies mid-run, and the sweep finishes on the head, retrying the lost
+run from its last state after taking over the lock the dead process left, says which run it retried, and
+every result equals an uninterrupted run's."""
 
 from __future__ import annotations
 
+import re
+import socket
 import subprocess
 import time
 
@@ -21,12 +25,15 @@ from cluster_sweeps import (
 )
 from ray_cluster import CLIENT_ENV
 
+from possym.errors import LockError
+from possym.locks import LOCK_FILE, lock_holder
 from possym.runs import RunDir
+from possym.stages.score import ScoreConfig, score_run
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(900)]
 
 
-def test_a_ray_worker_node_killed_mid_run_is_retried_on_the_surviving_node_from_its_state(
+def test_a_ray_worker_node_killed_mid_run_holding_its_lock_is_retried_on_the_surviving_node_from_its_state(
     ray_nodes, reference, tmp_path, tiny_overrides
 ):
     cluster, worker = ray_nodes
@@ -39,9 +46,15 @@ def test_a_ray_worker_node_killed_mid_run_is_retried_on_the_surviving_node_from_
         # One CPU per node and two runs: one trains on each node. Catch the worker node's mid-run.
         victim, pid = wait_mid_training(out, RUNS, sweep, owner=lambda p: p in worker.pids())
         (bystander,) = [r for r in RUNS if r != victim]
+        run = RunDir.open(out / "runs" / victim)
+        # A second writer, in this process (not one of Ray's), is refused, naming the worker node's process.
+        holder = re.escape(f"run {run.path} is being written by process {pid} on {socket.gethostname()}")
+        with pytest.raises(LockError, match=holder):
+            score_run(run, ScoreConfig(n_inputs=4, figures=False, frequency=False))
         killed = cluster.kill(worker)  # raylet, agents and the run's worker process, at once
         died_at = time.time()
         assert pid in killed and not worker.pids()
+        assert lock_holder(run.path).pid == pid, "the killed process leaves its lock file behind"
         # The retry waits for the round's other run to finish, so this is the state the dead node left.
         state = RunDir.open(out / "runs" / victim).load_state()
         output, _ = sweep.communicate(timeout=600)
@@ -57,3 +70,7 @@ def test_a_ray_worker_node_killed_mid_run_is_retried_on_the_surviving_node_from_
     assert state is not None and 0 < state["step"] < STEPS  # killed mid-run
     assert_resumed_once(out, victim, state["step"], died_at, died_at)
     assert_ran_once(out, bystander)
+    # The retry, on the head, took over the lock of the process that died with its node, and released it.
+    log = (out / "logs" / f"{victim}.log").read_text()
+    assert f"took over the lock of {run.path} from process {pid}" in log, log[-2000:]
+    assert not (run.path / LOCK_FILE).exists()

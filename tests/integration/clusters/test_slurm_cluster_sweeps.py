@@ -1,13 +1,18 @@
 """`possym sweep --engine slurm` on a real one-node Slurm cluster (submitit, sbatch, accounting off):
-one job cancelled mid-run with scancel and another whose process is SIGKILLed mid-run; the rerun
-resumes both from their last state; its own driver is SIGKILLed, leaving its jobs running, and the
-next call cancels them before it resumes the runs. Nothing is lost or trained twice, and the grid
-equals the local engine's."""
+while the jobs train, a second writer is refused, naming each job's process; one job is cancelled
+mid-run with scancel and another's process is SIGKILLed mid-run; the rerun takes over the locks they
+left and resumes both from their last state; its own driver is SIGKILLed, leaving its jobs running, and
+the next call cancels them before it resumes the runs. Nothing is lost or trained twice, and the grid
+equals the local engine's. A lock left by a process on another host (one this node cannot check) is
+refused with the advice to delete it, and deleting it lets the sweep go on."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
+import socket
 import subprocess
 import time
 
@@ -15,6 +20,7 @@ import pytest
 from cluster_procs import alive, environ
 from cluster_sweeps import (
     RUNS,
+    SCORE,
     STEPS,
     assert_resumed_once,
     assert_same_results,
@@ -25,9 +31,20 @@ from cluster_sweeps import (
     write_grid,
 )
 
-from possym.runs import RunDir
+from possym.errors import LockError
+from possym.experiment.config import load_experiment
+from possym.locks import LOCK_FILE, lock_holder
+from possym.runs import RunDir, ensure_run
+from possym.stages.score import ScoreConfig, score_run
 
 pytestmark = [pytest.mark.slurm, pytest.mark.timeout(900)]
+
+
+def refused_naming(run: RunDir, pid: int) -> None:
+    """A second writer, in this process (not a Slurm job), is refused, naming process ``pid`` on this host."""
+    holder = re.escape(f"run {run.path} is being written by process {pid} on {socket.gethostname()}")
+    with pytest.raises(LockError, match=holder):
+        score_run(run, ScoreConfig(**SCORE))
 
 
 def test_slurm_jobs_cancelled_or_killed_mid_run_or_orphaned_resume_on_rerun_and_equal_the_local_engines(
@@ -47,6 +64,8 @@ def test_slurm_jobs_cancelled_or_killed_mid_run_or_orphaned_resume_on_rerun_and_
             job_env = environ(pids[rid])
             assert "SLURM_ARRAY_JOB_ID" in job_env, f"{rid} is not running as a Slurm array task"
             jobs[rid] = f"{job_env['SLURM_ARRAY_JOB_ID']}_{job_env['SLURM_ARRAY_TASK_ID']}"
+        for rid in RUNS:  # each job holds its run's lock
+            refused_naming(RunDir.open(out / "runs" / rid), pids[rid])
         for rid, fault in faults.items():
             if fault == "scancel":  # the array task's own name: 22.05's scancel refuses its raw id, exiting 0
                 subprocess.run(["scancel", jobs[rid]], env=env, check=True, timeout=30)
@@ -77,6 +96,7 @@ def test_slurm_jobs_cancelled_or_killed_mid_run_or_orphaned_resume_on_rerun_and_
         assert state is not None and 0 < state["step"] < STEPS  # killed mid-run
         assert not any(r.get("event") == "final" for r in run.metrics())
         states[rid] = state["step"]
+    assert lock_holder(out / "runs" / RUNS[1]).pid == pids[RUNS[1]], "a SIGKILLed job leaves its lock file behind"
 
     # The rerun resumes both; its driver is then SIGKILLed mid-run, as a lost login session would end it,
     # so it cannot cancel its jobs, which train on.
@@ -86,6 +106,7 @@ def test_slurm_jobs_cancelled_or_killed_mid_run_or_orphaned_resume_on_rerun_and_
     try:
         for rid in RUNS:
             _, pid = wait_mid_training(out, (rid,), second, after=states[rid])
+            refused_naming(RunDir.open(out / "runs" / rid), pid)  # the new job took the dead one's lock over
             job_env = environ(pid)
             leftovers[rid] = f"{job_env['SLURM_ARRAY_JOB_ID']}_{job_env['SLURM_ARRAY_TASK_ID']}"
         second.kill()
@@ -104,5 +125,35 @@ def test_slurm_jobs_cancelled_or_killed_mid_run_or_orphaned_resume_on_rerun_and_
     for rid in RUNS:
         assert_same_results(out, reference, rid)
         assert_resumed_once(out, rid, states[rid], died_at, rerun_at, trains=3)
+        assert not (out / "runs" / rid / LOCK_FILE).exists()
     # No sacct here (accounting storage off): the engine followed the jobs through squeue.
     assert subprocess.run(["sacct", "-j", jobs[RUNS[0]]], env=env, capture_output=True).returncode != 0
+
+
+def test_a_lock_left_on_another_host_is_refused_on_a_slurm_job_with_advice_that_deleting_it_follows(
+    slurm, tmp_path, tiny_overrides
+):
+    spec = tmp_path / "grid.yaml"
+    spec.write_text(json.dumps({"tasks": ["number"], "seeds": [0], "overrides": tiny_overrides, "retries": 0,
+                                "stages": {"train": {"group": False}, "score": SCORE}, "threads": 1}))
+    out = tmp_path / "sweep"
+    (run_spec,) = load_experiment(spec).runs()
+    run = ensure_run(out / "runs" / run_spec.id, run_spec.config())  # the run exists, not yet trained
+    # The lock of a process on a node this one cannot see (here, a node name no machine has).
+    (run.path / LOCK_FILE).write_text(json.dumps({"host": "node-elsewhere", "pid": 4242}))
+    env = cluster_env(SLURM_CONF=str(slurm.conf))
+    cmd = sweep_command(spec, out, "--engine", "slurm", "--partition", "debug", "--time-min", "20")
+    refused = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    advice = (f"run {run.path} is being written by process 4242 on node-elsewhere, a host this one cannot check; "
+              f"if that process is gone, delete {run.path / LOCK_FILE}")
+    (failed,) = [line for line in refused.stdout.splitlines() if line.startswith(f"FAILED {run_spec.id}: ")]
+    assert advice in failed, refused.stdout
+    assert advice in resume_log(out, run_spec.id)["train"]["error"]
+    assert run.checkpoint_steps() == [], "refused before it trained"
+    (run.path / LOCK_FILE).unlink()  # the advice
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1/1 runs done, 0 failed" in done.stdout, done.stdout
+    assert RunDir.open(run.path).finished and run.artifact("scores").is_file()
+    assert not (run.path / LOCK_FILE).exists()

@@ -1,6 +1,6 @@
-"""Helpers of the misuse probes (issue 36): a second process that trains a run with a hook of its own
-(pause at a step holding the lock, or kill itself), the ``possym`` command in a process, and comparisons
-of two runs' records and weights."""
+"""Helpers of the misuse probes: a second process that trains or scores a run with a hook of its
+own (pause at a step holding the lock, or kill itself), one that holds a directory's lock, the ``possym``
+command in a process, and comparisons of two runs' records and weights."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import torch
@@ -44,6 +45,34 @@ TRAINER = textwrap.dedent("""
 """)
 
 
+# A second process's scoring (a small ScoreConfig; forced, so that it scores, and calls `hook(step)`, after
+# each checkpoint even where the run is scored already).
+SCORER = textwrap.dedent("""
+    import os, signal, sys, time
+    from pathlib import Path
+    import torch
+    torch.set_num_threads(1)
+    from possym.runs import RunDir
+    from possym.stages.score import ScoreConfig, score_run
+    run = RunDir.open(sys.argv[1])
+    mode, flag = sys.argv[2], Path(sys.argv[3])
+
+    def hook(step):
+        if mode == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        flag.with_suffix(".ready").touch()  # pause here, holding the lock, until the test says go
+        deadline = time.time() + 120
+        while not flag.exists() and time.time() < deadline:
+            time.sleep(0.05)
+
+    score_run(run, ScoreConfig(n_inputs=4, figures=False, frequency=False, force=True), progress=hook)
+""")
+
+# A process that holds a directory's writer lock until its stdin closes.
+HOLD = ("import sys; from possym.locks import writer_lock\n"
+        "with writer_lock(sys.argv[1]):\n    print('held', flush=True); sys.stdin.read()")
+
+
 def env() -> dict[str, str]:
     """The test's own import path, so a subprocess runs this checkout's possym."""
     return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
@@ -52,6 +81,28 @@ def env() -> dict[str, str]:
 def start_trainer(run: Path, mode: str, at: int, flag: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", TRAINER, str(run), mode, str(at), str(flag)], env=env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def start_scorer(run: Path, mode: str, flag: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", SCORER, str(run), mode, str(flag)], env=env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def hold_lock(directory: Path) -> subprocess.Popen:
+    """Another process holding ``directory``'s lock until its stdin closes."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(directory)], env=env(), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
+def wait_for(path: Path, proc: subprocess.Popen, seconds: float = 300.0) -> None:
+    """Until ``path`` exists; fails, with the process's stderr, if ``proc`` ends first."""
+    deadline = time.time() + seconds
+    while not path.exists():
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        assert time.time() < deadline, f"{path} never appeared"
+        time.sleep(0.05)
 
 
 def possym_cli(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -6,12 +6,9 @@ import json
 import logging
 import os
 import socket
-import subprocess
-import sys
-import time
 
 import pytest
-from misuse_probes import comparable, env, possym_cli, same_weights, start_trainer
+from misuse_probes import comparable, hold_lock, possym_cli, same_weights, start_trainer, wait_for
 
 from possym.errors import LockError
 from possym.experiment.config import load_experiment
@@ -20,25 +17,6 @@ from possym.locks import LOCK_FILE, lock_holder, on_behalf_of, writer_lock
 from possym.runs import RunDir
 from possym.tasks import make_splits
 from possym.train.loop import train
-
-HOLD = ("import sys; from possym.locks import writer_lock\n"
-        "with writer_lock(sys.argv[1]):\n    print('held', flush=True); sys.stdin.read()")
-
-
-def hold_lock(directory) -> subprocess.Popen:
-    """Another process holding ``directory``'s lock until its stdin closes."""
-    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(directory)], env=env(), stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline().strip() == "held"
-    return proc
-
-
-def wait_for(path, proc, seconds=300.0) -> None:
-    deadline = time.time() + seconds
-    while not path.exists():
-        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
-        assert time.time() < deadline, f"{path} never appeared"
-        time.sleep(0.05)
 
 
 @pytest.mark.parametrize("second", ["resume", "fresh --out"])

@@ -106,3 +106,12 @@ def test_sbatch_settings_reach_the_job_script(tmp_path, monkeypatch):
     for flag in ("--partition=gpu", "--time=30", "--gpus-per-node=1", "--cpus-per-task=2", "--array=0-1%1",
                  "--account=abc", "--mem=16GB"):
         assert flag in text, f"{flag} not in {script}:\n{text}"
+
+
+def test_a_job_that_raised_reports_its_own_exception_last_where_the_sweep_reads_it(tmp_path):
+    pytest.importorskip("submitit")
+    engine = SlurmEngine(tmp_path / "jobs", cluster="local", poll_s=0.05)  # submitit's local jobs: real processes
+    ((item, result, error),) = engine.map(int, ["x"])
+    assert item == "x" and result is None
+    assert error.splitlines()[-1] == "ValueError: invalid literal for int() with base 10: 'x'", error
+    assert str(tmp_path / "jobs") in error, "the job's log paths are still named"
