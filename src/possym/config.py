@@ -388,7 +388,7 @@ def config_from_dict(data: dict[str, Any]) -> RunConfig:
     allowed = set(_SECTIONS) | {"preset"}
     unknown = sorted(set(data) - allowed)
     _require(not unknown, f"unknown config section(s) {unknown}; known: {sorted(allowed)}")
-    parts = {}
+    parts: dict[str, Any] = {}
     for name in _SECTIONS:
         section = data.get(name) or ({"name": "number"} if name == "task" else {})
         _require(isinstance(section, dict), f"config section {name!r} must be a mapping")

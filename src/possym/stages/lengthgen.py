@@ -51,7 +51,7 @@ class LengthStageConfig:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LengthStageConfig:
         """From flat settings: :class:`LengthGenConfig`'s keys, ``steps``, ``threads`` and ``device``."""
-        own = {k: data[k] for k in ("steps", "threads", "device") if k in data}
+        own: dict[str, Any] = {k: data[k] for k in ("steps", "threads", "device") if k in data}
         curve = from_dict(LengthGenConfig, {k: v for k, v in data.items() if k not in own}, "lengthgen",
                           also=("steps", "threads", "device"))
         return from_dict(cls, {"curve": curve, **own}, "lengthgen")
