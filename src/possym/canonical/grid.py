@@ -308,12 +308,13 @@ def grid_to_dict(grid: CanonicalGridConfig) -> dict[str, Any]:
 
 
 def grid_from_dict(data: dict[str, Any]) -> CanonicalGridConfig:
-    """A grid from an experiment part: ``{"grid": "quick" | "default" | {field: value}, field: value, ...}``.
+    """A grid from an experiment part: ``{"grid": "quick" | "default" | {field: value}, field: value, ...}``
+    (without ``grid``: the default grid).
 
     >>> grid_from_dict({"grid": "quick", "seeds": [0, 1]}).seeds
     (0, 1)
     """
-    base, rest = data.get("grid"), {k: v for k, v in data.items() if k != "grid"}
+    base, rest = data.get("grid", "default"), {k: v for k, v in data.items() if k != "grid"}
     if isinstance(base, dict):
         rest = {**base, **rest}
         base = "default"

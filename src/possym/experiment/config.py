@@ -294,7 +294,27 @@ def experiment_to_dict(exp: Experiment) -> dict[str, Any]:
 def is_train_stage_key(section: str, name: str) -> bool:
     """Whether ``section.name`` sets the train stage (``train.monitor``) rather than the runs' TrainConfig
     (``train.lr``): ``train`` names both, and the stage's settings share no name with TrainConfig's fields."""
-    return section == "train" and name in {f.name for f in dataclasses.fields(get_stage("train").config)}
+    from possym.stages.train import TrainStageConfig  # not the registry: that imports every stage
+
+    return section == "train" and name in {f.name for f in dataclasses.fields(TrainStageConfig)}
+
+
+def train_overrides(overrides: list[str] | tuple[str, ...]) -> tuple[list[str], Any]:
+    """The overrides of one training (``possym train``) split as an experiment splits them: the runs' own
+    (``task.*``, ``model.*``, ``train.lr``, ``seeds.*``) and the train stage's typed settings
+    (``train.monitor``, ``train.memory_budget_mb``, ...; :func:`is_train_stage_key`).
+
+    >>> run, stage = train_overrides(["train.lr=3e-4", "train.monitor=false"])
+    >>> run, stage.monitor
+    (['train.lr=3e-4'], False)
+    """
+    from possym.stages.train import STAGE  # not the registry: that imports every stage
+
+    check_overrides(overrides)
+    stage = {name: value for section, name, value in map(parse_override, overrides)
+             if is_train_stage_key(section, name)}
+    run = [o for o in overrides if not is_train_stage_key(*parse_override(o)[:2])]
+    return run, STAGE.settings_from(stage)
 
 
 def apply_overrides(exp: Experiment, overrides: list[str] | tuple[str, ...]) -> Experiment:
@@ -390,4 +410,4 @@ def experiment_differences(before: dict[str, Any], now: dict[str, Any]) -> list[
 
 __all__ = ["Experiment", "RunSpec", "Variant", "apply_overrides", "dump_experiment", "experiment_differences",
            "experiment_from_dict", "experiment_names", "experiment_to_dict", "is_train_stage_key", "load_experiment",
-           "run_id"]
+           "run_id", "train_overrides"]

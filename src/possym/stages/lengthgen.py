@@ -56,10 +56,12 @@ class LengthStageConfig:
                           also=("steps", "threads", "device"))
         return from_dict(cls, {"curve": curve, **own}, "lengthgen")
 
-    def run(self, run: RunDir) -> list[LengthRecord]:
-        """The curve at each of ``steps``."""
+    def run(self, run: RunDir, force: bool = False,
+            progress: Callable[[int], None] | None = None) -> list[LengthRecord]:
+        """The curve at each of ``steps`` (measured afresh with ``force``; ``progress`` as :func:`length_curve`)."""
         with torch_threads(self.threads):  # restored after: the caller's process is left as it was
-            return [p for step in self.steps for p in length_curve(run, self.curve, step, device=self.device)]
+            return [p for step in self.steps
+                    for p in length_curve(run, self.curve, step, force, progress, device=self.device)]
 
 
 def _settings(cfg: LengthGenConfig) -> dict[str, Any]:
