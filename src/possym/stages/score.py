@@ -58,7 +58,8 @@ class ScoreConfig:
     (None: all). force: re-score steps already in scores.csv. device: where the models and the engine
     run (:func:`possym.devices.resolve_device`; the engine works in float64, which MPS lacks).
     cosine: ``"exact"`` (the paper's formula) or ``"torch"`` (the authors' ``F.cosine_similarity``;
-    :mod:`possym.scores.metric`).
+    :mod:`possym.scores.metric`). figures: draw the figures into RUN/figures. threads: torch threads while
+    scoring (None: the caller's).
     """
 
     n_inputs: int = 100
