@@ -190,12 +190,12 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
         raise _Mismatch()
     if origin is tuple or hint is tuple:
         if not isinstance(value, list | tuple):
-            raise _Mismatch("a list, e.g. [0, 10]")
+            raise _Mismatch("give a list, e.g. [0, 10]")
         if len(args) == 2 and args[1] is Ellipsis:
             return tuple(_coerce(v, args[0], where) for v in value)
         if args:
             if len(args) != len(value):
-                raise _Mismatch(f"a list of {len(args)}")
+                raise _Mismatch(f"give a list of {len(args)}")
             return tuple(_coerce(v, a, where) for v, a in zip(value, args, strict=True))
         return tuple(value)
     if dataclasses.is_dataclass(hint) and isinstance(hint, type):
@@ -235,7 +235,8 @@ def from_dict(cls: type[C], data: Mapping[str, Any] | None, where: str, also: It
         except _Mismatch as exc:
             declared = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
             null = " must not be null" if value is None else f"={value!r} has the wrong type"
-            raise ConfigError(f"{where}.{f.name}{null}; expected {exc.allowed or declared}") from None
+            advice = f"; {exc.allowed}" if exc.allowed else ""
+            raise ConfigError(f"{where}.{f.name}{null}; expected {declared}{advice}") from None
     return cls(**values)
 
 

@@ -71,7 +71,7 @@ def test_stage_settings_are_the_same_from_the_command_line_yaml_and_python(tmp_p
         (["score", "RUN", "score.n_input=50"], "unknown key 'score.n_input'; known score keys: ['n_inputs', "),
         (["score", "RUN", "lengthgen.n=50"], "this command takes score.KEY=VALUE; known score keys: ['n_inputs', "),
         (["score", "RUN", "score.hops=maybe"], "score.hops='maybe' has the wrong type; expected bool"),
-        (["lengthgen", "RUN", "lengthgen.grid=5"], "lengthgen.grid=5 has the wrong type; expected a list"),
+        (["lengthgen", "RUN", "lengthgen.grid=5"], "lengthgen.grid=5 has the wrong type; expected tuple[int, ...]"),
         (["theory", "--out", "OUT", "theory.n_maxx=3"], "unknown key 'theory.n_maxx'; known theory keys: ['n_max', "),
         (["canonical", "--out", "OUT", "canonical.seed=1"], "unknown key 'canonical.seed'; known canonical keys"),
         (["discrepancy", "RUN", "discrepancy.step"], "must look like section.key=value"),
