@@ -96,3 +96,21 @@ def test_a_removed_flag_is_refused_by_argparse_and_its_override_is_in_the_help(c
 def test_keyword_settings_map_one_to_one_onto_overrides():
     with pytest.raises(ConfigError, match="write section__key, e.g. train__steps=500"):
         possym.load_config("number", None, steps=500)
+
+
+def test_every_config_class_has_field_types_the_reader_can_resolve():
+    """from_dict checks a value against its field's type; a class whose annotations cannot be resolved would
+    pass values through unchecked."""
+    import dataclasses
+    import typing
+
+    from possym.canonical.grid import CanonicalGridConfig
+    from possym.config import ModelConfig, Seeds, TrainConfig
+    from possym.stages.heads import HeadsConfig
+    from possym.stages.registry import stages
+    from possym.tasks import TASKS, get_task
+
+    classes = [s.config for s in stages().values()] + [ModelConfig, TrainConfig, Seeds, CanonicalGridConfig,
+                                                      HeadsConfig] + [get_task(t).config for t in TASKS]
+    for cls in classes:
+        assert set(typing.get_type_hints(cls)) >= {f.name for f in dataclasses.fields(cls)}, cls.__name__
