@@ -42,14 +42,14 @@ if [[ $TINY == 1 ]]; then
   DEVICE=cpu SEEDS=${SEEDS:-2} STEPS=${STEPS:-20} EVERY=10
   MODEL="model.n_layers=2 model.d_model=16 model.d_mlp=32 task.n_train=4000 task.n_val=200 task.n_test=200 train.eval_size=100 train.threads=1"
   BENCH="--tiny"
-  LENGTH="--grid 0,10 --n 20 --n-prefixes 2"
-  SCORE="--n-inputs 8"
+  LENGTH="lengthgen.grid=[0,10] lengthgen.n=20 lengthgen.n_prefixes=2"
+  SCORE="score.n_inputs=8"
 else
   DEVICE=cuda SEEDS=${SEEDS:-8} STEPS=${STEPS:-600} EVERY=50
   MODEL=""
   BENCH="--device cuda --eager --sizes 1,8 --steps 10 --repeats 3"
   LENGTH=""
-  SCORE="--n-inputs 100"
+  SCORE="score.n_inputs=100"
 fi
 WARMUP=$(( STEPS / 9 > 1 ? STEPS / 9 : 1 ))  # the preset's 750 of 6,750
 
@@ -112,9 +112,9 @@ analyses() {
   for task in number letter; do
     run="$WORK/runs/$task-bf16/seed0"
     [[ -f $run/best.json ]] || { echo "no finished run at $run"; continue; }
-    "$PY" -m possym lengthgen "$run" --step final --no-figures --device "$DEVICE" $LENGTH || return 1
-    "$PY" -m possym score "$run" --steps "$STEPS" --step final --no-figures --no-frequency --device "$DEVICE" \
-      $SCORE || return 1
+    "$PY" -m possym lengthgen "$run" --no-figures "lengthgen.device=$DEVICE" $LENGTH || return 1
+    "$PY" -m possym score "$run" "score.steps=[$STEPS]" score.figures=false score.frequency=false \
+      "score.device=$DEVICE" $SCORE || return 1
   done
 }
 

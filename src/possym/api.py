@@ -32,13 +32,13 @@ from typing import TYPE_CHECKING, Any
 import torch
 from safetensors import SafetensorError, safe_open
 
-from possym.config import RunConfig, check_overrides, config_from_saved
-from possym.config import load_config as _load_config
+from possym.config import RunConfig, config_from_saved, load_config
 from possym.devices import resolve_device, torch_threads
-from possym.errors import PossymError, RunError, named_options, settings_of
+from possym.errors import OptionError, PossymError, RunError, named_options
 from possym.records import GAMMA, LengthRecord, PurityRecord, ScoreRecord, Table1Record, frame
 from possym.runs import RunDir, StepSpec, ensure_run
 from possym.scores.metric import TAU
+from possym.settings import from_dict
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -50,23 +50,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Run", "head_scores", "load_config", "load_model", "open_run", "to_hooked_transformer",
            "to_transformer_bridge", "train_model", "train_models"]
-
-
-def load_config(task: str, preset: str | None = None, overrides: list[str] | None = None,
-                **keys: Any) -> RunConfig:
-    """The resolved config of a run: defaults < preset < ``overrides`` (``"train.lr=3e-4"``) < ``keys``,
-    where ``section__key=value`` is the override ``section.key=value`` (``train__steps=500``).
-
-    >>> load_config("number", "quick", train__steps=500).train.steps
-    500
-    """
-    check_overrides(overrides or [])
-    extra = []
-    for key, value in keys.items():
-        if "__" not in key:
-            raise PossymError(f"config key {key!r}: write section__key, e.g. train__steps=500")
-        extra.append(f"{key.replace('__', '.', 1)}={json.dumps(value) if not isinstance(value, str) else value}")
-    return _load_config(task, preset, [*(overrides or []), *extra])
 
 
 @named_options
@@ -304,7 +287,7 @@ class Run:
         was made with these settings (:class:`possym.stages.score.ScoreConfig`), else computed and written."""
         from possym.stages.score import ScoreConfig, cached_scores, score_run
 
-        cfg = settings_of(ScoreConfig, {"figures": False, **settings}, "scores")
+        cfg = from_dict(ScoreConfig, {"figures": False, **settings}, "score", error=OptionError)
         wanted = set(cfg.steps or self.checkpoint_steps())
         rows = cached_scores(self.dir, cfg)
         if cfg.force or not wanted <= {r.step for r in rows}:
@@ -353,7 +336,8 @@ class Run:
         if not rows:
             from possym.stages.score import ScoreConfig, score_run
 
-            rows = score_run(self.dir, settings_of(ScoreConfig, {"figures": False, **settings}, "table1")).table1
+            cfg = from_dict(ScoreConfig, {"figures": False, **settings}, "score", error=OptionError)
+            rows = score_run(self.dir, cfg).table1
         return frame(rows, Table1Record)
 
     def plot_scores(self, query: str = "last", **settings: Any) -> Figure:
@@ -383,5 +367,6 @@ class Run:
         from possym.evaluate.lengthgen import LengthGenConfig
         from possym.stages.lengthgen import length_curve
 
-        cfg = settings_of(LengthGenConfig, settings if grid is None else {"grid": grid, **settings}, "length_curve")
+        cfg = from_dict(LengthGenConfig, settings if grid is None else {"grid": grid, **settings}, "lengthgen",
+                        error=OptionError)
         return frame(length_curve(self.dir, cfg, step), LengthRecord)

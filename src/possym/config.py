@@ -17,13 +17,14 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from possym.errors import ConfigError, require
+from possym.settings import check_overrides, from_dict, keyword_overrides, parse_override
 from possym.tasks.base import TaskConfig
 from possym.tasks.registry import PAPER_TASKS, TASKS, get_task, task_config
 
@@ -373,10 +374,6 @@ class RunConfig:
 _SECTIONS: dict[str, type] = {"task": TaskConfig, "model": ModelConfig, "train": TrainConfig, "seeds": Seeds}
 
 
-def _known(cls: type) -> list[str]:
-    return [f.name for f in fields(cls)]
-
-
 def _section_class(name: str, values: dict[str, Any]) -> type:
     """The dataclass of a config section; the task section's is the named task's own config class."""
     if name != "task":
@@ -385,52 +382,17 @@ def _section_class(name: str, values: dict[str, Any]) -> type:
     return get_task(values["name"]).config
 
 
-def _coerce(value: Any, annotation: str, where: str) -> Any:
-    """Check a plain value against a field annotation ('float', 'int | None', ...), converting the
-    unambiguous cases (YAML reads ``1e-3`` as a string and ``3`` as an int where a float is meant)."""
-    kinds = [k.strip() for k in annotation.split("|")]
-    if value is None:
-        _require("None" in kinds, f"{where} must not be null; expected {annotation}")
-        return None
-    for kind in kinds:
-        if kind == "float" and not isinstance(value, bool):
-            try:
-                return float(value)
-            except (TypeError, ValueError):
-                continue
-        if kind == "int" and not isinstance(value, bool | float):
-            try:
-                return int(value)
-            except (TypeError, ValueError):
-                continue
-        if kind == "str" and isinstance(value, str):
-            return value
-        if kind == "bool" and isinstance(value, bool):
-            return value
-    raise ConfigError(f"{where}={value!r} has the wrong type; expected {annotation}")
-
-
-def _build(cls: type, values: dict[str, Any], where: str) -> Any:
-    unknown = sorted(set(values) - set(_known(cls)))
-    names = ", ".join(f"{where}.{k}" for k in unknown)
-    _require(not unknown, f"unknown key(s) {names}; known: {_known(cls)}")
-    # Annotations are strings under `from __future__ import annotations`, types in a class defined without it.
-    types = {f.name: f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
-             for f in fields(cls)}
-    return cls(**{k: _coerce(v, types[k], f"{where}.{k}") for k, v in values.items()})
-
-
 def config_from_dict(data: dict[str, Any]) -> RunConfig:
     """Build a validated RunConfig from nested plain data (a preset file or a saved config)."""
     _require(isinstance(data, dict), f"a config must be a mapping, got {type(data).__name__}")
     allowed = set(_SECTIONS) | {"preset"}
     unknown = sorted(set(data) - allowed)
     _require(not unknown, f"unknown config section(s) {unknown}; known: {sorted(allowed)}")
-    parts = {}
+    parts: dict[str, Any] = {}
     for name in _SECTIONS:
         section = data.get(name) or ({"name": "number"} if name == "task" else {})
         _require(isinstance(section, dict), f"config section {name!r} must be a mapping")
-        parts[name] = _build(_section_class(name, section), dict(section), name)
+        parts[name] = from_dict(_section_class(name, section), section, name)
     return RunConfig(**parts, preset=data.get("preset"))
 
 
@@ -483,45 +445,15 @@ def changed_keys(before: dict[str, Any], now: dict[str, Any]) -> list[str]:
     return sorted(changed)
 
 
-def _parse_value(text: str) -> Any:
-    # YAML scalars: 3e-4 -> float, null -> None, true -> bool, [1, 2] -> list.
-    value = yaml.safe_load(text)
-    if isinstance(value, str) and text.strip().lower() in {"none"}:
-        return None
-    return value
-
-
-def check_overrides(overrides: Any) -> None:
-    """Overrides are a list of ``section.key=value`` strings; a lone string would be read one character at a time.
-
-    >>> check_overrides("train.lr=3e-4")
-    Traceback (most recent call last):
-    ...
-    possym.errors.ConfigError: overrides='train.lr=3e-4' is one string; give a list of them, e.g. ['train.lr=3e-4']
-    """
-    if isinstance(overrides, str | bytes):
-        raise ConfigError(f"overrides={overrides!r} is one string; give a list of them, e.g. [{overrides!r}]")
-    if not isinstance(overrides, list | tuple) or not all(isinstance(o, str) for o in overrides):
-        raise ConfigError(f"overrides={overrides!r} must be a list of section.key=value strings, "
-                          "e.g. ['train.lr=3e-4']")
-
-
-def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Apply ``section.key=value`` overrides to nested plain data; unknown keys are errors."""
+def apply_overrides(data: dict[str, Any], overrides: list[str], keys: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Apply ``section.key=value`` overrides, then keyword ones (``section__key=value``), to nested plain data;
+    :func:`config_from_dict` then checks every key and value (:mod:`possym.settings`)."""
     check_overrides(overrides)
     out = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
-    for item in overrides:
-        _require("=" in item, f"override {item!r} must look like section.key=value, e.g. train.lr=3e-4")
-        key, text = item.split("=", 1)
-        parts = key.strip().split(".")
-        _require(
-            len(parts) == 2 and parts[0] in _SECTIONS,
-            f"override key {key!r} must be section.key with section in {sorted(_SECTIONS)}",
-        )
-        section, name = parts
-        known = _known(_section_class(section, out.get("task") or {"name": "number"}))
-        _require(name in known, f"unknown key {key!r}; known {section} keys: {known}")
-        out.setdefault(section, {})[name] = _parse_value(text)
+    for section, name, value in [*map(parse_override, overrides), *keyword_overrides(keys or {})]:
+        _require(section in _SECTIONS,
+                 f"override key '{section}.{name}' must be section.key with section in {sorted(_SECTIONS)}")
+        out.setdefault(section, {})[name] = value
     return out
 
 
@@ -537,10 +469,15 @@ def load_preset(name: str) -> dict[str, Any]:
     return data
 
 
-def load_config(task: str, preset: str | None = None, overrides: list[str] | None = None) -> RunConfig:
-    """Resolve defaults < preset < overrides into a validated RunConfig for ``task``.
+def load_config(task: str, preset: str | None = None, overrides: list[str] | None = None,
+                **keys: Any) -> RunConfig:
+    """Resolve defaults < preset < ``overrides`` (``"train.lr=3e-4"``) < ``keys`` into a validated RunConfig for
+    ``task``, where the keyword ``section__key=value`` is the override ``section.key=value``.
 
     A preset may hold shared sections and per-task sections under ``tasks: {number: ..., letter: ...}``.
+
+    >>> load_config("number", "quick", ["train.steps=500"]) == load_config("number", "quick", train__steps=500)
+    True
     """
     _require(isinstance(task, str) and task in TASKS, f"--task {task!r} is not a task; allowed: {tuple(TASKS)}")
     check_overrides(overrides or [])
@@ -555,6 +492,6 @@ def load_config(task: str, preset: str | None = None, overrides: list[str] | Non
                 data.setdefault(section, {}).update(values or {})
         data["task"]["name"] = task
         data["preset"] = preset
-    data = apply_overrides(data, overrides or [])
+    data = apply_overrides(data, overrides or [], keys)
     _require(data["task"].get("name") == task, "task.name cannot be overridden; use --task")
     return config_from_dict(data)

@@ -1,6 +1,6 @@
 """Which device runs a model: the ``device`` option of training, scoring, length curves and heads.
 
-The device is a config value chosen at the entry point (``train.device``, ``--device``); library
+The device is a config value chosen at the entry point (``train.device``, ``score.device``, ...); library
 code never picks one, it makes its tensors on the device of the tensors they meet. ``auto`` means
 CUDA when there is one, else Apple's MPS, else the CPU.
 

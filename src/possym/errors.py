@@ -11,7 +11,6 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import inspect
 from collections.abc import Callable
@@ -75,19 +74,3 @@ def named_options(fn: _F) -> _F:
         return fn(*args, **kwargs)
 
     return call  # type: ignore[return-value]
-
-
-def settings_of(kind: type, settings: dict[str, Any], what: str) -> Any:
-    """``kind(**settings)`` for a settings dataclass, an unknown key refused by name with the known ones.
-
-    >>> from possym.evaluate.lengthgen import LengthGenConfig
-    >>> settings_of(LengthGenConfig, {"grdi": (0, 10)}, "length_curve")   # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    possym.errors.OptionError: length_curve: unknown option(s) ['grdi']; allowed: grid, n, n_prefixes, ...
-    """
-    known = [f.name for f in dataclasses.fields(kind) if f.init]
-    unknown = sorted(set(settings) - set(known))
-    if unknown:
-        raise OptionError(f"{what}: unknown option(s) {unknown}; allowed: {', '.join(known)}")
-    return kind(**settings)

@@ -44,7 +44,8 @@ def test_a_checkpoint_file_alone_gives_the_run_model(run):
 
 
 def test_api_scores_equal_what_the_cli_wrote_and_a_recomputation(run):
-    assert main(["score", str(run.path), "--n-inputs", "6", "--no-figures", "--no-frequency", "--step", "best"]) == 0
+    assert main(["score", str(run.path), "score.n_inputs=6", "score.figures=false", "score.frequency=false",
+                 "score.table_step=best"]) == 0
     written = read_records(run.path / "scores.csv", ScoreRecord)
     cached = run.scores(n_inputs=6, frequency=False)
     assert cached.to_dict("records") == [r.to_dict() for r in written]
@@ -54,8 +55,9 @@ def test_api_scores_equal_what_the_cli_wrote_and_a_recomputation(run):
 
 
 def test_length_curves_at_best_and_final_share_one_cached_file(run, capsys):
-    args = ["lengthgen", str(run.path), "--grid", "0,5", "--n", "4", "--n-prefixes", "2", "--no-figures"]
-    assert main([*args, "--step", "best"]) == 0 and main([*args, "--step", "final"]) == 0
+    args = ["lengthgen", str(run.path), "lengthgen.grid=[0,5]", "lengthgen.n=4", "lengthgen.n_prefixes=2",
+            "--no-figures"]
+    assert main([*args, "lengthgen.steps=[best]"]) == 0 and main([*args, "lengthgen.steps=[final]"]) == 0
     steps = json.loads((run.path / "lengthgen.json").read_text())["steps"]
     assert set(steps) == {str(run.step("best")), str(run.step("final"))}
     curve = run.length_curve(grid=(0, 5), n=4, n_prefixes=2, step="best")

@@ -14,6 +14,7 @@ SRC = Path(possym.__file__).parent
 # registry that a higher package fills is filled from above (possym.stages.registry, possym.tasks.registry).
 LEVELS = {
     "errors": 0, "hardware": 0, "records": 0, "paper": 0, "one_hop": 0, "dependencies": 0, "locks": 1,
+    "settings": 1,
     "tasks": 1, "config": 2,
     "devices": 3,
     "model": 4, "local_models": 4, "runs": 5, "train": 6, "scores": 7, "theory": 7, "evaluate": 7, "heads": 7, "llm": 7,

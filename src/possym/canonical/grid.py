@@ -39,6 +39,7 @@ from possym.canonical.records import CellRecord, PositionRecord, WmaxRecord
 from possym.canonical.theorem7 import theorem7_curves
 from possym.config import ConfigError, RunConfig, load_config
 from possym.runs import RunDir, atomic_write_text
+from possym.settings import from_dict
 from possym.tasks import get_task
 from possym.tasks.canonical import CANONICAL_TASKS, CanonicalTaskConfig
 
@@ -314,20 +315,19 @@ def grid_to_dict(grid: CanonicalGridConfig) -> dict[str, Any]:
 
 
 def grid_from_dict(data: dict[str, Any]) -> CanonicalGridConfig:
-    """A grid from an experiment part: ``{"grid": "quick" | "default" | {field: value}, field: value, ...}``.
+    """A grid from an experiment part: ``{"grid": "quick" | "default" | {field: value}, field: value, ...}``
+    (without ``grid``: the default grid).
 
     >>> grid_from_dict({"grid": "quick", "seeds": [0, 1]}).seeds
     (0, 1)
     """
-    base, rest = data.get("grid"), {k: v for k, v in data.items() if k != "grid"}
+    base, rest = data.get("grid", "default"), {k: v for k, v in data.items() if k != "grid"}
     if isinstance(base, dict):
         rest = {**base, **rest}
         base = "default"
     if base not in ("quick", "default"):
         raise ConfigError(f"canonical grid={base!r}; allowed: 'quick', 'default', or a mapping of its settings")
-    known = [f.name for f in dataclasses.fields(CanonicalGridConfig)]
-    unknown = sorted(set(rest) - set(known))
-    if unknown:
-        raise ConfigError(f"canonical grid: unknown key(s) {unknown}; known: {sorted(known)}")
-    explicit: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in rest.items()}
-    return CanonicalGridConfig.quick(**explicit) if base == "quick" else CanonicalGridConfig(**explicit)
+    # Checked and typed as the fields say; the quick grid then changes its own defaults, not the keys given.
+    explicit = from_dict(CanonicalGridConfig, rest, "canonical", also=("grid",))
+    given = {k: getattr(explicit, k) for k in rest}
+    return CanonicalGridConfig.quick(**given) if base == "quick" else explicit

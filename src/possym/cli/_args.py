@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 
 def step_arg(text: str) -> int | str:
@@ -34,17 +35,32 @@ def add_device(p: argparse.ArgumentParser, default: str, why: str = "") -> None:
                    help=f"auto, cpu, cuda (cuda:N) or mps; auto is the best here (default {default}{why})")
 
 
-def int_list(text: str) -> tuple[int, ...]:
-    """Comma-separated integers, e.g. ``0,10,100``."""
-    try:
-        return tuple(int(k) for k in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: give comma-separated integers, e.g. 0,10,100") from None
-
-
 def add_step(p: argparse.ArgumentParser, help: str = "checkpoint: a step, best or final (default final)") -> None:
-    """``--step`` and ``--allow-unfinished``: ``final`` names the end of training, so on a run that has not
-    finished it is refused unless ``--allow-unfinished`` says to take its last checkpoint."""
+    """``--step`` and ``--allow-unfinished`` (for a command without a config that holds the step)."""
     p.add_argument("--step", type=step_arg, default="final", help=help)
+    add_allow_unfinished(p)
+
+
+def add_allow_unfinished(p: argparse.ArgumentParser) -> None:
+    """``--allow-unfinished``: ``final`` names the end of training, so on a run that has not finished it is
+    refused unless this says to take its last checkpoint."""
     p.add_argument("--allow-unfinished", action="store_true",
                    help="let final name the last checkpoint of a run whose training has not ended")
+
+
+def add_overrides(p: argparse.ArgumentParser, section: str, defaults: dict[str, Any], example: str,
+                  config: type | None = None) -> None:
+    """The command's settings as ``section.key=value`` overrides (:mod:`possym.settings`), the one syntax of
+    every config; ``--help`` lists the section's keys with their defaults, so that no flag restates one, and
+    the docstring of ``config``, which says what each key means."""
+    import inspect
+
+    from possym.settings import defaults_help
+
+    p.add_argument("overrides", nargs="*", metavar=f"{section}.KEY=VALUE",
+                   help=f"settings, e.g. {example}; every key and its default is listed below")
+    p.formatter_class = argparse.RawDescriptionHelpFormatter
+    p.epilog = (f"{section} keys and their defaults (set any as {section}.KEY=VALUE; values are YAML: "
+                f"true, null, [0, 10]):\n{defaults_help(section, defaults)}")
+    if config is not None:
+        p.epilog += "\n\n" + (inspect.getdoc(config) or "")

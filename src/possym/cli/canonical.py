@@ -1,6 +1,10 @@
-"""``possym canonical --out DIR [--quick]``: the metric paper's canonical tasks on frequency-controlled toy heads.
+"""``possym canonical --out DIR [canonical.KEY=VALUE ...]``: the metric paper's canonical tasks on
+frequency-controlled toy heads.
 
-A shell over :func:`possym.experiment.run_canonical_grid`: parses, calls it, prints the verdicts. Rerun
+A shell over :func:`possym.experiment.run_canonical_grid`: parses, calls it, prints the verdicts. The
+grid's settings (:class:`~possym.canonical.grid.CanonicalGridConfig`) are overrides, as in a
+reproduction's canonical part: ``canonical.grid=quick`` (5 conditions, 1 seed, 1,000 steps; about a
+minute), ``canonical.seeds=[0,1] canonical.conditions=[band1,band8,nope] canonical.steps=500``. Rerun
 the same command to resume; finished cells are neither retrained nor re-analysed.
 """
 
@@ -11,31 +15,26 @@ import time
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("canonical", help="Index / Retrieval / partial induction on frequency-controlled toy heads")
+    from possym.canonical.grid import CanonicalGridConfig, grid_to_dict
+    from possym.cli._args import add_overrides
+
+    p = sub.add_parser("canonical", help="Index / Retrieval / partial induction on frequency-controlled toy heads",
+                       description=__doc__)
     p.add_argument("--out", required=True, help="output directory (rerun the same command to resume)")
-    p.add_argument("--quick", action="store_true", help="5 conditions, 1 seed, 1,000 steps (about a minute)")
-    p.add_argument("--seeds", type=int, nargs="+", help="seeds (default: 0 1 2; quick: 0)")
-    p.add_argument("--conditions", nargs="+", help="conditions, e.g. band1 band8 nope two_angle (default: all)")
-    p.add_argument("--tasks", nargs="+", help="tasks (default: index retrieval induction)")
-    p.add_argument("--steps", type=int, help="training steps per toy head (default: 1500; quick: 1000)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads (default: 1)")
+    defaults = grid_to_dict(CanonicalGridConfig())["grid"]
+    quick = {k: v for k, v in grid_to_dict(CanonicalGridConfig.quick())["grid"].items() if v != defaults[k]}
+    add_overrides(p, "canonical", {"grid": "default", **defaults}, "canonical.grid=quick canonical.seeds=[0,1]",
+                  CanonicalGridConfig)
+    p.epilog += f"\n\ncanonical.grid: default, or quick, whose defaults differ in {quick}"
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from possym.canonical.grid import CanonicalGridConfig
+    from possym.canonical.grid import grid_from_dict
     from possym.experiment import run_canonical_grid
+    from possym.settings import section_values
 
-    changes: dict = {"threads": args.threads}
-    if args.seeds:
-        changes["seeds"] = tuple(args.seeds)
-    if args.conditions:
-        changes["conditions"] = tuple(args.conditions)
-    if args.tasks:
-        changes["tasks"] = tuple(args.tasks)
-    if args.steps:
-        changes["steps"] = args.steps
-    grid = CanonicalGridConfig.quick(**changes) if args.quick else CanonicalGridConfig(**changes)
+    grid = grid_from_dict(section_values(args.overrides, "canonical"))
     t0 = time.perf_counter()
     result = run_canonical_grid(grid, args.out, progress=True)
     width = max(len(c.claim) for c in result.claims)

@@ -1,8 +1,11 @@
-"""``possym score RUN``: positional/symbolic scores of every checkpoint, purity, frequency use and figures.
+"""``possym score RUN [score.KEY=VALUE ...]``: positional/symbolic scores of every checkpoint, purity, frequency
+use and figures.
 
-A shell over :func:`possym.stages.score.score_run` (which lists the files it writes into RUN).
-``--step best|final|N`` picks the checkpoint of the final-scores tables (Table 1, frequency use, the
-per-plane scores, Fig. 3 and 4B, and the table printed here); every checkpoint is still scored.
+A shell over :func:`possym.stages.score.score_run` (which lists the files it writes into RUN), with the
+score stage's settings (:class:`~possym.stages.score.ScoreConfig`) as overrides, the syntax of a
+reproduction or a sweep: ``possym score RUN score.n_inputs=50 score.hops=true``.
+``score.table_step=best|final|N`` picks the checkpoint of the final-scores tables (Table 1, frequency use,
+the per-plane scores, Fig. 3 and 4B, and the table printed here); every checkpoint is still scored.
 """
 
 from __future__ import annotations
@@ -12,46 +15,27 @@ import time
 
 from tqdm import tqdm
 
-from possym.cli._args import add_device, add_step
+from possym.cli._args import add_allow_unfinished, add_overrides
+from possym.devices import resolve_device
 from possym.records import GAMMA, GAMMAS
 from possym.runs import RunDir
-from possym.scores.metric import COSINES, TAU
-from possym.stages.score import ScoreConfig, ScoreResult, score_run
+from possym.stages.score import STAGE, ScoreResult, score_run
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("score", help="positional/symbolic scores of a run's checkpoints, purity and frequency use")
+    p = sub.add_parser("score", help="positional/symbolic scores of a run's checkpoints, purity and frequency use",
+                       description=__doc__)
     p.add_argument("run", help="a run directory made by `possym train`")
-    p.add_argument("--steps", type=int, nargs="+", help="checkpoint steps to score (default: all)")
-    add_step(p, "checkpoint of the final-scores tables: a step, best or final (default final)")
-    p.add_argument("--n-inputs", type=int, default=100, help="test inputs per checkpoint (paper: 100)")
-    p.add_argument("--seed", type=int, default=0, help="seed choosing the test inputs")
-    p.add_argument("--tau", type=float, default=TAU, help="swap temperature (paper: 1e-4)")
-    p.add_argument("--block-size", type=int, default=1, help="tokens per swapped block (paper A: 1)")
-    p.add_argument("--cosine", choices=COSINES, default="exact",
-                   help="exact: the paper's formula (default); torch: the authors' F.cosine_similarity, float32 "
-                   "with eps 1e-8 on each norm (docs/choices.md)")
-    p.add_argument("--hops", action="store_true", help="also score every hop position as a query")
-    p.add_argument("--no-frequency", action="store_true", help="skip frequency use and per-plane scores")
-    p.add_argument("--no-figures", action="store_true")
-    p.add_argument("--threads", type=int, default=1,
-                   help="torch threads (default 1: the engine works on small tensors, and an OpenMP team on a busy "
-                   "machine can be 10x slower)")
-    p.add_argument("--force", action="store_true", help="re-score steps already in RUN/scores.csv")
-    add_device(p, "cpu", "; the engine works in float64")
+    add_allow_unfinished(p)
+    add_overrides(p, "score", STAGE.defaults(), "score.n_inputs=50 score.hops=true score.steps=[0,500]",
+                  STAGE.config)
     p.set_defaults(func=run)
 
 
-def config(args: argparse.Namespace) -> ScoreConfig:
-    return ScoreConfig(n_inputs=args.n_inputs, seed=args.seed, tau=args.tau, block_size=args.block_size,
-                       hops=args.hops, frequency=not args.no_frequency, figures=not args.no_figures,
-                       table_step=args.step, steps=tuple(args.steps) if args.steps else None, force=args.force,
-                       threads=args.threads, cosine=args.cosine, device=args.device)
-
-
 def run(args: argparse.Namespace) -> int:
+    cfg = STAGE.from_overrides(args.overrides)
+    resolve_device(cfg.device)  # a device this machine lacks stops the command before any work
     run_dir = RunDir.open(args.run, allow_unfinished=args.allow_unfinished)
-    cfg = config(args)
     n_steps = len(cfg.steps or run_dir.checkpoint_steps())
     # Locked here too (score_run takes it again), so that a refusal comes before the progress bar: one line.
     with run_dir.writing():

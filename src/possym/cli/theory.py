@@ -1,7 +1,11 @@
-"""``possym theory`` (Theorems 3.1-3.2, Remark 3.1 as code) and ``possym discrepancy RUN`` (trained heads).
+"""``possym theory --out DIR [theory.KEY=VALUE ...]`` (Theorems 3.1-3.2, Remark 3.1 as code) and
+``possym discrepancy RUN [discrepancy.KEY=VALUE ...]`` (trained heads).
 
 Shells over :func:`possym.stages.theory.theory_tables` and
-:func:`possym.stages.theory.trained_discrepancy_run`, whose docstrings list the files they write.
+:func:`possym.stages.theory.trained_discrepancy_run`, whose docstrings list the files they write; their
+settings are the theory and discrepancy stages' (:class:`~possym.stages.theory.TheoryConfig`,
+:class:`~possym.stages.theory.DiscrepancyConfig`), as overrides: ``possym theory --out DIR theory.quick=true``,
+``possym discrepancy RUN discrepancy.extras=[0,100,1000] discrepancy.step=best``.
 ``possym theory`` exits 1 when a verification row is off expectation.
 """
 
@@ -10,38 +14,34 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from possym.cli._args import add_device, add_step, int_list
+from possym.cli._args import add_allow_unfinished, add_overrides
+from possym.devices import resolve_device
 from possym.runs import RunDir
-from possym.stages.theory import DiscrepancyConfig, TheoryConfig, theory_tables, trained_discrepancy_run
+from possym.stages.theory import STAGES, theory_tables, trained_discrepancy_run
+
+THEORY, DISCREPANCY = (next(s for s in STAGES if s.name == name) for name in ("theory", "discrepancy"))
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    p = subparsers.add_parser("theory", help="verify the RoPE constructions, Remark 3.1 and Theorem 3.2's bounds")
+    p = subparsers.add_parser("theory", help="verify the RoPE constructions, Remark 3.1 and Theorem 3.2's bounds",
+                              description=__doc__)
     p.add_argument("--out", required=True, type=Path, help="directory for the tables and figures")
-    p.add_argument("--n-max", type=int, default=5000, help="largest input length for the discrepancy (5000)")
-    p.add_argument("--samples", type=int, default=10_000, help="random / task inputs per setting (10000)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quick", action="store_true", help="small settings only (a smoke run, about a minute)")
-    p.add_argument("--threads", type=int, default=1, help="torch threads (1: the machine is shared)")
+    add_overrides(p, "theory", THEORY.defaults(), "theory.quick=true (a smoke run, about a minute)", THEORY.config)
     p.set_defaults(func=run_theory)
 
-    q = subparsers.add_parser("discrepancy", help="top-minus-second attention score of a trained run's heads vs length")
+    q = subparsers.add_parser("discrepancy", help="top-minus-second attention score of a trained run's heads vs length",
+                              description=__doc__)
     q.add_argument("run", type=Path, help="run directory made by `possym train`")
     q.add_argument("--out", type=Path, default=None, help="output directory (default RUN/theory)")
-    add_step(q)
-    q.add_argument("--extras", type=int_list, default=None,
-                   help="comma-separated extra-token counts (default 0,10,20,30,40,50,100,200,500,1000,2000,5000)")
-    q.add_argument("--samples", type=int, default=32, help="task instances per extra length (32)")
-    q.add_argument("--seed", type=int, default=0)
-    q.add_argument("--dtype", choices=("float32", "float64"), default="float32")
-    q.add_argument("--threads", type=int, default=1)
-    add_device(q, "cpu")
+    add_allow_unfinished(q)
     q.add_argument("--replot", action="store_true", help="redo the summary and figure from the CSVs in --out")
+    add_overrides(q, "discrepancy", DISCREPANCY.defaults(), "discrepancy.extras=[0,100,1000] discrepancy.step=best",
+                  DISCREPANCY.config)
     q.set_defaults(func=run_discrepancy)
 
 
 def run_theory(args: argparse.Namespace) -> int:
-    cfg = TheoryConfig(n_max=args.n_max, samples=args.samples, seed=args.seed, quick=args.quick, threads=args.threads)
+    cfg = THEORY.from_overrides(args.overrides)
     result = theory_tables(cfg, args.out, log=print)
     t = result.tables
     print("Theorem 3.1: the constructions against the oracles")
@@ -68,13 +68,9 @@ def run_theory(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
-def discrepancy_config(args: argparse.Namespace) -> DiscrepancyConfig:
-    return DiscrepancyConfig(extras=args.extras, samples=args.samples, seed=args.seed, dtype=args.dtype,
-                             step=args.step, threads=args.threads, device=args.device)
-
-
 def run_discrepancy(args: argparse.Namespace) -> int:
-    cfg = discrepancy_config(args)
+    cfg = DISCREPANCY.from_overrides(args.overrides)
+    resolve_device(cfg.device)  # a device this machine lacks stops the command before any work
     run_dir = RunDir.open(args.run, allow_unfinished=args.allow_unfinished)
     result = trained_discrepancy_run(run_dir, cfg, out=args.out, replot=args.replot, log=print)
     for a in result.accuracy:

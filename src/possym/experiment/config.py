@@ -37,8 +37,9 @@ from typing import Any
 import yaml
 
 from possym.canonical.grid import CanonicalGridConfig, grid_from_dict, grid_to_dict
-from possym.config import PRESET_DIR, RunConfig, check_overrides, load_config
+from possym.config import PRESET_DIR, RunConfig, load_config
 from possym.errors import ConfigError, named_options, require
+from possym.settings import check_overrides, parse_override
 from possym.stages.registry import get_stage
 from possym.tasks import PAPER_TASKS, TASKS
 
@@ -290,42 +291,53 @@ def experiment_to_dict(exp: Experiment) -> dict[str, Any]:
     return {k: v for k, v in out.items() if k in ("preset", "threads") or (v is not None and v != "")}
 
 
-def _parse_value(text: str) -> Any:
-    value = yaml.safe_load(text)  # 3e-4 -> float, null -> None, [1, 2] -> list
-    return None if isinstance(value, str) and text.strip().lower() == "none" else value
+def is_train_stage_key(section: str, name: str) -> bool:
+    """Whether ``section.name`` sets the train stage (``train.monitor``) rather than the runs' TrainConfig
+    (``train.lr``): ``train`` names both, and the stage's settings share no name with TrainConfig's fields."""
+    from possym.stages.train import TrainStageConfig  # not the registry: that imports every stage
+
+    return section == "train" and name in {f.name for f in dataclasses.fields(TrainStageConfig)}
+
+
+def train_overrides(overrides: list[str] | tuple[str, ...]) -> tuple[list[str], Any]:
+    """The overrides of one training (``possym train``) split as an experiment splits them: the runs' own
+    (``task.*``, ``model.*``, ``train.lr``, ``seeds.*``) and the train stage's typed settings
+    (``train.monitor``, ``train.memory_budget_mb``, ...; :func:`is_train_stage_key`).
+
+    >>> run, stage = train_overrides(["train.lr=3e-4", "train.monitor=false"])
+    >>> run, stage.monitor
+    (['train.lr=3e-4'], False)
+    """
+    from possym.stages.train import STAGE  # not the registry: that imports every stage
+
+    check_overrides(overrides)
+    stage = {name: value for section, name, value in map(parse_override, overrides)
+             if is_train_stage_key(section, name)}
+    run = [o for o in overrides if not is_train_stage_key(*parse_override(o)[:2])]
+    return run, STAGE.settings_from(stage)
 
 
 def apply_overrides(exp: Experiment, overrides: list[str] | tuple[str, ...]) -> Experiment:
     """``section.key=value`` overrides on an experiment (see the module docstring), validated at once."""
     check_overrides(overrides)
     run_overrides = list(exp.overrides)
-    stages = dict(exp.stages)
+    stages = {n: get_stage(n).settings_of(c) for n, c in exp.stages}
     fields: dict[str, Any] = {}
     for item in overrides:
-        require("=" in item, f"override {item!r} must look like section.key=value, e.g. score.n_inputs=50")
-        key, text = item.split("=", 1)
-        section, _, name = key.strip().partition(".")
-        require(bool(section) and bool(name) and "." not in name,
-                f"override key {key!r} must be section.key: a run section {RUN_SECTIONS}, a stage of the "
-                f"experiment {list(stages)}, or experiment")
-        # `train` names both a run section (TrainConfig: train.lr) and a stage (train.group): a key is the
-        # stage's when it is one of the stage's settings, which share no name with TrainConfig's fields.
-        stage_key = section == "train" and name in {f.name for f in dataclasses.fields(get_stage("train").config)}
-        if section in RUN_SECTIONS and not stage_key:
+        section, name, value = parse_override(item)
+        if section in RUN_SECTIONS and not is_train_stage_key(section, name):
             run_overrides.append(item)
         elif section == "experiment":
             allowed = ("preset", "tasks", "seeds", "retries", "threads")
-            require(name in allowed, f"unknown key {key!r}; experiment keys: {list(allowed)}")
-            fields[name] = _parse_value(text)
+            require(name in allowed, f"unknown key 'experiment.{name}'; known experiment keys: {list(allowed)}")
+            fields[name] = value
         elif section in stages or section == "train":
-            stage = get_stage(section)
-            current = stage.settings_of(stages[section]) if section in stages else {}
-            stages[section] = stage.settings_from({**current, name: _parse_value(text)})
+            stages[section] = {**stages.get(section, {}), name: value}
         else:
-            raise ConfigError(f"override {key!r}: {section!r} is neither a run section {RUN_SECTIONS}, nor a stage "
+            raise ConfigError(f"override {item!r}: {section!r} is neither a run section {RUN_SECTIONS}, nor a stage "
                               f"of this experiment {list(stages)}, nor 'experiment'")
     plain = experiment_to_dict(exp)
-    plain.update(overrides=run_overrides, stages={n: get_stage(n).settings_of(c) for n, c in stages.items()})
+    plain.update(overrides=run_overrides, stages=stages)
     plain.update(fields)
     return experiment_from_dict(plain)
 
@@ -397,4 +409,5 @@ def experiment_differences(before: dict[str, Any], now: dict[str, Any]) -> list[
 
 
 __all__ = ["Experiment", "RunSpec", "Variant", "apply_overrides", "dump_experiment", "experiment_differences",
-           "experiment_from_dict", "experiment_names", "experiment_to_dict", "load_experiment", "run_id"]
+           "experiment_from_dict", "experiment_names", "experiment_to_dict", "is_train_stage_key", "load_experiment",
+           "run_id", "train_overrides"]

@@ -22,33 +22,3 @@ The ``possym`` command, ``possym reproduce`` and sweep trials call these, and so
 Each writes its artifacts into the run directory (names from :data:`possym.runs.ARTIFACTS`) and
 returns typed records; none parses arguments or prints.
 """
-
-from __future__ import annotations
-
-import dataclasses
-from typing import Any, TypeVar
-
-from possym.config import ConfigError
-
-C = TypeVar("C")
-
-
-def build_config(cls: type[C], data: dict[str, Any], where: str, also: tuple[str, ...] = ()) -> C:
-    """``cls(**data)`` from plain data (a parsed YAML mapping): lists become tuples, and an unknown key
-    is an error that names the known ones (``also``: keys the caller takes itself).
-
-    >>> from possym.evaluate.lengthgen import LengthGenConfig
-    >>> build_config(LengthGenConfig, {"grid": [0, 10], "n": 50}, "lengthgen").grid
-    (0, 10)
-    >>> build_config(LengthGenConfig, {"samples": 3}, "lengthgen")   # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    possym.errors.ConfigError: lengthgen: unknown key(s) ['samples']; known: ['extra_tokens', 'grid', 'hop_mix', ...]
-    """
-    if not isinstance(data, dict):
-        raise ConfigError(f"{where}: give settings as a mapping of config keys, e.g. {{n: 100}}; got {data!r}")
-    known = sorted([f.name for f in dataclasses.fields(cls)] + list(also))  # type: ignore[arg-type]
-    unknown = sorted(set(data) - set(known))
-    if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {unknown}; known: {known}")
-    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})

@@ -27,7 +27,7 @@ from possym.devices import resolve_device, torch_threads
 from possym.evaluate.lengthgen import LengthGenConfig, measure_length_curve
 from possym.records import LengthRecord, points_at
 from possym.runs import RunDir, StepSpec, atomic_write_text
-from possym.stages import build_config
+from possym.settings import from_dict
 from possym.stages.registry import Stage
 from possym.tasks import prefix_per_hop
 
@@ -50,17 +50,18 @@ class LengthStageConfig:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> LengthStageConfig:
-        """From flat settings: :class:`LengthGenConfig`'s keys, ``steps`` and ``threads``."""
-        own = {k: data[k] for k in ("steps", "threads", "device") if k in data}
-        if "steps" in own:
-            own["steps"] = tuple(own["steps"])
-        return cls(curve=build_config(LengthGenConfig, {k: v for k, v in data.items() if k not in own},
-                                      "lengthgen", also=("steps", "threads", "device")), **own)
+        """From flat settings: :class:`LengthGenConfig`'s keys, ``steps``, ``threads`` and ``device``."""
+        own: dict[str, Any] = {k: data[k] for k in ("steps", "threads", "device") if k in data}
+        curve = from_dict(LengthGenConfig, {k: v for k, v in data.items() if k not in own}, "lengthgen",
+                          also=("steps", "threads", "device"))
+        return from_dict(cls, {"curve": curve, **own}, "lengthgen")
 
-    def run(self, run: RunDir) -> list[LengthRecord]:
-        """The curve at each of ``steps``."""
+    def run(self, run: RunDir, force: bool = False,
+            progress: Callable[[int], None] | None = None) -> list[LengthRecord]:
+        """The curve at each of ``steps`` (measured afresh with ``force``; ``progress`` as :func:`length_curve`)."""
         with torch_threads(self.threads):  # restored after: the caller's process is left as it was
-            return [p for step in self.steps for p in length_curve(run, self.curve, step, device=self.device)]
+            return [p for step in self.steps
+                    for p in length_curve(run, self.curve, step, force, progress, device=self.device)]
 
 
 def _settings(cfg: LengthGenConfig) -> dict[str, Any]:

@@ -14,7 +14,8 @@ Scopes:
   the theory, the report).
 
 A stage's settings are a frozen dataclass (its ``config``), built from plain data with
-:meth:`Stage.settings_from` (an unknown key is an error naming the known ones) and written back with
+:meth:`Stage.settings_from` or :meth:`Stage.from_overrides` (:mod:`possym.settings`: values converted to
+the fields' types, an unknown key an error naming the known ones) and written back with
 :meth:`Stage.settings_of`; the executor keys its resume log on them.
 
 Example:
@@ -25,10 +26,12 @@ Example:
     >>> stage = Stage("count", CountConfig, lambda run, cfg: [cfg.n], scope="run")
     >>> stage.settings_from({"n": 5}), stage.settings_of(CountConfig(5))
     (CountConfig(n=5), {'n': 5})
-    >>> stage.settings_from({"m": 1})   # doctest: +ELLIPSIS
+    >>> stage.settings_from({"m": 1})
     Traceback (most recent call last):
     ...
-    possym.errors.ConfigError: count: unknown key(s) ['m']; known: ['n']
+    possym.errors.ConfigError: unknown key 'count.m'; known count keys: ['n']
+    >>> stage.from_overrides(["count.n=7"])
+    CountConfig(n=7)
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from typing import Any, Literal
 from possym.config import EXECUTION_KEYS
 from possym.errors import ConfigError
 from possym.runs import RunDir
+from possym.settings import from_dict, section_values
 
 Scope = Literal["run", "runs", "experiment"]
 SCOPES = ("run", "runs", "experiment")
@@ -109,11 +113,15 @@ class Stage:
         data = dict(data or {})
         if self.from_dict is not None:
             return self.from_dict(data)
-        known = sorted(f.name for f in dataclasses.fields(self.config))
-        unknown = sorted(set(data) - set(known))
-        if unknown:
-            raise ConfigError(f"{self.name}: unknown key(s) {unknown}; known: {known}")
-        return self.config(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
+        return from_dict(self.config, data, self.name)
+
+    def from_overrides(self, overrides: list[str]) -> Any:
+        """The typed config from ``STAGE.key=value`` overrides (a command that runs this stage alone)."""
+        return self.settings_from(section_values(overrides, self.name, self.defaults()))
+
+    def defaults(self) -> dict[str, Any]:
+        """The plain settings at their defaults: every key this stage takes."""
+        return self.settings_of(self.settings_from({}))
 
     def settings_of(self, cfg: Any) -> dict[str, Any]:
         """The plain settings of a typed config, as written into an experiment's config."""

@@ -58,7 +58,8 @@ class ScoreConfig:
     (None: all). force: re-score steps already in scores.csv. device: where the models and the engine
     run (:func:`possym.devices.resolve_device`; the engine works in float64, which MPS lacks).
     cosine: ``"exact"`` (the paper's formula) or ``"torch"`` (the authors' ``F.cosine_similarity``;
-    :mod:`possym.scores.metric`).
+    :mod:`possym.scores.metric`). figures: draw the figures into RUN/figures. threads: torch threads while
+    scoring (None: the caller's).
     """
 
     n_inputs: int = 100
@@ -71,7 +72,7 @@ class ScoreConfig:
     table_step: StepSpec = "final"
     steps: tuple[int, ...] | None = None
     force: bool = False
-    threads: int | None = None  # None: the caller's; the engine works on small tensors, 1 is fastest on a busy CPU
+    threads: int | None = 1  # the engine works on small tensors: 1 is fastest on a busy CPU; None: the caller's
     cosine: str = "exact"
     device: str = "cpu"
 

@@ -11,7 +11,8 @@ from possym.cli import main
 from possym.records import ClaimRecord, read_records
 from possym.runs import RunDir
 
-ARGS = ["canonical", "--quick", "--tasks", "index", "retrieval", "--conditions", "band1", "nope", "--steps", "300"]
+ARGS = ["canonical", "canonical.grid=quick", "canonical.tasks=[index,retrieval]", "canonical.conditions=[band1,nope]",
+        "canonical.steps=300"]
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ from possym.runs import read_csv
 def test_lengthgen_writes_its_curve_reuses_it_and_refuses_bad_input(tmp_path, tiny_overrides, capsys):
     run = tmp_path / "run"
     assert main(["train", "--task", "letter", "--out", str(run), *tiny_overrides]) == 0
-    args = ["lengthgen", str(run), "--grid", "0,5,40", "--n", "8", "--n-prefixes", "2"]
+    args = ["lengthgen", str(run), "lengthgen.grid=[0,5,40]", "lengthgen.n=8", "lengthgen.n_prefixes=2"]
     assert main(args) == 0
     rows = read_csv(run / "lengthgen.csv")
     assert {"extra", "n_hops", "accuracy", "n", "ci_low", "ci_high", "cluster_low", "n_prefixes"} <= set(rows[0])
@@ -22,10 +22,10 @@ def test_lengthgen_writes_its_curve_reuses_it_and_refuses_bad_input(tmp_path, ti
     stamp = (run / "lengthgen.csv").stat().st_mtime_ns
     assert main(args) == 0  # same settings: reused, not recomputed
     assert (run / "lengthgen.csv").stat().st_mtime_ns == stamp
-    assert main([*args[:-1], "3"]) == 0  # other settings: recomputed
+    assert main([*args[:-1], "lengthgen.n_prefixes=3"]) == 0  # other settings: recomputed
     assert json.loads((run / "lengthgen.json").read_text())["settings"]["n_prefixes"] == 3
 
     capsys.readouterr()
-    assert main(["lengthgen", str(run), "--n", "2", "--n-prefixes", "8"]) == 2
+    assert main(["lengthgen", str(run), "lengthgen.n=2", "lengthgen.n_prefixes=8"]) == 2
     assert "need 1 <= n_prefixes <= n" in capsys.readouterr().err
     assert main(["lengthgen", str(tmp_path / "nowhere")]) == 2

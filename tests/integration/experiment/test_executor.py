@@ -137,7 +137,7 @@ def test_the_executor_leaves_the_callers_thread_count_as_it_found_it(tmp_path, t
 def test_an_unknown_stage_or_setting_is_an_error_that_names_the_known_ones(tiny_overrides):
     with pytest.raises(PossymError, match="unknown stage 'scores'; known"):
         tiny_experiment(tiny_overrides, {"scores": {}})
-    with pytest.raises(PossymError, match="score: unknown key"):
+    with pytest.raises(PossymError, match="unknown key 'score.inputs'"):
         tiny_experiment(tiny_overrides, {"score": {"inputs": 3}})
     exp = tiny_experiment(tiny_overrides, {"score": {}})
     with pytest.raises(PossymError, match="neither a run section"):

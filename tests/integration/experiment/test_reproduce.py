@@ -171,13 +171,13 @@ def test_a_sweep_given_to_the_report_becomes_a_section_with_its_figures(tiny_rep
     ax.plot([0, 1])
     fig.savefig(sweep / "figures" / "sweep_accuracy.png")
     plt.close(fig)
-    args = ["--sweep", str(sweep), *reproduce_args(tiny_reproduction, tiny_session_overrides)[1:]]
+    args = [*reproduce_args(tiny_reproduction, tiny_session_overrides)[1:], f"report.sweep={sweep}"]
     assert main(["reproduce", *args]) == 0
     page = (tiny_reproduction / "report.html").read_text()
     assert "Sweep: sweep" in page and "sweep: sweep_accuracy" in page and "1&lt;2&lt;3&lt;4" in page
     assert (tiny_reproduction / "tables" / "sweep_seeds.csv").exists()
     assert "the claims table, seed by seed" in page and "match: order 1" in page and "holds for every seed" in page
-    args[1] = str(sweep / "nowhere")
+    args[-1] = f"report.sweep={sweep / 'nowhere'}"
     assert main(["reproduce", *args]) == 2
 
 
@@ -193,8 +193,8 @@ def test_the_canonical_part_is_the_grid_of_its_preset():
 
 def test_a_canonical_grid_in_the_directory_becomes_a_section_of_the_report(tiny_reproduction, tiny_session_overrides):
     out = tiny_reproduction
-    tiny_grid = ["canonical", "--quick", "--tasks", "index", "retrieval", "--conditions", "band1", "nope",
-                 "--steps", "100"]
+    tiny_grid = ["canonical", "canonical.grid=quick", "canonical.tasks=[index,retrieval]",
+                 "canonical.conditions=[band1,nope]", "canonical.steps=100"]
     assert main([*tiny_grid, "--out", str(out / "canonical")]) == 0
     assert main(reproduce_args(out, tiny_session_overrides)) == 0
     page = (out / "report.html").read_text()

@@ -141,8 +141,8 @@ def test_cli_writes_scores_summary_and_figures_that_decode(tiny_dir, tmp_path, c
     from PIL import Image
 
     out = tmp_path / "out"
-    rc = main(["heads", "--model", str(tiny_dir), "--prompts", "binding", "--n", "3", "--pairs", "4",
-               "--out", str(out), "--frequency-heads", "1:3"])
+    rc = main(["heads", "--model", str(tiny_dir), "--prompts", "binding", "heads.n=3", "heads.pairs=4",
+               "--out", str(out), "heads.frequency_heads=[[1,3]]"])
     assert rc == 0, capsys.readouterr().err
     lines = (out / "head_scores.csv").read_text().splitlines()
     header = lines[0].split(",")
@@ -157,7 +157,7 @@ def test_cli_writes_scores_summary_and_figures_that_decode(tiny_dir, tmp_path, c
         if replot:  # figures redrawn from the run directory alone
             for f in out.glob("heads_*"):
                 f.unlink()
-            assert main(["heads", "--replot", "--out", str(out), "--label", "tiny"]) == 0
+            assert main(["heads", "--replot", "--out", str(out), "heads.label=tiny"]) == 0
         for stem in ("heads_heatmap", "heads_plane", "heads_frequency"):
             with Image.open(out / f"{stem}.png") as im:
                 im.load()
@@ -169,8 +169,8 @@ def test_cli_scores_a_user_file_with_even_blocks(tiny_dir, tmp_path):
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("the cat sat on the mat and then it slept all day long\n\nsome other words to read here ok\n")
     out = tmp_path / "out"
-    assert main(["heads", "--model", str(tiny_dir), "--prompts", str(prompts), "--n-blocks", "3", "--out", str(out),
-                 "--no-figures"]) == 0
+    assert main(["heads", "--model", str(tiny_dir), "--prompts", str(prompts), "heads.n_blocks=3", "--out", str(out),
+                 "heads.figures=false"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["n"] == 2 and summary["n_blocks"] == 3 and summary["accuracy"] is None
 
@@ -180,14 +180,16 @@ def test_cli_scores_a_user_file_with_even_blocks(tiny_dir, tmp_path):
     [
         (["--prompts", "bindings"], "neither a built-in set (binding, number1, letter1) nor an existing text file"),
         (["--model", "/no/such/model"], "does not exist; give a local model directory, a .gguf file or one of"),
-        (["--n", "0"], "heads n=0 must be >= 1"),
-        (["--frequency-heads", "3"], "is not LAYER:HEAD"),
-        (["--tau", "0"], "heads tau=0.0 must be > 0"),
+        (["heads.n=0"], "heads n=0 must be >= 1"),
+        (["heads.frequency_heads=3"], "heads.frequency_heads=3 has the wrong type; expected tuple[tuple[int, int]"),
+        (["heads.tau=0"], "heads tau=0.0 must be > 0"),
         (["--prompts", None], "--prompts is required (only --replot works without it)"),
     ],
 )
 def test_cli_refuses_bad_input_naming_what_is_allowed(argv, message, tmp_path, capsys):
     args = {"--model": "SmolLM2-135M-Instruct", "--prompts": "binding", "--out": str(tmp_path)}
-    args.update(dict(zip(argv[::2], argv[1::2], strict=True)))
-    assert main(["heads", *[x for k, v in args.items() if v is not None for x in (k, v)]]) == 2
+    overrides = [a for a in argv if a is not None and a.startswith("heads.")]
+    flags = [a for a in argv if a not in overrides]
+    args.update(dict(zip(flags[::2], flags[1::2], strict=True)))
+    assert main(["heads", *[x for k, v in args.items() if v is not None for x in (k, v)], *overrides]) == 2
     assert message in capsys.readouterr().err

@@ -16,8 +16,9 @@ from safetensors.torch import load_file
 
 from possym.runs import RunDir
 
-# Fields that hold wall-clock times: the only ones two equal runs may differ in.
-CLOCK = {"time", "eval_s", "monitor_s"}
+# Fields that hold wall-clock times, and the live monitor's scores (an observation of the model, on by default
+# in `possym train` and off in the in-process reference): the only ones two equal runs may differ in.
+NOT_COMPARED = {"time", "eval_s", "monitor_s", "scores"}
 
 # A second process's training, with `hook(info)` called after each step.
 TRAINER = textwrap.dedent("""
@@ -112,7 +113,7 @@ def possym_cli(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess:
 
 
 def comparable(records: list[dict]) -> list[dict]:
-    return [{k: v for k, v in r.items() if k not in CLOCK} for r in records]
+    return [{k: v for k, v in r.items() if k not in NOT_COMPARED} for r in records]
 
 
 def weights(run: RunDir, step: int) -> dict[str, torch.Tensor]:

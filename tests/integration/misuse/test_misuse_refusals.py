@@ -110,7 +110,7 @@ def test_unknown_keyword_options_are_refused_naming_the_allowed_ones(tmp_path, r
         possym.open_run(reference.path, stpe=3)
     with pytest.raises(OptionError, match="'workers'; its options: exp, out, engine, progress, on_unit"):
         run_experiment(load_experiment("quick"), tmp_path / "out", workers=2)
-    with pytest.raises(OptionError, match=r"scores: unknown option\(s\) \['n_input'\]; allowed: .*n_inputs"):
+    with pytest.raises(OptionError, match=r"unknown key 'score.n_input'; known score keys: .*n_inputs"):
         possym.open_run(reference.path).scores(n_input=3)
     with pytest.raises(TypeError):  # an OptionError is the TypeError Python would raise, with the options
         possym.train_model(load_config("number", "quick"), tmp_path / "x", monitr=False)

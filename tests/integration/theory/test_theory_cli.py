@@ -16,7 +16,8 @@ def test_discrepancy_cli_writes_per_layer_records_accuracy_and_a_figure(tmp_path
     run = RunDir.create(tmp_path / "run", load_config("number", None, tiny_overrides), argv=["test"])
     run.save_checkpoint(30, GPTJ(run.model_config, torch.Generator().manual_seed(0)).state_dict())
     run.log(MetricsRecord("final", step=30, split="test", accuracy=0.0))  # "final" names a finished run
-    rc = main(["discrepancy", str(run.path), "--extras", "0,20,200", "--samples", "4", "--dtype", "float64"])
+    rc = main(["discrepancy", str(run.path), "discrepancy.extras=[0,20,200]", "discrepancy.samples=4",
+               "discrepancy.dtype=float64"])
     assert rc == 0
     out = run.path / "theory"
     heads = read_csv(out / "discrepancy_heads.csv")
@@ -29,7 +30,7 @@ def test_discrepancy_cli_writes_per_layer_records_accuracy_and_a_figure(tmp_path
 
 
 def test_theory_cli_quick_writes_every_table_and_figure(tmp_path):
-    assert main(["theory", "--out", str(tmp_path), "--quick"]) == 0
+    assert main(["theory", "--out", str(tmp_path), "theory.quick=true"]) == 0
     for name in ("verification", "violations", "beta", "witnesses", "discrepancy", "bounds", "counterexamples"):
         assert read_csv(tmp_path / f"{name}.csv"), name
     rows = read_csv(tmp_path / "discrepancy.csv")
