@@ -75,7 +75,8 @@ def test_possym_score_and_lengthgen_while_training_writes_the_run_are_refused_in
     trainer = start_trainer(run.path, "pause", 20, tmp_path / "go")
     try:
         wait_for(tmp_path / "go.ready", trainer)
-        for argv in (["score", str(run.path), "--n-inputs", "4"], ["lengthgen", str(run.path), "--grid", "0,10"]):
+        for argv in (["score", str(run.path), "score.n_inputs=4"],
+                     ["lengthgen", str(run.path), "lengthgen.grid=[0,10]"]):
             refused = possym_cli(*argv)
             assert refused.returncode == 2, refused.stderr
             assert len(refused.stderr.strip().splitlines()) == 1, refused.stderr
