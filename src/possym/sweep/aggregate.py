@@ -310,10 +310,18 @@ def seeds_markdown(facts: list[dict[str, Any]]) -> str:
 
 def write_summary(exp: Experiment, out: str | Path) -> list[Path]:
     """Read every finished run of the sweep ``exp`` under ``out``; write summary.csv/.md, seeds.csv/.md,
-    claims_by_seed.csv/.md (:mod:`possym.sweep.claims`) and figures/; return the paths."""
+    claims_by_seed.csv/.md (:mod:`possym.sweep.claims`) and figures/; return the paths. It holds the sweep
+    directory's writer lock (:mod:`possym.locks`), as the executor does, so that a summary is never written
+    while another process runs or summarises the same sweep."""
+    from possym.locks import writer_lock
+
+    with writer_lock(out, "experiment"):
+        return _write_summary(exp, Path(out))
+
+
+def _write_summary(exp: Experiment, out: Path) -> list[Path]:
     from possym.sweep.plots import accuracy_curves, layer_scores, length_curves
 
-    out = Path(out)
     read = [(t, out / "runs" / t.id, trial_facts(t, out / "runs" / t.id)) for t in exp.runs()]
     facts = [f for _, _, f in read if f is not None]
     summary = summarise(facts)

@@ -166,3 +166,21 @@ def test_on_the_local_engine_a_held_run_fails_naming_its_holder_and_a_killed_hol
     assert outcome.failed == {} and outcome.ran == [("number-s0", "score")]
     assert f"took over the lock of {run} from process {holder.pid}" in (tmp_path / "logs" / "number-s0.log").read_text()
     assert not (run / LOCK_FILE).exists()
+
+
+def test_a_sweep_summary_is_refused_while_another_process_holds_the_sweep_and_written_once_it_is_gone(tmp_path):
+    """The summary writes the sweep directory, as the executor does: under the same lock, so a summary (or
+    ``possym sweep --aggregate-only``) never writes beside a running sweep."""
+    from possym.sweep.aggregate import write_summary
+
+    exp = experiment_from_dict({"tasks": ["number"], "seeds": [0]})
+    out = tmp_path / "sweep"
+    holder = hold_lock(out)
+    try:
+        with pytest.raises(LockError, match=re.escape(f"experiment {out} is being written by process {holder.pid}")):
+            write_summary(exp, out)
+        assert not (out / "summary.csv").exists()
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=60)
+    assert out / "summary.csv" in write_summary(exp, out) and not (out / LOCK_FILE).exists()
