@@ -20,6 +20,17 @@ from possym.runs import RunDir
 # in `possym train` and off in the in-process reference): the only ones two equal runs may differ in.
 NOT_COMPARED = {"time", "eval_s", "monitor_s", "scores"}
 
+# What the second process does at its hook: kill itself, or pause there holding the lock until the test says go.
+PAUSE_OR_KILL = textwrap.dedent("""
+    def pause_or_kill(mode, flag):
+        if mode == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        flag.with_suffix(".ready").touch()
+        deadline = time.time() + 120
+        while not flag.exists() and time.time() < deadline:
+            time.sleep(0.05)
+""")
+
 # A second process's training, with `hook(info)` called after each step.
 TRAINER = textwrap.dedent("""
     import os, signal, sys, time
@@ -33,14 +44,8 @@ TRAINER = textwrap.dedent("""
     mode, at, flag = sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
 
     def hook(info):
-        if info["step"] != at:
-            return
-        if mode == "kill":
-            os.kill(os.getpid(), signal.SIGKILL)
-        flag.with_suffix(".ready").touch()  # pause here, holding the lock, until the test says go
-        deadline = time.time() + 120
-        while not flag.exists() and time.time() < deadline:
-            time.sleep(0.05)
+        if info["step"] == at:
+            pause_or_kill(mode, flag)
 
     train(run, make_splits(run.config.task, run.config.seeds.data), on_step=hook)
 """)
@@ -59,12 +64,7 @@ SCORER = textwrap.dedent("""
     mode, flag = sys.argv[2], Path(sys.argv[3])
 
     def hook(step):
-        if mode == "kill":
-            os.kill(os.getpid(), signal.SIGKILL)
-        flag.with_suffix(".ready").touch()  # pause here, holding the lock, until the test says go
-        deadline = time.time() + 120
-        while not flag.exists() and time.time() < deadline:
-            time.sleep(0.05)
+        pause_or_kill(mode, flag)
 
     score_run(run, ScoreConfig(n_inputs=4, figures=False, frequency=False, force=True), progress=hook)
 """)
@@ -80,12 +80,13 @@ def env() -> dict[str, str]:
 
 
 def start_trainer(run: Path, mode: str, at: int, flag: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", TRAINER, str(run), mode, str(at), str(flag)], env=env(),
+    script = PAUSE_OR_KILL + TRAINER
+    return subprocess.Popen([sys.executable, "-c", script, str(run), mode, str(at), str(flag)], env=env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
 def start_scorer(run: Path, mode: str, flag: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-c", SCORER, str(run), mode, str(flag)], env=env(),
+    return subprocess.Popen([sys.executable, "-c", PAUSE_OR_KILL + SCORER, str(run), mode, str(flag)], env=env(),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
 
