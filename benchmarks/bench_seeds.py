@@ -30,8 +30,7 @@ import torch
 from possym.config import ModelConfig
 from possym.devices import resolve_device, torch_threads
 from possym.model.gptj import GPTJ
-from possym.train.fused import draw_bits, loss_and_grads
-from possym.train.fused_group import GroupBits, ModelGroup
+from possym.train.fused import GroupBits, ModelGroup, draw_bits, loss_and_grads
 
 PAPER = {"n_layers": 12, "d_model": 128, "n_heads": 1, "d_mlp": 512, "d_vocab": 137, "dropout": 0.1,
          "embd_dropout": 0.0, "activation": "gelu"}

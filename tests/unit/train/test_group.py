@@ -9,10 +9,9 @@ from possym.config import ModelConfig, load_config
 from possym.model.gptj import GPTJ
 from possym.runs import RunDir
 from possym.tasks import make_splits
-from possym.train.fused import cxx_compiler, draw_bits, loss_and_grads
-from possym.train.fused_group import GroupBits, ModelGroup
-from possym.train.group import GroupError, group_key, train_group, why_single
-from possym.train.loop import train
+from possym.train.fused import GroupBits, ModelGroup, cxx_compiler, draw_bits, loss_and_grads
+from possym.train.group import GroupError, group_key, why_single
+from possym.train.loop import train, train_group
 
 SMALL = [
     "model.n_layers=2",
@@ -185,11 +184,10 @@ def test_runs_that_cannot_share_a_step_are_refused_naming_what_differs(tmp_path)
     with pytest.raises(GroupError, match="model.d_mlp, train.batch_size differ"):
         train_group([a, b], splits)
     assert group_key(a.config) != group_key(b.config)
-    assert why_single(load_config("number", None, [*SMALL, "train.random_extra=3"])) is not None
-    c = _runs(tmp_path, "solo", [[]])[0]
-    train(c, splits[0])  # started alone: never taken into a group
-    with pytest.raises(GroupError, match="started as single runs"):
-        train_group([c, a], splits)
+    extra = _runs(tmp_path, "extra", [["train.random_extra=3"]])[0]
+    assert why_single(extra.config) is not None
+    with pytest.raises(GroupError, match="random_extra gives its batches a new length"):
+        train_group([a, extra], splits)
 
 
 META = torch.device("meta")
