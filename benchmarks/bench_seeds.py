@@ -4,8 +4,8 @@ On the ``paper`` preset's model (12 layers, d_model 128, one head, MLP 512; batc
 the number task, vocabulary 137), at the precision and compile setting the paper preset trains with
 here (bf16, ``train.compile=true``, one thread). A step is what the training loop does per member:
 draw the dropout bits from the member's own generator, forward and backward
-(:func:`possym.train.fused.loss_and_grads` alone, :class:`possym.train.fused_group.ModelGroup` for
-the group), clip, AdamW. Evaluation is left out (it is the same forward for both).
+(:func:`possym.train.fused.loss_and_grads` alone, a group of one, :class:`possym.train.fused.ModelGroup`
+for the group), clip, AdamW. Evaluation is left out (it is the same forward for both).
 
 For S = 1, 2, 4, 8 it prints each contender's member-steps per second (steps of all members per
 second; per member, divide by S) and the ratio single / group, as medians over interleaved timing
