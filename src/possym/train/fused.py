@@ -613,8 +613,8 @@ def _loss_and_grads(params: dict[str, Tensor], cfgs: Sequence[ModelConfig], toke
     return loss, grads
 
 
-def _last_token_logits(params: dict[str, Tensor], cfgs: Sequence[ModelConfig], tokens: Tensor,
-                       precision: Precision, compiled: bool) -> Tensor:
+def stacked_last_token_logits(params: dict[str, Tensor], cfgs: Sequence[ModelConfig], tokens: Tensor,
+                              precision: Precision = "fp32", compiled: bool = False) -> Tensor:
     """[S, batch, pos] -> [S, batch, d_vocab]: eval-mode logits (no dropout) at the last position of the
     members whose stacked ``params`` and configs ``cfgs`` are given."""
     dtype, T = params["embed.weight"].dtype, tokens.shape[-1]
@@ -627,7 +627,7 @@ def _last_token_logits(params: dict[str, Tensor], cfgs: Sequence[ModelConfig], t
     return torch.baddbmm(params["unembed.bias"][:, None], hf, params["unembed.weight"].mT)
 
 
-def _own_params(model: GPTJ) -> dict[str, Tensor]:
+def member_params(model: GPTJ) -> dict[str, Tensor]:
     """One model's parameters as a group of one: [1, ...] views, nothing copied, the model left as it is."""
     return {name: p.detach()[None] for name, p in model.named_parameters()}
 
@@ -654,7 +654,7 @@ def loss_and_grads(
     again; where the scaled gradients overflowed (fp16), some ``.grad`` is not finite.
     """
     stacked = GroupBits.stack([masks]) if isinstance(masks, DropoutBits) else masks.stacked()
-    loss, grads = _loss_and_grads(_own_params(model), [model.cfg], tokens[None], answers[None], stacked, precision,
+    loss, grads = _loss_and_grads(member_params(model), [model.cfg], tokens[None], answers[None], stacked, precision,
                                   compiled, [loss_scale])
     for name, param in model.named_parameters():
         param.grad = grads[name][0]
@@ -672,7 +672,7 @@ def last_token_logits(model: GPTJ, tokens: Tensor, precision: Precision = "fp32"
     faster in bf16 (1.2x in fp32) for about 15 s of compiling (two graphs, the inner blocks' and
     the last block's; a new batch shape compiles them again).
     """
-    return _last_token_logits(_own_params(model), [model.cfg], tokens[None], precision, compiled)[0]
+    return stacked_last_token_logits(member_params(model), [model.cfg], tokens[None], precision, compiled)[0]
 
 
 class ModelGroup:
@@ -758,4 +758,4 @@ class ModelGroup:
         if tokens.shape[0] != len(idx):
             raise ValueError(f"tokens {tuple(tokens.shape)} must lead with one row per member ({len(idx)})")
         params = self.params_of(idx) if params is None else params
-        return _last_token_logits(params, [self.members[i].cfg for i in idx], tokens, precision, compiled)
+        return stacked_last_token_logits(params, [self.members[i].cfg for i in idx], tokens, precision, compiled)

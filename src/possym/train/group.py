@@ -23,16 +23,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-import torch
-from torch import Tensor
-
 from possym.config import RunConfig
-from possym.devices import batch_size_on, resolve_device
+from possym.devices import resolve_device
 from possym.errors import PossymError
 from possym.runs import RunDir
 from possym.tasks import TaskSamples, task_vocab
 from possym.train.fused import SHAPE_FIELDS, ModelGroup, Precision, shape_key
-from possym.train.trainee import eval_metrics
+from possym.train.trainee import evaluate_stacked
 
 __all__ = ["GROUP_KEY_FIELDS", "GroupError", "check_shareable", "evaluate_members", "group_key", "member_memory_mb",
            "why_single"]
@@ -124,26 +121,14 @@ def evaluate_members(group: ModelGroup, members: Sequence[int], samples: Sequenc
     Members whose sample sets have one size share each pass (the others run in passes of their own);
     ``compiled`` pads the last batch to the full size, as :func:`~possym.train.trainee.evaluate` does.
     """
-    device = group.device
-    batch_size = batch_size_on(device, 256) if batch_size is None else batch_size
     out: dict[int, dict[str, float]] = {}
     by_size: dict[int, list[int]] = {}
     for j, s in enumerate(samples):
         by_size.setdefault(len(s), []).append(j)
     for js in by_size.values():
         idx = [members[j] for j in js]
-        params = group.params_of(idx)
-        tokens = torch.stack([torch.as_tensor(samples[j].tokens) for j in js]).to(device)
-        logits: list[list[Tensor]] = [[] for _ in js]
-        for t in tokens.split(batch_size, dim=1):
-            rows = t.shape[1]
-            if compiled and rows < batch_size:  # rows are independent: the padding changes no real row
-                t = torch.cat((t, t[:, :1].expand(-1, batch_size - rows, -1)), dim=1)
-            lg = group.last_token_logits(t, precision, compiled, members=idx, params=params)[:, :rows]
-            for k in range(len(js)):
-                logits[k].append(lg[k])
-        for k, j in enumerate(js):
-            out[j] = eval_metrics(samples[j], logits[k])
+        cfgs = [group.members[i].cfg for i in idx]
+        metrics = evaluate_stacked(group.params_of(idx), cfgs, [samples[j] for j in js], batch_size, precision,
+                                   compiled)
+        out.update(zip(js, metrics, strict=True))
     return [out[j] for j in range(len(samples))]
-
-

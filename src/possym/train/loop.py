@@ -204,6 +204,8 @@ def _train_group(runs: Sequence[RunDir], splits: Sequence[dict[str, TaskSamples]
             return {}
         t0 = time.perf_counter()
         sets = [cast(Trainee, slots[i]).eval_set for i in due]
+        # At the training precision, as HF Trainer evaluates a mixed-precision run (the final test too).
+        # Evaluation draws no random numbers, so it cannot perturb the training stream.
         metrics = evaluate_members(group, due, sets, precision, compiled)
         share = (time.perf_counter() - t0) / len(due)  # each member's share of the stacked evaluation
         return {i: (m, share) for i, m in zip(due, metrics, strict=True)}
@@ -215,7 +217,7 @@ def _train_group(runs: Sequence[RunDir], splits: Sequence[dict[str, TaskSamples]
             t = cast(Trainee, slots[i])
             out[i] = checkpoint_and_eval(t.run, t.model, t.opt, t.sched, t.dropout, t.step, t.eval_set, monitor,
                                           monitor_size, t.scaler, metrics=metrics.get(i),
-                                          extra_state=layout_state(i), precision=precision)
+                                          extra_state=layout_state(i))
         return out
 
     def finish(done: list[int]) -> None:

@@ -14,7 +14,7 @@ import dataclasses
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from possym.config import ModelConfig
 from possym.devices import batch_size_on
 from possym.errors import RunError
 from possym.hardware import auto_precision
@@ -30,7 +31,15 @@ from possym.runs import STATE, RunDir
 from possym.tasks import TaskSamples
 from possym.train import tracking
 from possym.train.augment import with_random_extra
-from possym.train.fused import STEP_VERSION, DropoutBits, Precision, cxx_compiler, draw_bits, last_token_logits
+from possym.train.fused import (
+    STEP_VERSION,
+    DropoutBits,
+    Precision,
+    cxx_compiler,
+    draw_bits,
+    member_params,
+    stacked_last_token_logits,
+)
 from possym.train.schedule import lr_factor
 
 Monitor = Callable[[GPTJ, Tensor], list[dict[str, Any]]]
@@ -54,16 +63,27 @@ def evaluate(
     ``compiled`` (:func:`~possym.train.fused.last_token_logits`) pads the last batch to the full
     size, so every batch has the one shape the compiled blocks were built for.
     """
-    device = model.embed.weight.device
+    return evaluate_stacked(member_params(model), [model.cfg], [samples], batch_size, precision, compiled)[0]
+
+
+@torch.no_grad()
+def evaluate_stacked(params: dict[str, Tensor], cfgs: Sequence[ModelConfig], samples: Sequence[TaskSamples],
+                     batch_size: int | None = None, precision: Precision = "fp32",
+                     compiled: bool = False) -> list[dict[str, float]]:
+    """:func:`evaluate` for the S members whose stacked ``params`` [S, ...] and configs ``cfgs`` are given,
+    member s on ``samples[s]`` (all of one size), in stacked passes: the metrics of each, in order."""
+    device = params["embed.weight"].device
     batch_size = batch_size_on(device, 256) if batch_size is None else batch_size
-    tokens = torch.as_tensor(samples.tokens).to(device)
-    logits = []
-    for t in tokens.split(batch_size):
-        rows = len(t)
+    tokens = torch.stack([torch.as_tensor(s.tokens) for s in samples]).to(device)
+    logits: list[list[Tensor]] = [[] for _ in samples]
+    for t in tokens.split(batch_size, dim=1):
+        rows = t.shape[1]
         if compiled and rows < batch_size:  # rows are independent: the padding changes no real row
-            t = torch.cat((t, t[:1].expand(batch_size - rows, -1)))
-        logits.append(last_token_logits(model, t, precision, compiled)[:rows])
-    return eval_metrics(samples, logits)
+            t = torch.cat((t, t[:, :1].expand(-1, batch_size - rows, -1)), dim=1)
+        stacked = stacked_last_token_logits(params, cfgs, t, precision, compiled)[:, :rows]
+        for own, lg in zip(logits, stacked, strict=True):
+            own.append(lg)
+    return [eval_metrics(s, lg) for s, lg in zip(samples, logits, strict=True)]
 
 
 def eval_metrics(samples: TaskSamples, logits: list[Tensor]) -> dict[str, float]:
@@ -364,23 +384,14 @@ def checkpoint_and_eval(
     scaler: LossScaler | None = None,
     metrics: tuple[dict[str, float], float] | None = None,
     extra_state: dict[str, Any] | None = None,
-    *,
-    precision: Precision,
 ) -> dict[str, Any] | None:
-    """Evaluate (at ``precision``), checkpoint and save the resumable state where ``step`` calls for each.
-    ``metrics``: this step's evaluation already made (a group evaluates its members at once) and its
-    seconds; ``extra_state``: more keys for the resumable state."""
+    """Log this step's evaluation, checkpoint and save the resumable state where ``step`` calls for each.
+    ``metrics``: the evaluation made at this step (:meth:`Trainee.evaluates`; the loop evaluates its
+    members at once) and its seconds, else None; ``extra_state``: more keys for the resumable state."""
     tc, total = run.config.train, run.config.total_steps
     record = None
-    # Evaluation draws no random numbers, so it cannot perturb the training stream.
-    if step % tc.eval_every == 0 or step == total:
-        t = time.perf_counter()
-        if metrics is None:
-            # At the training precision, as HF Trainer evaluates a mixed-precision run (the final test too).
-            values = evaluate(model, eval_set, precision=precision, compiled=tc.compile)
-            seconds = time.perf_counter() - t
-        else:
-            values, seconds = metrics
+    if metrics is not None:
+        values, seconds = metrics
         record = {"event": "eval", "step": step, "split": "val", **values}
         record["eval_s"] = seconds
         record["time"] = round(time.time(), 3)  # wall-clock, so a run's own records give its duration
