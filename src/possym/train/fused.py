@@ -369,7 +369,14 @@ def idle_bits(cfg: ModelConfig, batch: int, pos: int, device: torch.device | Non
 def stacked_rotors(cfgs: Sequence[ModelConfig], pos: int, dtype: torch.dtype, real: bool = False,
                    device: torch.device | None = None) -> tuple[Tensor, ...]:
     """Per layer, the members' :func:`rope_rotors` stacked: [S, pos, d_model / 2]
-    (complex), or [S, pos, d_model / 2, 2] with ``real``."""
+    (complex), or [S, pos, d_model / 2, 2] with ``real``. Built once per layout and kept (a few dozen
+    kilobytes): building them took about 1% of a paper step, every step."""
+    return _stacked_rotors(tuple(cfgs), pos, dtype, real, None if device is None else torch.device(device))
+
+
+@functools.lru_cache(maxsize=32)
+def _stacked_rotors(cfgs: tuple[ModelConfig, ...], pos: int, dtype: torch.dtype, real: bool,
+                    device: torch.device | None) -> tuple[Tensor, ...]:
     per_member = [step_rotors(c, pos, dtype, real, device) for c in cfgs]
     return tuple(_stack(layer) for layer in zip(*per_member, strict=True))
 
@@ -422,22 +429,22 @@ def _block(
     xhat, mean, rstd = torch.native_layer_norm(x, [D], None, None, cfg.ln_eps)
     h = torch.addcmul(ln_b[:, None, None], xhat, ln_w[:, None, None]).to(mm)
     h_o = h[:, :, o].reshape(S, B * n, D)
-    y = (h.view(S, r, D) @ W[0].mT).to(dtype)  # [S, r, 3D]: q | k | v
+    y = torch.bmm(h.view(S, r, D), W[0].mT).to(dtype)  # [S, r, 3D]: q | k | v
     qk = _rotate(y[..., : 2 * D].view(S, B, T, 2, D), rotor[:, None, :, None])
     q, k = _heads(qk[:, :, o, 0], H), _heads(qk[:, :, :, 1], H)
     v = _heads(y[..., 2 * D :].view(S, B, T, D), H)
     causal = torch.full((n, T), float("-inf"), dtype=dtype, device=x.device).triu(T - n + 1)
     P = torch.baddbmm(causal, q, k.mT, alpha=1.0 / math.sqrt(cfg.d_head)).softmax(-1)
     Pd = P if m_p is None else P * m_p.reshape(S * B * H, n, T)
-    z = _unheads(Pd @ v, S, B, H).reshape(S, B * n, D).to(mm)
-    a = (z @ W[2].mT).to(dtype).view(S, B, n, D)
+    z = _unheads(torch.bmm(Pd, v), S, B, H).reshape(S, B * n, D).to(mm)
+    a = torch.bmm(z, W[2].mT).to(dtype).view(S, B, n, D)
     x_next = x[:, :, o] + a if m_a is None else torch.addcmul(x[:, :, o], a, m_a)
     u = g = None
     if W[1] is not None:  # the MLP branch (absent in an attention-only block)
         assert b_in is not None and b_out is not None and W[3] is not None
-        u = torch.add(h_o @ W[1].mT, b_in[:, None])  # promotes to the model dtype in the same pass
+        u = torch.add(torch.bmm(h_o, W[1].mT), b_in[:, None])  # promotes to the model dtype in the same pass
         g = F.gelu(u, approximate=cfg.gelu_approximate).to(mm)
-        f = torch.add(g @ W[3].mT, b_out[:, None]).view(S, B, n, D)
+        f = torch.add(torch.bmm(g, W[3].mT), b_out[:, None]).view(S, B, n, D)
         x_next = x_next.add_(f) if m_f is None else x_next.addcmul_(f, m_f)
     saved = (o, x, xhat, mean, rstd, h, h_o, W, rotor, q, k, v, P, Pd, z, u, g, m_p, m_a, m_f) if keep else None
     return x_next, saved
@@ -490,8 +497,10 @@ def _grads(
     S, B, T = tokens.shape
     D, H, r, scale = cfg.d_model, cfg.n_heads, B * T, 1.0 / math.sqrt(cfg.d_head)
 
+    # Every product is between [S, ...] stacks: torch.bmm itself, the kernel `@` would reach after its
+    # broadcasting checks (five more ops a call, about 1% of a paper step at S = 1).
     def matmul(a: Tensor, b: Tensor) -> Tensor:  # in the matmul dtype, back to the model's
-        return (a.to(mm) @ b).to(dtype)
+        return torch.bmm(a.to(mm), b).to(dtype)
 
     saved: list = []
     grads: dict[str, Tensor] = {}
@@ -509,9 +518,9 @@ def _grads(
     dlogits[member, row, answers] -= 1.0
     dlogits /= B
     dlogits *= loss_scale.view(S, 1, 1)  # exact at 1; fp16's scale keeps small gradients above its underflow
-    grads["unembed.weight"] = dlogits.mT @ hf
+    grads["unembed.weight"] = torch.bmm(dlogits.mT, hf)
     grads["unembed.bias"] = dlogits.sum(1)
-    dhf = dlogits @ W_U
+    dhf = torch.bmm(dlogits, W_U)
     grads["ln_final.weight"], grads["ln_final.bias"] = (dhf * hf_hat).sum(1), dhf.sum(1)
     dlast = torch.ops.aten.native_layer_norm_backward(
         dhf * params["ln_final.weight"][:, None], last, [D], mean_f, rstd_f, None, None, [True, False, False]
@@ -528,17 +537,17 @@ def _grads(
             grads[name + "mlp.2.bias"] = df.sum(1)
             df = df.to(mm)
             grads[name + "mlp.2.weight"] = matmul(df.mT, g)
-            du = torch.ops.aten.gelu_backward(df @ W[3], u, approximate=cfg.gelu_approximate)
+            du = torch.ops.aten.gelu_backward(torch.bmm(df, W[3]), u, approximate=cfg.gelu_approximate)
             grads[name + "mlp.0.bias"] = du.sum(1)
         dz = _heads(matmul(da, W[2]).view(S, B, n, D), H)
-        dP = dz @ v.mT
+        dP = torch.bmm(dz, v.mT)
         ds = torch._softmax_backward_data(dP if m_p is None else dP * m_p.reshape(S * B * H, n, T), P, -1, dtype)
         ds *= scale
         dy = (torch.empty if n == T else torch.zeros)(S, B, T, 3 * D, dtype=dtype, device=x.device)  # d(q|k|v)
         back = _conj(rotor)[:, None]
-        _rotate(_unheads(ds @ k, S, B, H), back[:, :, o], out=dy[:, :, o, :D])
-        _rotate(_unheads(ds.mT @ q, S, B, H), back, out=dy[..., D : 2 * D])
-        dy[..., 2 * D :] = _unheads(Pd.mT @ dz, S, B, H)
+        _rotate(_unheads(torch.bmm(ds, k), S, B, H), back[:, :, o], out=dy[:, :, o, :D])
+        _rotate(_unheads(torch.bmm(ds.mT, q), S, B, H), back, out=dy[..., D : 2 * D])
+        dy[..., 2 * D :] = _unheads(torch.bmm(Pd.mT, dz), S, B, H)
         dy = dy.view(S, r, 3 * D).to(mm)
         grads[name + "attn.qkv.weight"] = matmul(dy.mT, h.view(S, r, D))
         d_h = matmul(dy, W[0]).view(S, B, T, D)
@@ -556,7 +565,7 @@ def _grads(
     # A one-hot product rather than index_add_: Inductor turns a scatter-add into atomic adds, whose
     # order (so the float sum) changes from run to run with 2+ threads; a matmul sums in a fixed order.
     onehot = F.one_hot(tokens.view(S, r), cfg.d_vocab).to(dtype)
-    grads["embed.weight"] = onehot.mT @ _mul(dx, masks.embed).view(S, r, D)
+    grads["embed.weight"] = torch.bmm(onehot.mT, _mul(dx, masks.embed).view(S, r, D))
     return loss, {k: g.contiguous() for k, g in grads.items()}
 
 

@@ -63,7 +63,7 @@ class Recorder:
         self.losses.append(info["loss"])
 
 
-def test_float64_members_equal_their_single_runs_step_by_step_dropout_included(tmp_path):
+def test_float64_members_equal_their_runs_alone_bitwise_step_by_step_dropout_included(tmp_path):
     singles, members = _runs(tmp_path, "single"), _runs(tmp_path, "group")
     splits = [make_splits(r.config.task, r.config.seeds.data) for r in singles]
     alone = [Recorder() for _ in singles]
@@ -78,14 +78,13 @@ def test_float64_members_equal_their_single_runs_step_by_step_dropout_included(t
         assert len(a.params) == len(b.params) == 7  # step 0 and after each of the 6 steps
         for pa, pb in zip(a.params, b.params, strict=True):
             worst = max(worst, max(float((pa[k] - pb[k]).abs().max()) for k in pa))
-        assert a.losses == pytest.approx(b.losses, abs=1e-10, rel=0)
-    print(f"worst parameter difference {worst:.2e}")
-    assert worst < 1e-10
+        assert a.losses == b.losses
+    assert worst == 0.0  # a single run is a group of one, and eager a member's numbers do not depend on S
     for s, g in zip(singles, members, strict=True):
         ea = [r for r in s.metrics() if r["event"] in ("eval", "final")]
         eb = [r for r in g.metrics() if r["event"] in ("eval", "final")]
         assert [r["accuracy"] for r in ea] == [r["accuracy"] for r in eb]
-        assert [r["loss"] for r in ea] == pytest.approx([r["loss"] for r in eb], abs=1e-10, rel=0)
+        assert [r["loss"] for r in ea] == [r["loss"] for r in eb]
         assert s.best() == g.best()
 
 
