@@ -15,8 +15,9 @@ clipping at 1.0 and AdamW; a step is forward, backward, clip and optimiser step.
 - ``hf`` / ``hf_fused_adamw``: HF's model with AdamW's default (foreach) and fused implementations.
 
 Prints tokens/s for each, as medians over interleaved timing windows, and possym's ratio to the
-faster HF contender; with ``--against``, possym's speed over REV's per window pair (median, and the
-range over the windows).
+faster HF contender; with ``--against``, possym's speed over REV's per window pair (median, quartiles
+and range over the windows), by wall-clock and by the process's CPU time (the steadier of the two on a
+shared machine: it leaves out the time other processes held the core).
 
     python benchmarks/bench_train.py [--steps 20] [--repeats 5] [--batch 64] [--compile] [--threads N]
                                      [--against REV] [--only possym,against]
@@ -59,15 +60,17 @@ def step_module_at(rev: str) -> ModuleType:
     return module
 
 
-def time_steps(step_fn, steps: int, repeats: int) -> list[float]:
+def time_steps(step_fn, steps: int, repeats: int) -> list[tuple[float, float]]:
+    """(wall-clock, CPU) seconds of each of ``repeats`` windows of ``steps`` steps. The process's CPU time
+    leaves out the time other processes held the core, so on a shared machine it is the steadier of the two."""
     for _ in range(3):  # warm-up: allocator, oneDNN kernels
         step_fn()
     out = []
     for _ in range(repeats):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         for _ in range(steps):
             step_fn()
-        out.append(time.perf_counter() - t)
+        out.append((time.perf_counter() - t, time.process_time() - c))
     return out
 
 
@@ -147,9 +150,12 @@ def main() -> None:
         compile_s[name] = time.perf_counter() - t
     # Interleave the contenders so that machine noise hits all of them alike.
     times: dict[str, list[float]] = {k: [] for k in runs}
+    cpu: dict[str, list[float]] = {k: [] for k in runs}
     for _ in range(args.repeats):
         for name, fn in runs.items():
-            times[name] += time_steps(fn, args.steps, 1)
+            (wall, used), = time_steps(fn, args.steps, 1)
+            times[name].append(wall)
+            cpu[name].append(used)
     print(f"threads={torch.get_num_threads()} batch={args.batch} seq={args.seq} steps/window={args.steps}")
     for name, s in compile_s.items():
         print(f"{name}: first step (compiling) {s:.1f} s")
@@ -167,10 +173,13 @@ def main() -> None:
     if "possym" in med and "against" in med:
         # Each window of HEAD's step against the REV window timed right after it: the machine's drift
         # hits a pair alike, so the spread of the pairs' ratios is the noise of the comparison.
-        pairs = sorted(a / p for p, a in zip(times["possym"], times["against"], strict=True))
-        print(f"speed possym/{args.against} = {med['against'] / med['possym']:.3f}x (ratio of medians); "
-              f"per window pair median {statistics.median(pairs):.3f}x, range {pairs[0]:.3f}-{pairs[-1]:.3f}x "
-              f"over {len(pairs)} pairs of {args.steps} steps")
+        for clock, seconds in (("wall-clock", times), ("CPU time", cpu)):
+            pairs = sorted(a / p for p, a in zip(seconds["possym"], seconds["against"], strict=True))
+            q1, q2, q3 = statistics.quantiles(pairs, n=4) if len(pairs) > 1 else pairs * 3
+            print(f"speed possym/{args.against} by {clock}: per window pair median {q2:.3f}x, quartiles "
+                  f"{q1:.3f}-{q3:.3f}x, range {pairs[0]:.3f}-{pairs[-1]:.3f}x over {len(pairs)} pairs of "
+                  f"{args.steps} steps; ratio of medians "
+                  f"{statistics.median(seconds['against']) / statistics.median(seconds['possym']):.3f}x")
     paper_steps = 6750
     for name in [n for n in ("possym", "possym_bf16", "possym_compiled", "possym_bf16_compiled") if n in med]:
         minutes = paper_steps * med[name] / args.steps / 60
