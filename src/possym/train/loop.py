@@ -132,7 +132,6 @@ def _layout(runs: Sequence[RunDir], trainees: Sequence[Trainee], states: Sequenc
     return slot_of, [ModelConfig(**m) for m in recorded[0]["models"]]
 
 
-
 MemberStep = Callable[[int, dict[str, Any]], None]
 
 
