@@ -4,8 +4,8 @@ On the ``paper`` preset's model (12 layers, d_model 128, one head, MLP 512; batc
 the number task, vocabulary 137), at the precision and compile setting the paper preset trains with
 here (bf16, ``train.compile=true``, one thread). A step is what the training loop does per member:
 draw the dropout bits from the member's own generator, forward and backward
-(:func:`possym.train.fused.loss_and_grads` alone, :class:`possym.train.fused_group.ModelGroup` for
-the group), clip, AdamW. Evaluation is left out (it is the same forward for both).
+(:func:`possym.train.fused.loss_and_grads` alone, a group of one, :class:`possym.train.fused.ModelGroup`
+for the group), clip, AdamW. Evaluation is left out (it is the same forward for both).
 
 For S = 1, 2, 4, 8 it prints each contender's member-steps per second (steps of all members per
 second; per member, divide by S) and the ratio single / group, as medians over interleaved timing
@@ -30,8 +30,7 @@ import torch
 from possym.config import ModelConfig
 from possym.devices import resolve_device, torch_threads
 from possym.model.gptj import GPTJ
-from possym.train.fused import draw_bits, loss_and_grads
-from possym.train.fused_group import GroupBits, ModelGroup
+from possym.train.fused import GroupBits, ModelGroup, draw_bits, loss_and_grads
 
 PAPER = {"n_layers": 12, "d_model": 128, "n_heads": 1, "d_mlp": 512, "d_vocab": 137, "dropout": 0.1,
          "embd_dropout": 0.0, "activation": "gelu"}

@@ -12,10 +12,12 @@ from safetensors.torch import load_file
 
 from possym.cli import main
 from possym.config import load_config
+from possym.errors import PossymError
 from possym.runs import RunDir, RunError
 from possym.tasks import make_splits
-from possym.train.fused import cxx_compiler
+from possym.train.fused import STEP_VERSION, cxx_compiler
 from possym.train.loop import batch_indices, train
+from possym.train.trainee import GROUP_STATE, STEP_VERSION_KEY, StepVersionError
 
 
 def make_run(tmp_path, name, overrides, task="number"):
@@ -80,6 +82,62 @@ def test_resume_after_an_interruption_is_bitwise_identical(tmp_path, tiny_overri
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     # The metrics log holds each evaluation exactly once.
     assert [r["step"] for r in run.metrics() if r["event"] == "eval"] == [0, 10, 20, 30]
+
+
+def _rewrite_state(run: RunDir, drop: tuple[str, ...]) -> None:
+    """Rewrite ``run``'s resumable state without the keys ``drop``, as an older possym wrote it."""
+    state = run.load_state()
+    run.save_state({k: v for k, v in state.items() if k not in drop})
+
+
+def test_a_state_of_the_single_model_step_is_refused_in_one_line_and_its_advice_works(tmp_path, tiny_overrides):
+    """A state written before the step versions were recorded, without a group layout, is the
+    single-model step's (version 1), which rounds differently from a group of one: refused, in one
+    line that says what to do; deleting state.pt, as it says, trains the run again from step 0."""
+    ref = make_run(tmp_path, "ref", tiny_overrides)
+    splits = make_splits(ref.config.task, 0)
+    train(ref, splits)
+
+    run = make_run(tmp_path, "old", tiny_overrides)
+    with pytest.raises(Interrupt):
+        train(run, splits, on_step=_cut_at(17))
+    _rewrite_state(run, (STEP_VERSION_KEY, GROUP_STATE))
+    with pytest.raises(StepVersionError) as refused:
+        train(RunDir.open(run.path), splits)
+    message = str(refused.value)
+    assert isinstance(refused.value, PossymError) and "\n" not in message
+    assert "step version 1" in message and f"version {STEP_VERSION}" in message
+    assert "delete" in message and str(run.path / "state.pt") in message
+    (run.path / "state.pt").unlink()  # the advice
+    train(RunDir.open(run.path), splits)
+    wa, wb = final_weights(ref), final_weights(run)
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    assert [r["step"] for r in run.metrics() if r["event"] == "eval"] == [0, 10, 20, 30]
+
+
+def test_a_state_of_the_batched_step_written_before_versions_were_recorded_resumes_bitwise(tmp_path, tiny_overrides):
+    """A state with a group layout and no version is the member-batched step's, this step: it resumes
+    to the same bits; and every state now records the version."""
+    ref = make_run(tmp_path, "ref", tiny_overrides)
+    splits = make_splits(ref.config.task, 0)
+    train(ref, splits)
+    assert ref.load_state()[STEP_VERSION_KEY] == STEP_VERSION
+
+    run = make_run(tmp_path, "cut", tiny_overrides)
+    with pytest.raises(Interrupt):
+        train(run, splits, on_step=_cut_at(17))
+    _rewrite_state(run, (STEP_VERSION_KEY,))
+    train(RunDir.open(run.path), splits)
+    wa, wb = final_weights(ref), final_weights(run)
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+
+
+def _cut_at(step: int):
+    def cut(info):
+        if info["step"] == step:
+            raise Interrupt
+
+    return cut
 
 
 def test_resume_from_a_state_older_than_the_newest_checkpoint_replays_to_the_same_bits(tmp_path, tiny_overrides):

@@ -1,10 +1,10 @@
 """Train run directories (new or interrupted) to their last step, grouping those that can share a step.
 
 :func:`train_runs` is the stage: it skips finished runs, partitions the rest into groups
-(:func:`plan_training`) that train as one batched step (:func:`possym.train.group.train_group`),
+(:func:`plan_training`) that train as one batched step (:func:`possym.train.loop.train_group`),
 trains the others one by one (:func:`train_run`), prints what it did and returns a
-:class:`TrainRunsRecord`. A group member is the run it would have been alone (float64: equal to
-~1e-16 a step; float32 and bf16: within rounding) and writes a single run's directory.
+:class:`TrainRunsRecord`. A run alone is a group of one: eager, a member's numbers are bitwise the
+ones it would have alone, and it writes the same run directory.
 
 How runs are grouped:
 
@@ -13,7 +13,8 @@ How runs are grouped:
   ``train.compile``, device and thread count. Seeds, learning rate,
   schedule, weight decay, clipping, dropout rates and RoPE plane options may differ;
 - a resumed member keeps to the group it was trained in where that matters (compiled: its
-  recorded layout); a run started alone, or with ``train.random_extra > 0``, trains alone;
+  recorded layout); a run with ``train.random_extra > 0`` trains alone, and so does one whose
+  resumable state another step version wrote (the loop refuses it, saying what to do);
 - groups are filled in the order the runs are given, up to ``memory_budget_mb``
   (:data:`DEFAULT_MEMORY_BUDGET_MB`), counting :func:`possym.train.group.member_memory_mb` per member
   (the paper preset's model: 316 MiB, with its 480,000 rows of data; 285 measured);
@@ -93,7 +94,7 @@ def _monitor(on: bool):  # -> Monitor | None
 
 def train_group_runs(runs: Sequence[RunDir], monitor: bool = False, position: int = 0, progress: bool = True,
                      splits: Sequence[dict[str, TaskSamples]] | None = None) -> list[dict[str, Any]]:
-    """Train (or resume) ``runs`` as one group (:func:`possym.train.group.train_group`), with one
+    """Train (or resume) ``runs`` as one group (:func:`possym.train.loop.train_group`), with one
     progress bar over all of its members' steps; returns each one's final test metrics. Each member's
     writer lock is taken first, before its data is made."""
     resolve_device(runs[0].config.train.device)
@@ -105,7 +106,7 @@ def train_group_runs(runs: Sequence[RunDir], monitor: bool = False, position: in
 
 def _train_group_runs(runs: Sequence[RunDir], monitor: bool, position: int, progress: bool,
                       splits: Sequence[dict[str, TaskSamples]] | None) -> list[dict[str, Any]]:
-    from possym.train.group import train_group
+    from possym.train.loop import train_group
 
     with torch_threads(runs[0].config.train.threads), contextlib.ExitStack() as stack:
         if splits is None:
@@ -190,8 +191,9 @@ def plan_training(runs: Sequence[RunDir], *, group: bool = True,
     >>> [len(g) for g in plan.groups], [why for _, why in plan.singles]
     ([2], ['no other run shares its step'])
     """
+    from possym.train.fused import STEP_VERSION
     from possym.train.group import group_key, member_memory_mb, why_single
-    from possym.train.trainee import GROUP_STATE, precision_of
+    from possym.train.trainee import GROUP_STATE, precision_of, state_step_version
 
     if not memory_budget_mb > 0:
         raise ConfigError(f"memory_budget_mb={memory_budget_mb} must be > 0")
@@ -206,8 +208,8 @@ def plan_training(runs: Sequence[RunDir], *, group: bool = True,
         reason = None if group else "grouping is off"
         reason = reason or why_single(run.config)
         state = run.load_state() if reason is None else None
-        if state is not None and GROUP_STATE not in state:
-            reason = "it was started alone, so it resumes alone"
+        if state is not None and state_step_version(state) != STEP_VERSION:
+            reason = "another version of the training step wrote its resumable state"
         if reason is not None:
             singles.append((run, reason))
             continue

@@ -1,35 +1,74 @@
-"""Training loop: last-token cross-entropy, AdamW, warm-up + linear decay, exact resume.
+"""The training loop: last-token cross-entropy, AdamW, warm-up + linear decay, exact resume, for one
+run or for S runs trained as one group.
 
 No argparse and no prints: the CLI passes a callback for the progress bar. Everything the loop
-writes goes through the :class:`~possym.runs.RunDir`.
+writes goes through each run's :class:`~possym.runs.RunDir`.
 
-Each step is :func:`possym.train.fused.loss_and_grads` (the hand-written forward and backward,
-held equal to the module's autograd by the tests; ``train.compile`` runs it through Inductor) then
-fused AdamW.
+Each step is :meth:`possym.train.fused.ModelGroup.loss_and_grads` (the hand-written forward and
+backward for S models at once, held equal to the module's autograd by the tests; ``train.compile``
+runs it through Inductor) then each run's own fused AdamW. A single run (:func:`train`) is a group
+of one (:func:`train_group`).
+
+Each member is the run it stands for. It keeps its own data order (``seeds.order``), dropout stream
+(``seeds.dropout``, drawn as it would be alone), initial weights (``seeds.init``), learning rate and
+schedule, weight decay, gradient clipping, fp16 loss scale (a member whose gradients overflow skips
+its step alone), dropout rates and RoPE plane options. Only the forward and backward run batched;
+each member's clipping, AdamW step and schedule are its own torch objects acting on views of the
+stacked weights and gradients, so its optimiser state, checkpoints, ``metrics.jsonl``, ``best.json``
+and resumable ``state.pt`` are the same files whatever its group. AdamW's update is elementwise and
+memory-bound: batching it would save nothing on a CPU, and the member's own optimiser keeps its state
+in one run's form, so any member resumes on its own. Which runs may share a step:
+:mod:`possym.train.group`.
 
 Determinism: the batch order of epoch e is a permutation drawn from ``(seeds.order, e)``; weights
 come from a generator seeded by ``seeds.init``; dropout masks from a generator seeded by
 ``seeds.dropout``, whose state is saved with every resumable state. So a run killed at any point
-and resumed ends with bitwise the same weights as an uninterrupted one (CPU, same thread count).
+and resumed ends with bitwise the same weights as an uninterrupted one (same device, same thread
+count). A member's numbers never depend on the others (each member's arithmetic is its own); eager,
+they do not depend on S either, so a member resumes bitwise alone or beside others. Compiled,
+Inductor splits reductions by S, so each resumable state records its group's layout
+(:data:`~possym.train.trainee.GROUP_STATE`: size, slot, every slot's model config) and a compiled
+member resumed with fewer companions is padded to its layout with idle slots; a compiled group whose
+members finish at different steps keeps the finished ones as idle slots for the same reason. A state
+records the step's version too (:data:`~possym.train.fused.STEP_VERSION`); one written by another
+version is refused (:class:`~possym.train.trainee.StepVersionError`), since it would not resume bitwise.
 
-Example:
-    >>> run = RunDir.create("runs/x", load_config("number", "quick"))   # doctest: +SKIP
-    >>> summary = train(run, make_splits(run.config.task, run.config.seeds.data))   # doctest: +SKIP
+Example (two tiny runs trained as one; each run directory is a normal run's)::
+
+    >>> import tempfile
+    >>> from possym.config import load_config
+    >>> from possym.runs import RunDir
+    >>> from possym.tasks import make_splits
+    >>> tiny = ["model.n_layers=1", "model.d_model=16", "model.d_mlp=32", "task.n_train=400",
+    ...         "task.n_val=50", "task.n_test=50", "train.steps=4", "train.eval_every=2",
+    ...         "train.checkpoint_every=2", "train.warmup_steps=1", "train.eval_size=50"]
+    >>> out = tempfile.mkdtemp()
+    >>> runs = [RunDir.create(f"{out}/s{s}", load_config("number", None, [*tiny, f"seeds.init={s}"]))
+    ...         for s in (0, 1)]
+    >>> finals = train_group(runs, [make_splits(r.config.task, 0) for r in runs])
+    >>> [f["step"] for f in finals], runs[1].checkpoint_steps()
+    ([4, 4], [0, 2, 4])
+    >>> train(RunDir.create(f"{out}/one", runs[0].config), make_splits(runs[0].config.task, 0))["step"]
+    4
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 import torch
 
+from possym.config import ModelConfig
 from possym.devices import resolve_device
+from possym.model.gptj import GPTJ
 from possym.runs import RunDir
 from possym.tasks import TaskSamples
-from possym.train.fused import loss_and_grads
-from possym.train.group import train_group
+from possym.train.fused import GroupBits, ModelGroup, idle_bits
+from possym.train.group import GroupError, check_shareable, evaluate_members
 from possym.train.tracking import tracking
 from possym.train.trainee import (
     GROUP_STATE,
@@ -48,7 +87,7 @@ from possym.train.trainee import (
 
 # The loop's own names, and the pieces of one run's training it is built on (possym.train.trainee).
 __all__ = ["GROUP_STATE", "LossScaler", "Monitor", "Trainee", "batch_indices", "build_model", "check_compiler",
-           "checkpoint_and_eval", "eval_metrics", "evaluate", "log_final", "open_trainee", "train"]
+           "checkpoint_and_eval", "eval_metrics", "evaluate", "log_final", "open_trainee", "train", "train_group"]
 
 
 def train(
@@ -60,57 +99,184 @@ def train(
     monitor_size: int = 32,
     dtype: torch.dtype = torch.float32,
 ) -> dict[str, Any]:
-    """Train (or resume) the run to its last step, holding its writer lock (:meth:`RunDir.writing`: a
-    second writer is refused); return the final test metrics.
+    """Train (or resume) the run to its last step, as a group of one (:func:`train_group`), holding its
+    writer lock (:meth:`RunDir.writing`: a second writer is refused); return the final test metrics.
 
     ``monitor(model, tokens) -> records`` (e.g. the live positional/symbolic scores) is called at
     every evaluation step on the first ``monitor_size`` evaluation inputs; its records are logged.
-    ``dtype``: the weights' dtype (float32; the tests train in float64 to hold a group's members
-    equal to their single runs). A run that was started as a member of a group
-    (:func:`possym.train.group.train_group`) resumes on the group step, alone, so that it stays
-    bitwise the run it would have been.
+    ``dtype``: the weights' dtype (float32; the tests train in float64 to hold the step to the
+    module's autograd).
     """
-    with run.writing():
-        return _train(run, splits, on_step, monitor, monitor_size, dtype)
+    member_step = None if on_step is None else (lambda _i, info: on_step(info))
+    return train_group([run], [splits], on_step=member_step, monitor=monitor, monitor_size=monitor_size,
+                       dtype=dtype)[0]
 
 
-def _train(run: RunDir, splits: dict[str, TaskSamples], on_step: Callable[[dict[str, Any]], None] | None,
-           monitor: Monitor | None, monitor_size: int, dtype: torch.dtype) -> dict[str, Any]:
-    cfg, tc = run.config, run.config.train
-    total = cfg.total_steps
-    check_compiler(run)
-    state = run.load_state()
-    if state is not None and GROUP_STATE in state:
-        member_step = None if on_step is None else (lambda _i, info: on_step(info))
-        return train_group([run], [splits], on_step=member_step, monitor=monitor, monitor_size=monitor_size,
-                           dtype=dtype)[0]
-    # train.log's tracker (possym.train.tracking) mirrors metrics.jsonl while the run trains
-    with tracking([run]):
-        device = resolve_device(tc.device)
-        t = open_trainee(run, splits, device, dtype, state, scaler_factory=LossScaler)
-        precision = t.precision
-        model, opt, sched, dropout, scaler, eval_set = t.model, t.opt, t.sched, t.dropout, t.scaler, t.eval_set
-        start = t.step
-        if t.state is None:
-            checkpoint_and_eval(run, model, opt, sched, dropout, 0, eval_set, monitor, monitor_size, scaler,
-                                precision=precision)
+def _layout(runs: Sequence[RunDir], trainees: Sequence[Trainee], states: Sequence[dict[str, Any] | None],
+            compiled: bool) -> tuple[dict[int, int], list[ModelConfig]]:
+    """Each member's slot in the group, and every slot's model config. A fresh (or eager) group is its
+    members in order; a resumed compiled group is the layout its members recorded, with idle slots
+    where a member is absent, since the compiled kernels depend on it."""
+    if not compiled or all(st is None for st in states):
+        return {i: i for i in range(len(trainees))}, [t.model.cfg for t in trainees]
+    if any(st is None for st in states):
+        fresh = [str(r.path) for r, st in zip(runs, states, strict=True) if st is None]
+        raise GroupError(f"{', '.join(fresh)} cannot join a resumed compiled group: it resumes as it was laid out")
+    recorded = [st[GROUP_STATE] for st in states if st is not None]
+    if any(r["models"] != recorded[0]["models"] for r in recorded):
+        raise GroupError("these compiled members were trained in different groups; resume each group as it was "
+                         f"({', '.join(str(r.path) for r in runs)})")
+    slot_of = {i: int(r["slot"]) for i, r in enumerate(recorded)}
+    if len(set(slot_of.values())) != len(slot_of):
+        raise GroupError(f"two of {', '.join(str(r.path) for r in runs)} claim one slot of their group")
+    return slot_of, [ModelConfig(**m) for m in recorded[0]["models"]]
 
-        t0, last = time.perf_counter(), start
-        for step in range(start, total):
-            tokens, answers, bits = t.batch()
-            scale = 1.0 if scaler is None else scaler.scale
-            loss = loss_and_grads(model, tokens, answers, bits, precision, tc.compile, loss_scale=scale)
-            t.apply()
-            done = step + 1
-            info: dict[str, Any] = {"step": done, "total": total, "loss": loss.item(), "lr": sched.get_last_lr()[0]}
-            if t.due():
-                info["eval"] = checkpoint_and_eval(
-                    run, model, opt, sched, dropout, done, eval_set, monitor, monitor_size, scaler,
-                    precision=precision)
-            if on_step is not None:
-                elapsed = time.perf_counter() - t0
-                info["steps_per_s"] = (done - last) / elapsed if elapsed > 0 else 0.0
-                on_step(info)
 
-        test = evaluate(model, splits["test"], precision=precision, compiled=tc.compile)
-        return log_final(run, test, device, precision)
+MemberStep = Callable[[int, dict[str, Any]], None]
+
+
+def train_group(
+    runs: Sequence[RunDir],
+    splits: Sequence[dict[str, TaskSamples]],
+    *,
+    on_step: MemberStep | None = None,
+    monitor: Monitor | None = None,
+    monitor_size: int = 32,
+    dtype: torch.dtype = torch.float32,
+) -> list[dict[str, Any]]:
+    """Train (or resume) every run of the group to its last step, as one; returns each one's final test
+    metrics, in order.
+
+    ``splits[i]`` is run i's data (:func:`possym.tasks.make_splits` of its task and ``seeds.data``).
+    ``on_step(i, info)`` gets run i's per-step record (:func:`train`'s ``on_step``); ``monitor`` is
+    called per member, on its own model, as there. Members may start at different steps (a resumed
+    group whose states differ) and end at different steps. Runs that cannot share a step are refused
+    (:class:`~possym.train.group.GroupError`, naming what differs). Every member's writer lock is held
+    throughout (:meth:`RunDir.writing`).
+    """
+    with contextlib.ExitStack() as locks:
+        for run in runs:
+            locks.enter_context(run.writing())
+        return _train_group(runs, splits, on_step, monitor, monitor_size, dtype)
+
+
+def _train_group(runs: Sequence[RunDir], splits: Sequence[dict[str, TaskSamples]], on_step: MemberStep | None,
+                 monitor: Monitor | None, monitor_size: int, dtype: torch.dtype) -> list[dict[str, Any]]:
+    if len(runs) != len(splits) or not runs:
+        raise GroupError(f"train_group needs one splits dict per run and at least one run ({len(runs)} runs, "
+                         f"{len(splits)} splits)")
+    check_shareable(runs)
+    for run in runs:
+        check_compiler(run)
+    tc = runs[0].config.train
+    device, compiled = resolve_device(tc.device), tc.compile
+    states = [run.load_state() for run in runs]
+    trainees = [open_trainee(r, sp, device, dtype, st) for r, sp, st in zip(runs, splits, states, strict=True)]
+    precisions = {str(t.run.path): t.precision for t in trainees}
+    if len(set(precisions.values())) > 1:  # "auto" members that started on machines that answered differently
+        raise GroupError(f"these members train in different precisions, so cannot share a step: {precisions}; "
+                         "resume each alone (possym.train.loop.train)")
+    precision = trainees[0].precision
+    index = {id(t): i for i, t in enumerate(trainees)}
+    slot_of, slot_cfgs = _layout(runs, trainees, states, compiled)
+    models: list[GPTJ] = []
+    for j, cfg in enumerate(slot_cfgs):
+        if j in slot_of.values():
+            models.append(trainees[next(i for i, s in slot_of.items() if s == j)].model)
+        else:  # an idle slot: a resumed compiled member's absent companion (its weights do not matter)
+            models.append(GPTJ(cfg, torch.Generator().manual_seed(0)).to(device, dtype).eval())
+    slots: list[Trainee | None] = [None] * len(slot_cfgs)
+    for i, j in slot_of.items():
+        slots[j] = trainees[i]
+    group = ModelGroup(models)
+
+    def layout_state(j: int) -> dict[str, Any]:
+        return {GROUP_STATE: {"size": len(group), "slot": j,
+                              "models": [dataclasses.asdict(m.cfg) for m in group.members]}}
+
+    finals: dict[int, dict[str, Any]] = {}
+    test_sets = {id(t): sp["test"] for t, sp in zip(trainees, splits, strict=True)}
+
+    def evaluate_due(live: list[int]) -> dict[int, tuple[dict[str, float], float]]:
+        due = [i for i in live if cast(Trainee, slots[i]).evaluates()]
+        if not due:
+            return {}
+        t0 = time.perf_counter()
+        sets = [cast(Trainee, slots[i]).eval_set for i in due]
+        # At the training precision, as HF Trainer evaluates a mixed-precision run (the final test too).
+        # Evaluation draws no random numbers, so it cannot perturb the training stream.
+        metrics = evaluate_members(group, due, sets, precision, compiled)
+        share = (time.perf_counter() - t0) / len(due)  # each member's share of the stacked evaluation
+        return {i: (m, share) for i, m in zip(due, metrics, strict=True)}
+
+    def checkpoint(live: list[int]) -> dict[int, dict[str, Any] | None]:
+        metrics = evaluate_due(live)
+        out = {}
+        for i in live:
+            t = cast(Trainee, slots[i])
+            out[i] = checkpoint_and_eval(t.run, t.model, t.opt, t.sched, t.dropout, t.step, t.eval_set, monitor,
+                                          monitor_size, t.scaler, metrics=metrics.get(i),
+                                          extra_state=layout_state(i))
+        return out
+
+    def finish(done: list[int]) -> None:
+        nonlocal group, slots
+        if not done:
+            return
+        tests = evaluate_members(group, done, [test_sets[id(slots[i])] for i in done], precision, compiled)
+        for i, metrics in zip(done, tests, strict=True):
+            t = cast(Trainee, slots[i])
+            finals[index[id(t)]] = log_final(t.run, metrics, device, precision)
+            slots[i] = None
+        if not compiled:  # eager, a member's numbers do not depend on S: drop the finished ones
+            kept = [t for t in slots if t is not None]
+            if kept:
+                slots = list(kept)
+                group = ModelGroup([t.model for t in kept])
+
+    # each member's train.log tracker (possym.train.tracking) mirrors its metrics.jsonl while the group trains
+    with tracking(runs):
+        fresh = [i for i, t in enumerate(slots) if t is not None and t.state is None]
+        checkpoint(fresh)
+        finish([i for i, t in enumerate(slots) if t is not None and t.step >= t.total])
+
+        t0 = time.perf_counter()
+        started = {id(t): t.step for t in trainees}
+        while True:
+            live = [i for i, t in enumerate(slots) if t is not None]
+            if not live:
+                break
+            batches = {i: cast(Trainee, slots[i]).batch() for i in live}
+            tokens_l, answers_l, bits_l, scales = [], [], [], []
+            for i, member in enumerate(group.members):
+                if i in batches:
+                    tk, an, bt = batches[i]
+                    trainee = cast(Trainee, slots[i])
+                    scale = 1.0 if trainee.scaler is None else trainee.scaler.scale
+                else:  # an idle slot computes on the lead's batch with no dropout; its results are dropped
+                    tk, an, _ = batches[live[0]]
+                    bt, scale = idle_bits(member.cfg, tk.shape[0], tk.shape[1]), 1.0
+                tokens_l.append(tk)
+                answers_l.append(an)
+                bits_l.append(bt)
+                scales.append(scale)
+            active = [i in batches for i in range(len(group))]
+            losses = group.loss_and_grads(torch.stack(tokens_l), torch.stack(answers_l), GroupBits.stack(bits_l),
+                                          precision, compiled, scales, active).tolist()
+            infos: dict[int, dict[str, Any]] = {}
+            for i in live:
+                t = cast(Trainee, slots[i])
+                t.apply()
+                infos[i] = {"step": t.step, "total": t.total, "loss": losses[i], "lr": t.sched.get_last_lr()[0]}
+            records = checkpoint([i for i in live if cast(Trainee, slots[i]).due()])
+            elapsed = time.perf_counter() - t0
+            for i in live:
+                t = cast(Trainee, slots[i])
+                if i in records:
+                    infos[i]["eval"] = records[i]
+                if on_step is not None:
+                    infos[i]["steps_per_s"] = (t.step - started[id(t)]) / elapsed if elapsed > 0 else 0.0
+                    on_step(index[id(t)], infos[i])
+            finish([i for i in live if cast(Trainee, slots[i]).step >= cast(Trainee, slots[i]).total])
+        return [finals[i] for i in range(len(trainees))]
+

@@ -1,7 +1,7 @@
-"""One run's training, the pieces the loop of one run (:mod:`possym.train.loop`) and the loop of a
-group (:mod:`possym.train.group`) share: its state in memory (:class:`Trainee`: model, AdamW,
-schedule, dropout stream, fp16 loss scale, data), its batches, its optimiser step, its evaluation,
-checkpoints and resumable state, and its final record.
+"""One run's training, what the loop (:mod:`possym.train.loop`) holds per member: its state in memory
+(:class:`Trainee`: model, AdamW, schedule, dropout stream, fp16 loss scale, data), its batches, its
+optimiser step, its evaluation, checkpoints and resumable state (with the step version that wrote it),
+and its final record.
 
 Example:
     >>> LossScaler(scale=8.0).update(False), LossScaler(scale=8.0, growth_interval=1).update(True)
@@ -14,7 +14,7 @@ import dataclasses
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -22,15 +22,24 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from possym.config import ModelConfig
 from possym.devices import batch_size_on
 from possym.errors import RunError
 from possym.hardware import auto_precision
 from possym.model.gptj import GPTJ
-from possym.runs import RunDir
+from possym.runs import STATE, RunDir
 from possym.tasks import TaskSamples
 from possym.train import tracking
 from possym.train.augment import with_random_extra
-from possym.train.fused import DropoutBits, Precision, cxx_compiler, draw_bits, last_token_logits
+from possym.train.fused import (
+    STEP_VERSION,
+    DropoutBits,
+    Precision,
+    cxx_compiler,
+    draw_bits,
+    member_params,
+    stacked_last_token_logits,
+)
 from possym.train.schedule import lr_factor
 
 Monitor = Callable[[GPTJ, Tensor], list[dict[str, Any]]]
@@ -54,16 +63,27 @@ def evaluate(
     ``compiled`` (:func:`~possym.train.fused.last_token_logits`) pads the last batch to the full
     size, so every batch has the one shape the compiled blocks were built for.
     """
-    device = model.embed.weight.device
+    return evaluate_stacked(member_params(model), [model.cfg], [samples], batch_size, precision, compiled)[0]
+
+
+@torch.no_grad()
+def evaluate_stacked(params: dict[str, Tensor], cfgs: Sequence[ModelConfig], samples: Sequence[TaskSamples],
+                     batch_size: int | None = None, precision: Precision = "fp32",
+                     compiled: bool = False) -> list[dict[str, float]]:
+    """:func:`evaluate` for the S members whose stacked ``params`` [S, ...] and configs ``cfgs`` are given,
+    member s on ``samples[s]`` (all of one size), in stacked passes: the metrics of each, in order."""
+    device = params["embed.weight"].device
     batch_size = batch_size_on(device, 256) if batch_size is None else batch_size
-    tokens = torch.as_tensor(samples.tokens).to(device)
-    logits = []
-    for t in tokens.split(batch_size):
-        rows = len(t)
+    tokens = torch.stack([torch.as_tensor(s.tokens) for s in samples]).to(device)
+    logits: list[list[Tensor]] = [[] for _ in samples]
+    for t in tokens.split(batch_size, dim=1):
+        rows = t.shape[1]
         if compiled and rows < batch_size:  # rows are independent: the padding changes no real row
-            t = torch.cat((t, t[:1].expand(batch_size - rows, -1)))
-        logits.append(last_token_logits(model, t, precision, compiled)[:rows])
-    return eval_metrics(samples, logits)
+            t = torch.cat((t, t[:, :1].expand(-1, batch_size - rows, -1)), dim=1)
+        stacked = stacked_last_token_logits(params, cfgs, t, precision, compiled)[:, :rows]
+        for own, lg in zip(logits, stacked, strict=True):
+            own.append(lg)
+    return [eval_metrics(s, lg) for s, lg in zip(samples, logits, strict=True)]
 
 
 def eval_metrics(samples: TaskSamples, logits: list[Tensor]) -> dict[str, float]:
@@ -150,8 +170,7 @@ def build_model(run: RunDir, device: torch.device | None = None, dtype: torch.dt
 @dataclasses.dataclass
 class Trainee:
     """One run's training in memory: its model, optimiser, schedule, dropout stream, loss scaler and
-    data, at optimiser step ``step``. :func:`train` steps one; :func:`possym.train.group.train_group`
-    steps several at once."""
+    data, at optimiser step ``step``. :func:`possym.train.loop.train_group` steps one or several at once."""
 
     run: RunDir
     model: GPTJ
@@ -227,14 +246,49 @@ def run_precision(run: RunDir, device: torch.device, resumed: bool) -> Precision
     return precision
 
 
+class StepVersionError(RunError):
+    """A resumable state written by another version of the training step (:data:`~possym.train.fused.STEP_VERSION`):
+    resumed on this one, the run would not continue bitwise."""
+
+
+# The key of a resumable state that holds the run's group layout (size, its slot, every slot's model
+# config; a single run's is a group of one), with which a compiled run resumes bitwise (possym.train.loop:
+# Inductor's kernels depend on the group's layout, never on the other members' numbers).
+GROUP_STATE = "group"
+# The key of a resumable state that names the version of the step that wrote it. A state without it
+# was written before the versions were recorded: by the member-batched step (version 2) when it holds
+# a group layout (GROUP_STATE), else by the single-model step (version 1).
+STEP_VERSION_KEY = "step_version"
+
+
+def state_step_version(state: dict[str, Any]) -> int:
+    """The version of the training step that wrote the resumable ``state``."""
+    return int(state.get(STEP_VERSION_KEY, 2 if GROUP_STATE in state else 1))
+
+
+def check_step_version(run: RunDir, state: dict[str, Any]) -> None:
+    """Refuse (:class:`StepVersionError`) a resumable ``state`` with steps left to train that another step
+    version wrote; a finished run's state trains no step, so it is taken as it is."""
+    version = state_step_version(state)
+    if version == STEP_VERSION or state["step"] >= run.config.total_steps:
+        return
+    commit = run.meta.get("git_commit") or "the one that started it"
+    raise StepVersionError(
+        f"{run.path}: its resumable state (step {state['step']}) was written by training step version {version}, "
+        f"and this possym runs version {STEP_VERSION}, whose arithmetic rounds differently, so the run would not "
+        f"continue bitwise; finish it with the possym that started it (commit {commit}), or delete "
+        f"{run.path / STATE} to train it again from step 0"
+    )
+
+
 def open_trainee(run: RunDir, splits: dict[str, TaskSamples], device: torch.device,
-                 dtype: torch.dtype = torch.float32, state: dict[str, Any] | None = None,
-                 scaler_factory: Callable[[], LossScaler] | None = None) -> Trainee:
+                 dtype: torch.dtype = torch.float32, state: dict[str, Any] | None = None) -> Trainee:
     """``run``'s model, optimiser, schedule and dropout stream, fresh or loaded from its resumable state
     ``state`` (:meth:`RunDir.load_state`, already read), its metrics log cut back to that state's step;
-    nothing is evaluated or written but the log. ``scaler_factory``: fp16's fresh loss scaler
-    (default :class:`LossScaler`)."""
-    scaler_factory = LossScaler if scaler_factory is None else scaler_factory
+    nothing is evaluated or written but the log. A state another step version wrote is refused
+    (:func:`check_step_version`)."""
+    if state is not None:
+        check_step_version(run, state)
     cfg, tc = run.config, run.config.train
     total = cfg.total_steps
     train_set = splits["train"]
@@ -249,7 +303,7 @@ def open_trainee(run: RunDir, splits: dict[str, TaskSamples], device: torch.devi
     # Dropout is drawn on the CPU on every device: the same masks everywhere, and a state that resumes anywhere.
     dropout = torch.Generator().manual_seed(cfg.seeds.dropout)
     precision = run_precision(run, device, resumed=state is not None)
-    scaler = scaler_factory() if precision == "fp16" else None
+    scaler = LossScaler() if precision == "fp16" else None
 
     start = 0
     if state is not None:
@@ -317,12 +371,6 @@ def log_final(run: RunDir, test_metrics: dict[str, float], device: torch.device,
     return final
 
 
-# The key of a resumable state that says the run is a group member: its group's layout (size, this
-# member's slot, every slot's model config), with which a compiled member resumes bitwise
-# (possym.train.group: Inductor's kernels depend on the group's layout, never on the other members' numbers).
-GROUP_STATE = "group"
-
-
 def checkpoint_and_eval(
     run: RunDir,
     model: GPTJ,
@@ -336,23 +384,14 @@ def checkpoint_and_eval(
     scaler: LossScaler | None = None,
     metrics: tuple[dict[str, float], float] | None = None,
     extra_state: dict[str, Any] | None = None,
-    *,
-    precision: Precision,
 ) -> dict[str, Any] | None:
-    """Evaluate (at ``precision``), checkpoint and save the resumable state where ``step`` calls for each.
-    ``metrics``: this step's evaluation already made (a group evaluates its members at once) and its
-    seconds; ``extra_state``: more keys for the resumable state."""
+    """Log this step's evaluation, checkpoint and save the resumable state where ``step`` calls for each.
+    ``metrics``: the evaluation made at this step (:meth:`Trainee.evaluates`; the loop evaluates its
+    members at once) and its seconds, else None; ``extra_state``: more keys for the resumable state."""
     tc, total = run.config.train, run.config.total_steps
     record = None
-    # Evaluation draws no random numbers, so it cannot perturb the training stream.
-    if step % tc.eval_every == 0 or step == total:
-        t = time.perf_counter()
-        if metrics is None:
-            # At the training precision, as HF Trainer evaluates a mixed-precision run (the final test too).
-            values = evaluate(model, eval_set, precision=precision, compiled=tc.compile)
-            seconds = time.perf_counter() - t
-        else:
-            values, seconds = metrics
+    if metrics is not None:
+        values, seconds = metrics
         record = {"event": "eval", "step": step, "split": "val", **values}
         record["eval_s"] = seconds
         record["time"] = round(time.time(), 3)  # wall-clock, so a run's own records give its duration
@@ -373,6 +412,7 @@ def checkpoint_and_eval(
                 "optimizer": opt.state_dict(),
                 "scheduler": sched.state_dict(),
                 "dropout_rng": dropout.get_state(),
+                STEP_VERSION_KEY: STEP_VERSION,
                 **({} if scaler is None else {"loss_scaler": dataclasses.asdict(scaler)}),
                 **(extra_state or {}),
             }

@@ -15,10 +15,9 @@ from possym.config import load_config
 from possym.runs import RunDir
 from possym.scores.monitor import monitor_scores
 from possym.tasks import make_splits
-from possym.train import loop, trainee
+from possym.train import trainee
 from possym.train.fused import cxx_compiler
-from possym.train.group import train_group
-from possym.train.loop import train
+from possym.train.loop import train, train_group
 
 needs_cxx = pytest.mark.skipif(cxx_compiler() is None, reason="Inductor needs a C++ compiler")
 
@@ -153,7 +152,8 @@ def test_a_member_writes_the_run_directory_of_a_single_run(tmp_path, tiny_overri
             assert sy["s_pos"] == pytest.approx(sx["s_pos"], abs=1e-3)
     state_a, state_b = torch.load(a.path / "state.pt", weights_only=False), torch.load(b.path / "state.pt",
                                                                                       weights_only=False)
-    assert set(state_b) - set(state_a) == {"group"}  # the layout a member resumes with
+    assert set(state_b) == set(state_a)  # a single run is a group of one: its layout is recorded too
+    assert state_a["group"]["size"] == 1 and state_b["group"]["size"] == 2
     assert state_a["optimizer"]["param_groups"] == state_b["optimizer"]["param_groups"]
 
 
@@ -174,7 +174,7 @@ def test_fp16_members_skip_their_own_overflowing_steps(tmp_path, tiny_overrides,
     train_group(members, splits)
     first, second = (r.load_state()["loss_scaler"]["scale"] for r in members)
     assert first < 2.0**40 and second == 2.0**16
-    monkeypatch.setattr(loop, "LossScaler", functools.partial(real, scale=2.0**16))
+    monkeypatch.setattr(trainee, "LossScaler", functools.partial(real, scale=2.0**16))
     single = _make(tmp_path, "single", overrides, seeds=(1,))[0]
     train(single, splits[1])
     wa, wb = _weights(single), _weights(members[1])

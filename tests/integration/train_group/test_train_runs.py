@@ -61,7 +61,7 @@ def test_train_runs_trains_groups_and_singles_prints_its_plan_and_restores_threa
     assert all(f["event"] == "final" for f in record.finals.values())
     out = capsys.readouterr()
     assert "train: group of 2 (number, fp32)" in out.out + out.err
-    assert "group" in runs[0].load_state() and "group" not in runs[2].load_state()
+    assert runs[0].load_state()["group"]["size"] == 2 and runs[2].load_state()["group"]["size"] == 1  # alone: of one
     again = train_runs(runs, monitor=False, progress=False)
     assert again.skipped == tuple(str(r.path) for r in runs) and again.finals == {}
 

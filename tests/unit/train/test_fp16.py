@@ -8,7 +8,7 @@ from possym.config import ModelConfig, load_config
 from possym.model.gptj import GPTJ
 from possym.runs import RunDir
 from possym.tasks import make_splits
-from possym.train import loop
+from possym.train import loop, trainee
 from possym.train.fused import DropoutMasks, loss_and_grads
 
 
@@ -39,7 +39,7 @@ def test_an_overflowing_scale_leaves_gradients_that_are_not_finite():
 
 
 def test_an_fp16_run_skips_overflowing_steps_lowers_the_scale_and_still_trains(tmp_path, monkeypatch, tiny_overrides):
-    monkeypatch.setattr(loop, "LossScaler", functools.partial(loop.LossScaler, scale=2.0**40))
+    monkeypatch.setattr(trainee, "LossScaler", functools.partial(trainee.LossScaler, scale=2.0**40))
     cfg = load_config("number", None, [*tiny_overrides, "train.precision=fp16"])
     run = RunDir.create(tmp_path / "run", cfg, argv=["t"])
     final = loop.train(run, make_splits(cfg.task, 0))
