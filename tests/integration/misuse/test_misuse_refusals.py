@@ -199,13 +199,15 @@ def test_debug_shows_the_traceback(tmp_path):
 
 
 def test_ctrl_c_is_exit_130_with_the_resume_hint_and_the_hint_works(tmp_path, make_run, tiny_overrides):
-    # 400 steps: the signal, sent at step 10, must land before the run ends, on a loaded CI machine too
-    longer = [*(o for o in tiny_overrides if not o.startswith("train.steps")), "train.steps=400"]
-    reference = make_run("reference", "train.steps=400")
+    longer = [*(o for o in tiny_overrides if not o.startswith("train.steps")), "train.steps=200"]
+    reference = make_run("reference", "train.steps=200")
     train(reference, make_splits(reference.config.task, 0))
     run = tmp_path / "run"
     argv = [sys.executable, "-m", "possym", "train", "--task", "number", "--out", str(run), *longer]
-    proc = subprocess.Popen(argv, env=env(), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
+    # A user at a terminal: SIGINT at its default. A shell without job control starts background commands with
+    # SIGINT ignored, and Python keeps an inherited SIG_IGN, so a suite run that way would ignore the signal.
+    proc = subprocess.Popen(argv, env=env(), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 300
     while not (run / "checkpoints" / "step_000010.safetensors").exists():
         assert proc.poll() is None and time.time() < deadline, proc.stderr.read()[-2000:]
@@ -220,4 +222,4 @@ def test_ctrl_c_is_exit_130_with_the_resume_hint_and_the_hint_works(tmp_path, ma
     assert not RunDir.open(run).finished and not (run / ".lock").exists()
     assert main(hint.split("`")[1].split()[1:]) == 0  # the hint, followed
     assert comparable(RunDir.open(run).metrics()) == comparable(reference.metrics())
-    assert same_weights(RunDir.open(run), reference, 400)
+    assert same_weights(RunDir.open(run), reference, 200)
