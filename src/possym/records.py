@@ -632,6 +632,11 @@ class MetricsLog:
         """The first evaluated step at which accuracy ``key`` reaches ``threshold`` (:func:`first_step_at`)."""
         return first_step_at(self.curve(key), threshold)
 
+    def first_steps(self, threshold: float = SOLVED) -> dict[str, int | None]:
+        """:meth:`first_step` of every accuracy key the evaluations carry: ``acc_hop{h}`` by h, then ``accuracy``."""
+        keys = [f"{_HOP}{h}" for h in sorted({h for r in self.evals for h in r.hops})] + ["accuracy"]
+        return {k: self.first_step(k, threshold) for k in keys}
+
     def best_step(self, steps: Iterable[int]) -> int | None:
         """The earliest step of ``steps`` (the checkpoints) at the maximum validation accuracy over all
         hops, as HF Trainer's ``load_best_model_at_end`` picks it (``metric_for_best_model="accuracy"``:

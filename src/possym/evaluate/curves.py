@@ -23,15 +23,15 @@ def learning_summary(log: MetricsLog | Sequence[Mapping[str, Any]], threshold: f
     accuracy, and the final test accuracy, from a run's metrics log (or its lines as JSON objects, as
     :meth:`possym.runs.RunDir.metrics` gives them)."""
     log = log if isinstance(log, MetricsLog) else MetricsLog.from_json(log)
-    keys = [f"acc_hop{h}" for h in sorted({h for r in log.evals for h in r.hops})] + ["accuracy"]
+    first = log.first_steps(threshold)
     best = log.best_step(r.step for r in log.evals)
     final = log.final
     return {
-        "first_step": {k: log.first_step(k, threshold) for k in keys},
+        "first_step": first,
         "threshold": threshold,
         "best_step": best,
         "best_accuracy": next((r.accuracy for r in log.evals if r.step == best), None),
-        "final_test": {} if final is None else {k: a for k, a in final.accuracies().items() if k in keys},
+        "final_test": {} if final is None else {k: a for k, a in final.accuracies().items() if k in first},
         "final_step": None if final is None else final.step,
     }
 

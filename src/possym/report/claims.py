@@ -224,15 +224,9 @@ def _pairs(ev: Evidence, a: str, b: str) -> list[tuple[TaskEvidence, TaskEvidenc
     return [(r, other[r.seed]) for r in ev.seeds(a) if r.seed in other]
 
 
-def first_steps(metrics: MetricsLog, threshold: float = SOLVED) -> dict[str, int | None]:
-    """First evaluated step at which each accuracy key (``acc_hop1``.., ``accuracy``) reaches ``threshold``."""
-    keys = [f"acc_hop{h}" for h in sorted({h for r in metrics.evals for h in r.hops})] + ["accuracy"]
-    return {k: metrics.first_step(k, threshold) for k in keys}
-
-
 def solved_steps(te: TaskEvidence) -> dict[str, int | None]:
     """The first step at which each accuracy key reaches 0.9: given, or read from the training log."""
-    return dict(te.solved) if te.solved is not None else first_steps(te.metrics) if te.metrics else {}
+    return dict(te.solved) if te.solved is not None else te.metrics.first_steps() if te.metrics else {}
 
 
 def trained_steps(te: TaskEvidence) -> int | None:

@@ -33,7 +33,7 @@ from possym.records import (
     records_csv,
 )
 from possym.report import compare_plots, html
-from possym.report.claims import Evidence, TaskEvidence, check_claims, claim_summary, final_kinds, first_steps
+from possym.report.claims import Evidence, TaskEvidence, check_claims, claim_summary, final_kinds
 from possym.report.evidence import load_evidence, run_seed, table
 from possym.report.length_plots import plot_length_curves
 from possym.report.seeds import claims_wide
@@ -83,7 +83,7 @@ def learning_rows(evidence: Evidence) -> list[dict[str, Any]]:
     rows = []
     for task, runs in evidence.tasks.items():
         for te in runs:
-            first = first_steps(te.metrics)
+            first = te.metrics.first_steps()
             final = te.metrics.final.accuracies() if te.metrics.final else {}
             times = [r.time for r in te.metrics if r.time is not None]
             minutes = round((max(times) - min(times)) / 60, 1) if len(times) > 1 else ""
