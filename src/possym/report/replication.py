@@ -80,6 +80,8 @@ def evidence(tables: Sequence[Path], runs: Mapping[str, Sequence[RunDir]] | None
                     length_seeds=[x for ev in found for x in ev.length_seeds],
                     protocol=[x for ev in found for x in ev.protocol],
                     witnesses=[w for ev in found for w in ev.witnesses],
+                    hop_flow=[r for ev in found for r in ev.hop_flow],
+                    geometry=[r for ev in found for r in ev.geometry],
                     hop_queries={t: sorted((te for ev in found for te in ev.hop_queries.get(t, ())),
                                            key=lambda te: te.seed)
                                  for t in {t for ev in found for t in ev.hop_queries}})
