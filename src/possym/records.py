@@ -470,7 +470,10 @@ class PlaneGeometryRecord(Record):
     (``plane_geometry.csv``; checkpoint ``step``). ``key_alignment``: the length of the mean of the unit pre-RoPE
     keys k_0..k_q (1: all aligned, as in T_Index); ``pointed``: the offset the last token's number asks for;
     ``plane_argmax``: the offset δ whose key the plane's partial logit (R_δ q)·k_{q−δ} favours;
-    ``head_argmax``: the offset of the head's attention maximum."""
+    ``head_argmax``: the offset of the head's attention maximum; ``aim_error``: the angle, wrapped to [0, π], between
+    the query rotated by the asked-for offset, R_σ q, and the keys' mean direction (T_Index: 0). Where θ turns the
+    plane through more than 2π over the input, an offset about 2π/θ away can face the keys as well (an alias), so
+    that the plane's argmax can miss an offset the query is aimed at."""
 
     task: str
     seed: int
@@ -483,6 +486,7 @@ class PlaneGeometryRecord(Record):
     pointed: int
     plane_argmax: int
     head_argmax: int
+    aim_error: float = float("nan")
 
 
 @dataclass(frozen=True)

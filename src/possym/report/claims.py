@@ -1264,23 +1264,28 @@ def geometry_claims(ev: Evidence) -> list[ClaimRecord]:
     after RoPE it meets v at the position it asks for. The paper shows one input's picture and states no measure;
     read over many correctly solved inputs (``plane_geometry.csv``, the last token as query, whose number is the
     offset it asks for): the keys' alignment (the length of the mean unit key) and whether the plane's partial
-    logit favours the asked-for offset."""
+    logit favours the asked-for offset. A reading added after the result, which never grades: the query's aim as
+    an angle (the asked-for offset's rotation within half a position of the keys' direction), since a fast plane's
+    argmax can land on an alias about 2π/θ positions away."""
     rows = [r for r in ev.geometry if r.task == "number" and r.layer == FIG4B_LAYER]
     if not rows:
         return []
     seeds = sorted({r.seed for r in rows})
-    holds, weak, head_holds, texts = [], [], [], []
+    holds, weak, head_holds, angle_holds, texts = [], [], [], [], []
     for seed in seeds:
         mine = [r for r in rows if r.seed == seed]
         align = float(np.median([r.key_alignment for r in mine]))
         aim = float(np.mean([r.plane_argmax == r.pointed for r in mine]))
         head = float(np.mean([r.head_argmax == r.pointed for r in mine]))
+        error = float(np.median([r.aim_error / r.theta for r in mine if r.theta > 0] or [math.nan]))
         ids = sorted({r.frequency_id for r in mine}, key=lambda i: -sum(r.frequency_id == i for r in mine))
         holds.append(align >= KEYS_ALIGNED and aim > FLOW_MAJORITY)
         weak.append(align >= KEYS_ALIGNED)
         head_holds.append(align >= KEYS_ALIGNED and head > FLOW_MAJORITY)
+        angle_holds.append(align >= KEYS_ALIGNED and error <= 0.5)
         texts.append(f"{len(mine)} inputs at step {mine[0].step}; dominant plane ID {ids[0]} (of {len(ids)} seen); "
-                     f"median key alignment {align:.2f}; plane aims at the asked offset {aim:.2f}, head {head:.2f}")
+                     f"median key alignment {align:.2f}; plane's argmax at the asked offset {aim:.2f}, head's "
+                     f"{head:.2f}; median aim error {error:.2f} positions")
     rule = (f"{HOLDS_RULE}, or if its weaker form holds at every seed; it holds at a seed if, in layer {FIG4B_LAYER} "
             "on each input's dominant plane (the largest mean max partial logit, Fig. 4C), the median over inputs "
             f"of the keys' alignment is at least {KEYS_ALIGNED:g} (T_Index: 1) and the plane's partial logit from "
@@ -1289,6 +1294,11 @@ def geometry_claims(ev: Evidence) -> list[ClaimRecord]:
     runs = [_Kept(seed, "plane_geometry") for seed in seeds]
     readings = {"the dominant plane's logit (pre-registered)": rules.grade_holds(holds, weak),
                 "the head's whole attention": rules.grade_holds(head_holds, weak)}
+    if not any(math.isnan(r.aim_error) for r in rows):
+        # Added after the result: with θ near 1 rad the plane turns through 2π every 6.3 positions, so an offset
+        # about 6 away can face the keys as well, and the argmax can land there although the query is aimed.
+        readings["the plane's aim as an angle, within half a position (added after the result)"] = \
+            rules.grade_holds(angle_holds, weak)
     return [_holds_claim("number task: L1's keys aligned and queries aimed, as T_Index's (Fig. 4B)",
                          "Sec. 3.4, Fig. 4B", "keys along one direction, queries rotated to the position they ask for "
                          "(one input's picture; no measure stated)", holds, rule, runs=runs, per_seed=texts,

@@ -90,7 +90,11 @@ def geometry_records(model: GPTJ, samples: TaskSamples, *, task: str, seed: int,
             _, cache = model.run_with_cache(tokens.reshape(1, -1), [f"blocks.{layer}.attn.hook_pattern"])
         pattern = cache[f"blocks.{layer}.attn.hook_pattern"][0, head, q]
         path = samples.path[i]
+        pointed = int(path[0] - path[1])
+        direction, aimed = keys.mean(0), geo.queries[int((geo.offsets == pointed).nonzero()[0, 0])]
+        turn = torch.atan2(aimed[1], aimed[0]) - torch.atan2(direction[1], direction[0])
+        aim_error = abs(float(torch.atan2(turn.sin(), turn.cos())))
         out.append(PlaneGeometryRecord(task, seed, step, layer, int(i), geo.frequency_id, geo.theta,
-                                       float(keys.mean(0).norm()), int(path[0] - path[1]),
-                                       int(geo.offsets[int(logit.argmax())]), int(q - int(pattern.argmax()))))
+                                       float(direction.norm()), pointed, int(geo.offsets[int(logit.argmax())]),
+                                       int(q - int(pattern.argmax())), aim_error))
     return out

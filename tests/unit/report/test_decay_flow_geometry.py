@@ -3,6 +3,7 @@ grades constructed data on both sides of its thresholds, and the decay rule pass
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -148,3 +149,14 @@ def test_the_paper_has_no_data_for_fig3_or_fig4b_and_calibration_says_so():
                  "letter task: attention follows the hop path (Fig. 3)",
                  "number task: L1's keys aligned and queries aimed, as T_Index's (Fig. 4B)"):
         assert rows[name].verdict == "n/a" and rows[name].data.startswith("n/a: the paper reports only")
+
+
+def test_the_angle_reading_added_after_the_result_never_changes_the_verdict():
+    """A plane aimed within half a position in angle but whose argmax lands on an alias: the pre-registered reading
+    grades partial (keys aligned only); the added reading says match beside it."""
+    rows = [dataclasses.replace(r, aim_error=0.3 * r.theta) for r in _geometry(0, 0.95, 0)]
+    c = _claim(Evidence(geometry=rows), "number task: L1's keys")
+    assert c.verdict == "partial" and c.robustness == "reading-dependent"
+    assert "the plane's aim as an angle, within half a position (added after the result): match" in c.readings
+    rows = [dataclasses.replace(r, aim_error=0.6 * r.theta) for r in rows]
+    assert "(added after the result): partial" in _claim(Evidence(geometry=rows), "number task: L1's keys").readings
