@@ -1110,6 +1110,20 @@ def _accuracy_curve(te: TaskEvidence) -> list[tuple[float, float | None]]:
     return [(float(x), float(y)) for x, y in pts]
 
 
+Curve = list[tuple[float, float | None]]
+
+
+def decay_curves(ev: Evidence) -> dict[int, tuple[Curve, Curve, Curve, Curve]]:
+    """Per seed with both tasks' curves: (Index bound, Retrieval bound at Table 1's layer-2 angles, number accuracy,
+    letter accuracy), the curves :func:`decay_claims` grades (for drawing them)."""
+    out: dict[int, tuple[Curve, Curve, Curve, Curve]] = {}
+    for n, le in _pairs(ev, "number", "letter"):
+        ids, acc = (_layer_angle(n), _layer_angle(le)), (_accuracy_curve(n), _accuracy_curve(le))
+        if ids[0] is not None and ids[1] is not None and all(acc):
+            out[n.seed] = (theory_curve("index", ids[0][1]), theory_curve("retrieval", ids[1][1]), *acc)
+    return out
+
+
 DECAY_RULE = (
     f"{HOLDS_RULE}, or if its weaker form holds at every seed; the 'qualitative pattern' is the shape features the "
     "paper's text names, read on each figure's own x-range (Fig. 5A: n = 1..100; Fig. 5B: K = 0..5000), each "

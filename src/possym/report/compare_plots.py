@@ -153,3 +153,43 @@ def _finish(fig: Figure, ax, xlabel: str, ylabel: str, title: str) -> Figure:
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def decay_compare(theory: Mapping[str, Mapping[int, Sequence[tuple[float, float | None]]]],
+                  accuracy: Mapping[str, Mapping[int, Sequence[tuple[float, float | None]]]],
+                  paper: Mapping[str, Any]) -> Figure:
+    """Sec. 3.6's comparison, ours beside the paper's: left, Theorem 3.2's bounds at each seed's layer-2 angles
+    (``theory[function][seed]``: (n, bound)) with Fig. 5A's digitised points; right, each seed's pooled accuracy
+    against K (``accuracy[task][seed]``: (K, accuracy)) with Fig. 5B's.
+
+    >>> fig = decay_compare({"index": {0: [(1, 0.3), (100, 0.0)]}}, {"number": {0: [(0, 1.0), (5000, 0.0)]}}, {})
+    >>> len(fig.axes)
+    2
+    """
+    fig = Figure(figsize=(11, 4))
+    left, right = fig.subplots(1, 2)
+    fig5a, fig5b = paper.get("fig5a_discrepancy_bounds"), paper.get("fig5b_length_generalisation")
+    for function, colour in (("index", POS), ("retrieval", SYM)):
+        for seed, curve in sorted(theory.get(function, {}).items()):
+            left.plot([x for x, _ in curve], [y for _, y in curve], color=colour, **SEED_STYLE,
+                      label=f"{function}, s{seed} (ours)")
+        if fig5a:
+            pts = [(n, v) for n, v in zip(fig5a["n"], fig5a[function], strict=True) if v is not None]
+            left.plot([p[0] for p in pts], [p[1] for p in pts], color=colour, **PAPER_STYLE,
+                      label=f"{function} (paper)")
+    for task, colour in (("number", POS), ("letter", SYM)):
+        for seed, curve in sorted(accuracy.get(task, {}).items()):
+            right.plot([x for x, _ in curve], [y for _, y in curve], color=colour, **SEED_STYLE,
+                       label=f"{task}, s{seed} (ours)")
+        if fig5b:
+            right.plot(fig5b["extra"], fig5b[f"{task}_task"], color=colour, **PAPER_STYLE, label=f"{task} (paper)")
+    for ax, xlabel, ylabel, title in ((left, "input length n", "discrepancy bound",
+                                       "Fig. 5A: the bounds at layer 2's angles"),
+                                      (right, "extra tokens K", "accuracy", "Fig. 5B: accuracy against length")):
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    return fig

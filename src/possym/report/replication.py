@@ -36,6 +36,7 @@ from possym.runs import RunDir, atomic_write_text
 
 # The figure each claim's section shows, by the figure its section names (files of the tables directory).
 FIGURES = (
+    ("Fig. 5A/5B", "compare_decay.png"),
     ("Fig. 5B", "compare_fig5b_per_hop.png"),
     ("Fig. 5A", "compare_fig5a_bounds.png"),
     ("Table 1", "compare_table1_frequency_ids.png"),
@@ -221,6 +222,7 @@ def write(tables: Sequence[Path], out: Path, *, replication: Path | None = None,
     calibration = calibrate()
     out.mkdir(parents=True, exist_ok=True)
     per_hop_figure(ev).savefig(out / "compare_fig5b_per_hop.png", dpi=110)
+    decay_figure(ev).savefig(out / "compare_decay.png", dpi=110)
     atomic_write_text(out / "claims.csv", records_csv(claims))
     atomic_write_text(out / "calibration.csv", records_csv(calibration))
     if replication is not None:
@@ -242,6 +244,21 @@ def per_hop_figure(ev: Evidence):
                               ignore_index=True)
               for task, seeds in ev.tasks.items() if any(te.lengthgen for te in seeds)}
     return plot_length_curves(curves, paper_numbers()["fig5b_length_generalisation"])
+
+
+def decay_figure(ev: Evidence):
+    """Sec. 3.6: our Fig. 5A (the bounds at each seed's layer-2 angles) and Fig. 5B (pooled accuracy), per seed
+    with both tasks' curves, beside the paper's digitised figures."""
+    from possym.paper import paper_numbers
+    from possym.report.claims import decay_curves
+    from possym.report.compare_plots import decay_compare
+
+    theory: dict[str, dict[int, Any]] = {}
+    accuracy: dict[str, dict[int, Any]] = {}
+    for seed, (index, retrieval, number, letter) in decay_curves(ev).items():
+        theory.setdefault("index", {})[seed], theory.setdefault("retrieval", {})[seed] = index, retrieval
+        accuracy.setdefault("number", {})[seed], accuracy.setdefault("letter", {})[seed] = number, letter
+    return decay_compare(theory, accuracy, paper_numbers())
 
 
 def read(out: Path) -> tuple[list[ClaimRecord], list[CalibrationRecord]]:
