@@ -5,7 +5,8 @@ of its task with numpy.random.default_rng(0), and keeps those with the most hops
 (possym.scores.flow). Writes, beside this file:
 
 - hop_flow.csv: possym.records.HopFlowRecord, every run;
-- plane_geometry.csv: possym.records.PlaneGeometryRecord, layer 1 of the number runs.
+- plane_geometry.csv: possym.records.PlaneGeometryRecord, layer 1 of the number runs;
+- number_s{seed}_fig4b_geometry.png: Fig. 4B for the first of those inputs (possym.report.score_plots).
 
     PYTHONPATH=src OMP_NUM_THREADS=1 python docs/reproduce_paper/hop_flow/make.py RUN_DIR...
 """
@@ -19,8 +20,10 @@ import numpy as np
 import torch
 
 from possym.records import records_csv
-from possym.runs import RunDir, atomic_write_text
-from possym.scores.flow import geometry_records, hop_flow_records
+from possym.report.score_plots import fig4b_geometry
+from possym.runs import RunDir, atomic_write_text, save_figure
+from possym.scores.flow import geometry_records, hop_flow_records, solved_most_hops
+from possym.scores.frequency import plane_geometry
 from possym.tasks import generate
 
 N_INPUTS = 2000
@@ -29,6 +32,7 @@ N_INPUTS = 2000
 def main(paths: list[str]) -> None:
     torch.set_num_threads(1)
     flow, geometry = [], []
+    out = Path(__file__).parent
     for path in paths:
         run = RunDir.open(path, allow_unfinished=True)
         step = run.resolve_step("best")
@@ -38,8 +42,11 @@ def main(paths: list[str]) -> None:
         flow += hop_flow_records(model, samples, task=task, seed=seed, step=step)
         if task == "number":
             geometry += geometry_records(model, samples, task=task, seed=seed, step=step, layer=1)
+            first = int(solved_most_hops(model, samples)[0])
+            geo = plane_geometry(model, torch.as_tensor(samples.tokens[first]), layer=1)
+            title = f"number s{seed}, step {step}, L1, input {first}, frequency ID {geo.frequency_id}"
+            save_figure(fig4b_geometry(geo, title=title), out / f"number_s{seed}_fig4b_geometry", formats=("png",))
         sys.stderr.write(f"{path}: {task} seed {seed} step {step}\n")
-    out = Path(__file__).parent
     atomic_write_text(out / "hop_flow.csv", records_csv(flow))
     atomic_write_text(out / "plane_geometry.csv", records_csv(geometry))
 

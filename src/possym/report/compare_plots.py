@@ -193,3 +193,43 @@ def decay_compare(theory: Mapping[str, Mapping[int, Sequence[tuple[float, float 
         ax.legend(fontsize=6)
     fig.tight_layout()
     return fig
+
+
+def flow_compare(flow: pd.DataFrame) -> Figure:
+    """Fig. 3 over many inputs: per task and seed, the share of inputs whose attention maximum lands on the next hop,
+    by hop query (depth from the answer, rows) and layer (columns); the paper's one-hop-per-layer diagonal outlined.
+
+    flow: :class:`~possym.records.HopFlowRecord` columns.
+
+    >>> rows = pd.DataFrame({"task": ["number"] * 2, "seed": [0, 0], "depth": [1, 1], "layer": [0, 1],
+    ...                      "on_next": [1.0, 0.2], "n_inputs": [5, 5]})
+    >>> len(flow_compare(rows).axes)
+    2
+    """
+    from matplotlib.patches import Rectangle
+
+    keys = sorted({(str(t), int(s)) for t, s in zip(flow["task"], flow["seed"], strict=True)},
+                  key=lambda k: (k[0] != "number", k[1]))
+    cols = min(max(len(keys), 1), 3)
+    rows_n = -(-max(len(keys), 1) // cols)
+    fig = Figure(figsize=(3.6 * cols + 1, 2.4 * rows_n + 0.5), layout="constrained")
+    axes = list(fig.subplots(rows_n, cols, squeeze=False).flat)
+    for ax in axes[len(keys):]:
+        ax.axis("off")
+    image = None
+    for ax, (task, seed) in zip(axes, keys, strict=False):
+        rows = flow[(flow["task"] == task) & (flow["seed"] == seed)]
+        grid = rows.pivot_table(index="depth", columns="layer", values="on_next")
+        image = ax.imshow(grid.to_numpy(), aspect="auto", cmap="Greys", vmin=0, vmax=1)
+        if task == "number":
+            for d in grid.index:
+                ax.add_patch(Rectangle((d - 1 - 0.5, d - 1 - 0.5), 1, 1, fill=False, ec=POS, lw=1.5))
+        ax.set_xticks(range(grid.shape[1]))
+        ax.set_xticklabels([f"L{x}" for x in grid.columns], fontsize=6)
+        ax.set_yticks(range(grid.shape[0]))
+        ax.set_yticklabels([f"d{d}" for d in grid.index], fontsize=7)
+        ax.set_title(f"{task} s{seed} ({int(rows['n_inputs'].iloc[0])} inputs)", fontsize=8)
+    if image is not None:
+        fig.colorbar(image, ax=axes, shrink=0.8, label="share on the next hop")
+    fig.suptitle("Attention from each hop query (d: hops from the answer) on the next hop (paper Fig. 3)", fontsize=9)
+    return fig

@@ -37,6 +37,8 @@ from possym.runs import RunDir, atomic_write_text
 # The figure each claim's section shows, by the figure its section names (files of the tables directory).
 FIGURES = (
     ("Fig. 5A/5B", "compare_decay.png"),
+    ("Fig. 3", "compare_fig3_hop_flow.png"),
+    ("Fig. 4B", "hop_flow/number_s0_fig4b_geometry.png"),
     ("Fig. 5B", "compare_fig5b_per_hop.png"),
     ("Fig. 5A", "compare_fig5a_bounds.png"),
     ("Table 1", "compare_table1_frequency_ids.png"),
@@ -223,6 +225,11 @@ def write(tables: Sequence[Path], out: Path, *, replication: Path | None = None,
     out.mkdir(parents=True, exist_ok=True)
     per_hop_figure(ev).savefig(out / "compare_fig5b_per_hop.png", dpi=110)
     decay_figure(ev).savefig(out / "compare_decay.png", dpi=110)
+    if ev.hop_flow:
+        from possym.records import HopFlowRecord, frame
+        from possym.report.compare_plots import flow_compare
+
+        flow_compare(frame(list(ev.hop_flow), HopFlowRecord)).savefig(out / "compare_fig3_hop_flow.png", dpi=110)
     atomic_write_text(out / "claims.csv", records_csv(claims))
     atomic_write_text(out / "calibration.csv", records_csv(calibration))
     if replication is not None:
