@@ -447,6 +447,49 @@ class Fig5aRecord(Record):
 
 
 @dataclass(frozen=True)
+class HopFlowRecord(Record):
+    """Fig. 3 over many inputs: at the hop query ``depth`` hops from the answer (1: the hop that lands on the answer;
+    ``n_hops``: the last token), how often layer ``layer``'s attention (head 0) is largest on the next position of
+    the hop path, over ``n_inputs`` correctly solved ``n_hops``-hop inputs, and its mean attention there
+    (``hop_flow.csv``; checkpoint ``step``)."""
+
+    task: str
+    seed: int
+    step: int
+    n_hops: int
+    depth: int
+    layer: int
+    n_inputs: int
+    on_next: float
+    attention: float
+
+
+@dataclass(frozen=True)
+class PlaneGeometryRecord(Record):
+    """Fig. 4B for one input: layer ``layer``'s keys and last-token query on the input's dominant RoPE plane
+    (``plane_geometry.csv``; checkpoint ``step``). ``key_alignment``: the length of the mean of the unit pre-RoPE
+    keys k_0..k_q (1: all aligned, as in T_Index); ``pointed``: the offset the last token's number asks for;
+    ``plane_argmax``: the offset δ whose key the plane's partial logit (R_δ q)·k_{q−δ} favours;
+    ``head_argmax``: the offset of the head's attention maximum; ``aim_error``: the angle, wrapped to [0, π], between
+    the query rotated by the asked-for offset, R_σ q, and the keys' mean direction (T_Index: 0). Where θ turns the
+    plane through more than 2π over the input, an offset about 2π/θ away can face the keys as well (an alias), so
+    that the plane's argmax can miss an offset the query is aimed at."""
+
+    task: str
+    seed: int
+    step: int
+    layer: int
+    sample: int
+    frequency_id: int
+    theta: float
+    key_alignment: float
+    pointed: int
+    plane_argmax: int
+    head_argmax: int
+    aim_error: float = float("nan")
+
+
+@dataclass(frozen=True)
 class DiscrepancyHeadRecord(Record):
     """The top-minus-second attention score of one trained head over ``n_samples`` inputs with ``extra``
     tokens, at checkpoint ``step`` (``theory/discrepancy_heads.csv``): its mean, median, deciles and range."""

@@ -42,6 +42,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -56,9 +57,11 @@ from possym.records import (
     BoundCheckRecord,
     ClaimRecord,
     Fig5aRecord,
+    HopFlowRecord,
     LengthRecord,
     LengthSeedRecord,
     MetricsLog,
+    PlaneGeometryRecord,
     ProtocolValueRecord,
     PurityRecord,
     ScoreRecord,
@@ -130,6 +133,9 @@ class TaskEvidence:
     solved: Mapping[str, int | None] | None = None
     trained_steps: int | None = None
     solved_spacing: int | None = None  # the spacing of the curve ``solved`` was read on (None: eval_every)
+    # The task's Fig. 5A curve (n, bound) as given (the paper's digitised figure); empty: Theorem 3.2's bound at the
+    # angle of Table 1's layer 2 (:func:`theory_curve`).
+    decay_bound: Sequence[tuple[float, float | None]] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.metrics, MetricsLog):  # the log's JSON lines, as RunDir.metrics() gives them
@@ -151,6 +157,8 @@ class Evidence:
     fig5a: Sequence[Fig5aRecord] = ()
     witnesses: Sequence[WitnessRecord] = ()
     hop_queries: Mapping[str, Sequence[TaskEvidence]] = field(default_factory=dict)
+    hop_flow: Sequence[HopFlowRecord] = ()
+    geometry: Sequence[PlaneGeometryRecord] = ()
 
     def __post_init__(self) -> None:
         for name in ("tasks", "hop_queries"):
@@ -349,7 +357,7 @@ HOLDS_RULE = "an ordering per seed: match if it holds at every seed, partial if 
 
 
 def _holds_claim(name: str, section: str, paper: str, holds: Sequence[bool], rule: str, *,
-                 runs: Sequence[TaskEvidence], per_seed: Sequence[str], weak: Sequence[bool] | None = None,
+                 runs: Sequence[TaskEvidence | _Kept], per_seed: Sequence[str], weak: Sequence[bool] | None = None,
                  extra: str = "", **kw) -> ClaimRecord:
     return _claim(name, section, paper, _holds_text(holds) + extra, rules.grade_holds(holds, weak), rule, runs=runs,
                   per_seed=per_seed, seed_verdicts=_holds_verdicts(holds), **kw)
@@ -1061,6 +1069,256 @@ def length_claims(ev: Evidence) -> list[ClaimRecord]:
     return out
 
 
+# ---- the decay against the theory (Sec. 3.6, Fig. 5A against 5B) -----------------------------------------
+
+
+FIG5A_LAYER = 2  # "the plot is made with the angles corresponding to the second layer in each model" (Sec. 3.6)
+FIG5A_N = (1, 100)  # Fig. 5A's x-range: input length n <= 100
+FIG5A_LETTERS = 8  # |ALPH| of Fig. 5A's retrieval bound (the letter task's alphabet)
+FIG5A_ANGLES = (0.8, 0.0027)  # the caption's θ for Index and Retrieval
+FIG5B_RANGE = (0, 5000)  # Fig. 5B's x-range: K extra tokens
+ROPE_BASE = 10_000
+
+
+def frequency_angle(frequency_id: int, n_planes: int = 64) -> float:
+    """θ of a 1-based RoPE frequency ID: base^(−(k − 1)/n_planes) (Table 1's IDs: θ_2 = 0.866, θ_42 = 0.0027)."""
+    return float(ROPE_BASE ** (-(frequency_id - 1) / n_planes))
+
+
+def theory_curve(function: str, theta: float) -> list[tuple[float, float | None]]:
+    """Theorem 3.2's bound at θ over Fig. 5A's x-range, n = 1..100: Index min(1 − cos θ, 2π²/n²), Retrieval
+    1 − cos(2π/8 − nθ)."""
+    from possym.theory.discrepancy import index_bound, retrieval_bound
+
+    ns = np.arange(FIG5A_N[0], FIG5A_N[1] + 1)
+    bound = index_bound(theta, ns) if function == "index" else retrieval_bound(theta, FIG5A_LETTERS, ns)
+    return [(float(n), float(b)) for n, b in zip(ns, bound, strict=True)]
+
+
+def _layer_angle(te: TaskEvidence, layer: int = FIG5A_LAYER) -> tuple[int, float] | None:
+    """(Table 1's frequency ID of ``layer``, head 0, and its θ)."""
+    row = next((r for r in te.table1 if r.layer == layer and r.head == 0), None)
+    return None if row is None else (row.frequency_id, frequency_angle(row.frequency_id, te.n_planes))
+
+
+def _accuracy_curve(te: TaskEvidence) -> list[tuple[float, float | None]]:
+    """The pooled length curve (all hop counts) on Fig. 5B's x-range; empty unless it spans the range."""
+    pts = sorted((p.extra, p.accuracy) for p in te.lengthgen if p.n_hops == 0 and FIG5B_RANGE[0] <= p.extra
+                 <= FIG5B_RANGE[1])
+    if not pts or pts[0][0] != FIG5B_RANGE[0] or pts[-1][0] != FIG5B_RANGE[1]:
+        return []
+    return [(float(x), float(y)) for x, y in pts]
+
+
+Curve = list[tuple[float, float | None]]
+
+
+def decay_curves(ev: Evidence) -> dict[int, tuple[Curve, Curve, Curve, Curve]]:
+    """Per seed with both tasks' curves: (Index bound, Retrieval bound at Table 1's layer-2 angles, number accuracy,
+    letter accuracy), the curves :func:`decay_claims` grades (for drawing them)."""
+    out: dict[int, tuple[Curve, Curve, Curve, Curve]] = {}
+    for n, le in _pairs(ev, "number", "letter"):
+        ids, acc = (_layer_angle(n), _layer_angle(le)), (_accuracy_curve(n), _accuracy_curve(le))
+        if ids[0] is not None and ids[1] is not None and all(acc):
+            out[n.seed] = (theory_curve("index", ids[0][1]), theory_curve("retrieval", ids[1][1]), *acc)
+    return out
+
+
+DECAY_RULE = (
+    f"{HOLDS_RULE}, or if its weaker form holds at every seed; the 'qualitative pattern' is the shape features the "
+    "paper's text names, read on each figure's own x-range (Fig. 5A: n = 1..100; Fig. 5B: K = 0..5000), each "
+    "curve's half-drop point h = where it has lost half of its start-to-end drop, as a share of the range (1 if it "
+    f"drops by no more than {DIGITISATION:g}): the number (Index) curve collapses early while the letter (Retrieval) "
+    f"one decays slowly, h(letter) >= {rules.DECAY_RATIO:g} × h(number), and the letter curve lies at or above the "
+    f"number one (within {DIGITISATION:g}) from the number curve's half-drop point on. It holds at a seed if the "
+    "pattern holds both in its Fig. 5A (Theorem 3.2's bounds at the angles of Table 1's layer 2 of its number and "
+    "letter models, as the paper's Sec. 3.6 made it) and in its Fig. 5B (pooled accuracy at the best checkpoint); "
+    "weaker: h(letter) > h(number) and ordered, in both. Seeds with both tasks' curves, paired by number"
+)
+
+
+def _decay_seed(number: TaskEvidence, letter: TaskEvidence,
+                angles: tuple[float, float] | None) -> tuple[rules.DecayShape, rules.DecayShape, str] | None:
+    """(Fig. 5A's shape, Fig. 5B's shape, the angles used) for one seed pair; ``angles``: fixed (θ_Index,
+    θ_Retrieval), else the curves given (``decay_bound``), else Table 1's layer 2. None: a curve is missing."""
+    acc = _accuracy_curve(number), _accuracy_curve(letter)
+    if not all(acc):
+        return None
+    if angles is not None:
+        curves = theory_curve("index", angles[0]), theory_curve("retrieval", angles[1])
+        used = f"θ = {angles[0]:g} / {angles[1]:g}"
+    elif number.decay_bound and letter.decay_bound:
+        curves = list(number.decay_bound), list(letter.decay_bound)
+        used = "Fig. 5A as digitised"
+    else:
+        ids = _layer_angle(number), _layer_angle(letter)
+        if ids[0] is None or ids[1] is None:
+            return None
+        curves = theory_curve("index", ids[0][1]), theory_curve("retrieval", ids[1][1])
+        used = f"L{FIG5A_LAYER} IDs {ids[0][0]} / {ids[1][0]} (θ = {ids[0][1]:.3g} / {ids[1][1]:.3g})"
+    return rules.decay_shape(*curves), rules.decay_shape(*acc), used
+
+
+def decay_claims(ev: Evidence) -> list[ClaimRecord]:
+    """Sec. 3.6: "the qualitative patterns of decay in the generalization performance closely resemble those
+    predicted by our theoretical model" (Fig. 5B against Fig. 5A). The paper names the pattern in words: the
+    number task "barely generalizes" while the letter task keeps over 90% to +850 (Fig. 5B); Theorem 3.2's
+    Index bound decays as O(1/n²) while Retrieval's decays slowly (Remark 3.2, Fig. 5A). A seed resembles the
+    theory when both figures show that pattern (:func:`possym.report.rules.decay_shape`): the number curve halves
+    at least twice as early on its figure's range as the letter one, and lies below it from there on. The paper's
+    own figures give ×4.1 (Fig. 5A, digitised) and ×7.4 (Fig. 5B)."""
+    pairs = [(n, le) for n, le in _pairs(ev, "number", "letter") if _decay_seed(n, le, None) is not None]
+    if not pairs:
+        return []
+    name, section = "the decay of accuracy with length resembles the theory (Fig. 5A against Fig. 5B)", \
+        "Sec. 3.6, Fig. 5A/5B"
+    paper = ("the number curve collapses early, the letter one decays slowly, in both the bounds (Fig. 5A) and the "
+             "accuracy (Fig. 5B)")
+    graded = "Fig. 5A as digitised" if all(n.decay_bound for n, _ in pairs) else \
+        f"theory at Table 1's L{FIG5A_LAYER} angles (pre-registered)"
+    settings: dict[str, tuple[float, float] | None] = {graded: None}
+    if graded == "Fig. 5A as digitised":
+        settings[f"theory at Table 1's L{FIG5A_LAYER} angles"] = (-1.0, -1.0)  # marker: Table 1 below
+    settings["theory at Fig. 5A's angles (θ = 0.8, 0.0027)"] = FIG5A_ANGLES
+    results: dict[str, tuple[list[bool], list[bool]]] = {}
+    texts = []
+    for reading, angles in settings.items():
+        holds, weak = [], []
+        for n, le in pairs:
+            if angles == (-1.0, -1.0):
+                shaped = _decay_seed(dataclasses.replace(n, decay_bound=()), dataclasses.replace(le, decay_bound=()),
+                                     None)
+            else:
+                shaped = _decay_seed(n, le, angles)
+            assert shaped is not None
+            theory, accuracy, used = shaped
+            holds.append(theory.holds and accuracy.holds)
+            weak.append(theory.weak and accuracy.weak)
+            if reading == graded:
+                texts.append(f"5A ({used}): {theory.text()}; 5B: {accuracy.text()}")
+        results[reading] = (holds, weak)
+    holds, weak = results[graded]
+    readings = {r: rules.grade_holds(h, w) for r, (h, w) in results.items()}
+    return [_holds_claim(name, section, paper, holds, DECAY_RULE, runs=[n for n, _ in pairs], per_seed=texts,
+                         weak=weak, reading=graded, readings=readings)]
+
+
+# ---- information flow and geometry in the trained heads (Sec. 3.2, Fig. 3; Sec. 3.4, Fig. 4B) -------------------
+
+
+# A share of inputs "most" inputs reach: a hop query's attention lands on the next hop at more than half of them.
+FLOW_MAJORITY = 0.5
+# Keys "aligned" as T_Index's (where all keys are one vector v, alignment 1): the mean of the unit keys at least
+# this long, i.e. their angles within a circular sd of sqrt(−2 ln 0.9) ≈ 26° of one direction.
+KEYS_ALIGNED = 0.9
+FIG4B_LAYER = 1
+
+
+def _flow_by_seed(rows: Sequence[HopFlowRecord], task: str) -> dict[int, dict[tuple[int, int], HopFlowRecord]]:
+    out: dict[int, dict[tuple[int, int], HopFlowRecord]] = {}
+    for r in rows:
+        if r.task == task:
+            out.setdefault(r.seed, {})[r.depth, r.layer] = r
+    return out
+
+
+def flow_claims(ev: Evidence) -> list[ClaimRecord]:
+    """Sec. 3.2, Fig. 3: the information flow along the hops in the trained heads. The paper describes one
+    number-task input (Fig. 3A): from the hop query nearest the answer, layer 0's attention is largest on the
+    answer letter; from the hop before it, layer 1's on that hop's position; at the last token, layer 3 copies
+    the letter that has arrived: one hop per layer, the hop ``d`` hops from the answer carried by layer d − 1.
+    Of the letter task it says only that "an analogous analysis can be extrapolated". Read over many correctly
+    solved inputs with the most hops (``hop_flow.csv``), per hop query: the share of inputs at which a layer's
+    attention maximum (head 0) lies on the next position of the hop path. That attention lands there says
+    nothing of what is copied; the paper's "no information flow" at layers 1-2 of the last token is not graded."""
+    out = []
+    for task in ("number", "letter"):
+        by_seed = _flow_by_seed(ev.hop_flow, task)
+        if not by_seed:
+            continue
+        runs = [_Kept(seed, "hop_flow") for seed in sorted(by_seed)]
+        strict, some, texts = [], [], []
+        for seed in sorted(by_seed):
+            cells = by_seed[seed]
+            depths = sorted({d for d, _ in cells})
+            best = {d: max((c for (dd, _), c in cells.items() if dd == d), key=lambda c: c.on_next) for d in depths}
+            at_layer = {d: cells.get((d, d - 1)) for d in depths}
+            strict.append(all(c is not None and c.on_next > FLOW_MAJORITY for c in at_layer.values()))
+            some.append(all(c.on_next > FLOW_MAJORITY for c in best.values()))
+            n_inputs = next(iter(cells.values())).n_inputs
+            one = " / ".join(f"{c.on_next:.2f}" if c is not None else "-" for c in at_layer.values())
+            most = ", ".join(f"d{d} L{c.layer} {c.on_next:.2f}" for d, c in best.items())
+            texts.append(f"{n_inputs} inputs at step {next(iter(cells.values())).step}; depth 1..{len(depths)} at "
+                         f"L0..L{len(depths) - 1}: {one}; best layer per depth: {most}")
+        name = f"{task} task: attention follows the hop path (Fig. 3)"
+        if task == "number":
+            paper = ("one hop per layer: from the hop query d hops from the answer, layer d − 1 attends the next hop "
+                     "(Fig. 3A: L0 at the last hop, L1 at the one before, L3 at the last token)")
+            rule = (f"{HOLDS_RULE}, or if its weaker form holds at every seed; on correctly solved inputs with the "
+                    f"most hops, it holds at a seed if, at every hop query, layer d − 1 (d: hops from the answer) has "
+                    f"its attention maximum on the next position of the hop path at more than {FLOW_MAJORITY:.0%} of "
+                    "them (weaker: some layer does, at every hop query)")
+            readings = {"one hop per layer (Fig. 3A's text; pre-registered)": rules.grade_holds(strict),
+                        "some layer per hop query": rules.grade_holds(some)}
+            out.append(_holds_claim(name, "Sec. 3.2, Fig. 3A", paper, strict, rule, runs=runs, per_seed=texts,
+                                    weak=some, reading="one hop per layer (Fig. 3A's text; pre-registered)",
+                                    readings=readings))
+        else:
+            paper = "analogous to the number task's (Fig. 3B; the text names no layers)"
+            rule = (f"{HOLDS_RULE}; on correctly solved inputs with the most hops, it holds at a seed if, at every "
+                    f"hop query, some layer has its attention maximum on the next position of the hop path at more "
+                    f"than {FLOW_MAJORITY:.0%} of them (the paper names no layers for the letter task)")
+            out.append(_holds_claim(name, "Sec. 3.2, Fig. 3B", paper, some, rule, runs=runs, per_seed=texts))
+    return out
+
+
+def geometry_claims(ev: Evidence) -> list[ClaimRecord]:
+    """Sec. 3.4, Fig. 4B: in layer 1 of the trained number model, on its dominant RoPE plane, the keys and queries
+    are organised as in T_Index (Fig. 4A): every key aligned with one vector v, and the query rotated so that
+    after RoPE it meets v at the position it asks for. The paper shows one input's picture and states no measure;
+    read over many correctly solved inputs (``plane_geometry.csv``, the last token as query, whose number is the
+    offset it asks for): the keys' alignment (the length of the mean unit key) and whether the plane's partial
+    logit favours the asked-for offset. A reading added after the result, which never grades: the query's aim as
+    an angle (the asked-for offset's rotation within half a position of the keys' direction), since a fast plane's
+    argmax can land on an alias about 2π/θ positions away."""
+    rows = [r for r in ev.geometry if r.task == "number" and r.layer == FIG4B_LAYER]
+    if not rows:
+        return []
+    seeds = sorted({r.seed for r in rows})
+    holds, weak, head_holds, angle_holds, texts = [], [], [], [], []
+    for seed in seeds:
+        mine = [r for r in rows if r.seed == seed]
+        align = float(np.median([r.key_alignment for r in mine]))
+        aim = float(np.mean([r.plane_argmax == r.pointed for r in mine]))
+        head = float(np.mean([r.head_argmax == r.pointed for r in mine]))
+        error = float(np.median([r.aim_error / r.theta for r in mine if r.theta > 0] or [math.nan]))
+        ids = sorted({r.frequency_id for r in mine}, key=lambda i: -sum(r.frequency_id == i for r in mine))
+        holds.append(align >= KEYS_ALIGNED and aim > FLOW_MAJORITY)
+        weak.append(align >= KEYS_ALIGNED)
+        head_holds.append(align >= KEYS_ALIGNED and head > FLOW_MAJORITY)
+        angle_holds.append(align >= KEYS_ALIGNED and error <= 0.5)
+        texts.append(f"{len(mine)} inputs at step {mine[0].step}; dominant plane ID {ids[0]} (of {len(ids)} seen); "
+                     f"median key alignment {align:.2f}; plane's argmax at the asked offset {aim:.2f}, head's "
+                     f"{head:.2f}; median aim error {error:.2f} positions")
+    rule = (f"{HOLDS_RULE}, or if its weaker form holds at every seed; it holds at a seed if, in layer {FIG4B_LAYER} "
+            "on each input's dominant plane (the largest mean max partial logit, Fig. 4C), the median over inputs "
+            f"of the keys' alignment is at least {KEYS_ALIGNED:g} (T_Index: 1) and the plane's partial logit from "
+            "the last token is largest at the offset its number asks for at more than "
+            f"{FLOW_MAJORITY:.0%} of the inputs (weaker: the keys aligned only)")
+    runs = [_Kept(seed, "plane_geometry") for seed in seeds]
+    readings = {"the dominant plane's logit (pre-registered)": rules.grade_holds(holds, weak),
+                "the head's whole attention": rules.grade_holds(head_holds, weak)}
+    if not any(math.isnan(r.aim_error) for r in rows):
+        # Added after the result: with θ near 1 rad the plane turns through 2π every 6.3 positions, so an offset
+        # about 6 away can face the keys as well, and the argmax can land there although the query is aimed.
+        readings["the plane's aim as an angle, within half a position (added after the result)"] = \
+            rules.grade_holds(angle_holds, weak)
+    return [_holds_claim("number task: L1's keys aligned and queries aimed, as T_Index's (Fig. 4B)",
+                         "Sec. 3.4, Fig. 4B", "keys along one direction, queries rotated to the position they ask for "
+                         "(one input's picture; no measure stated)", holds, rule, runs=runs, per_seed=texts,
+                         weak=weak, reading="the dominant plane's logit (pre-registered)", readings=readings)]
+
+
 # ---- theory (Thm. 3.1, 3.2; exact, no seeds): verifications, outside the empirical tally --------
 
 
@@ -1164,4 +1422,5 @@ def claim_summary(c: ClaimRecord) -> str:
 def check_claims(ev: Evidence) -> list[ClaimRecord]:
     """Every claim's record, in the paper's order, graded over the seeds of ``ev``."""
     return (learning_claims(ev) + convergence_claims(ev) + head_claims(ev) + hop_claims(ev) + purify_claims(ev)
-            + frequency_claims(ev) + length_claims(ev) + theory_claims(ev))
+            + frequency_claims(ev) + length_claims(ev) + decay_claims(ev) + flow_claims(ev) + geometry_claims(ev)
+            + theory_claims(ev))

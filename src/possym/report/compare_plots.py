@@ -153,3 +153,83 @@ def _finish(fig: Figure, ax, xlabel: str, ylabel: str, title: str) -> Figure:
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def decay_compare(theory: Mapping[str, Mapping[int, Sequence[tuple[float, float | None]]]],
+                  accuracy: Mapping[str, Mapping[int, Sequence[tuple[float, float | None]]]],
+                  paper: Mapping[str, Any]) -> Figure:
+    """Sec. 3.6's comparison, ours beside the paper's: left, Theorem 3.2's bounds at each seed's layer-2 angles
+    (``theory[function][seed]``: (n, bound)) with Fig. 5A's digitised points; right, each seed's pooled accuracy
+    against K (``accuracy[task][seed]``: (K, accuracy)) with Fig. 5B's.
+
+    >>> fig = decay_compare({"index": {0: [(1, 0.3), (100, 0.0)]}}, {"number": {0: [(0, 1.0), (5000, 0.0)]}}, {})
+    >>> len(fig.axes)
+    2
+    """
+    fig = Figure(figsize=(11, 4))
+    left, right = fig.subplots(1, 2)
+    fig5a, fig5b = paper.get("fig5a_discrepancy_bounds"), paper.get("fig5b_length_generalisation")
+    for function, colour in (("index", POS), ("retrieval", SYM)):
+        for seed, curve in sorted(theory.get(function, {}).items()):
+            left.plot([x for x, _ in curve], [y for _, y in curve], color=colour, **SEED_STYLE,
+                      label=f"{function}, s{seed} (ours)")
+        if fig5a:
+            pts = [(n, v) for n, v in zip(fig5a["n"], fig5a[function], strict=True) if v is not None]
+            left.plot([p[0] for p in pts], [p[1] for p in pts], color=colour, **PAPER_STYLE,
+                      label=f"{function} (paper)")
+    for task, colour in (("number", POS), ("letter", SYM)):
+        for seed, curve in sorted(accuracy.get(task, {}).items()):
+            right.plot([x for x, _ in curve], [y for _, y in curve], color=colour, **SEED_STYLE,
+                       label=f"{task}, s{seed} (ours)")
+        if fig5b:
+            right.plot(fig5b["extra"], fig5b[f"{task}_task"], color=colour, **PAPER_STYLE, label=f"{task} (paper)")
+    for ax, xlabel, ylabel, title in ((left, "input length n", "discrepancy bound",
+                                       "Fig. 5A: the bounds at layer 2's angles"),
+                                      (right, "extra tokens K", "accuracy", "Fig. 5B: accuracy against length")):
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6)
+    fig.tight_layout()
+    return fig
+
+
+def flow_compare(flow: pd.DataFrame) -> Figure:
+    """Fig. 3 over many inputs: per task and seed, the share of inputs whose attention maximum lands on the next hop,
+    by hop query (depth from the answer, rows) and layer (columns); the paper's one-hop-per-layer diagonal outlined.
+
+    flow: :class:`~possym.records.HopFlowRecord` columns.
+
+    >>> rows = pd.DataFrame({"task": ["number"] * 2, "seed": [0, 0], "depth": [1, 1], "layer": [0, 1],
+    ...                      "on_next": [1.0, 0.2], "n_inputs": [5, 5]})
+    >>> len(flow_compare(rows).axes)
+    2
+    """
+    from matplotlib.patches import Rectangle
+
+    keys = sorted({(str(t), int(s)) for t, s in zip(flow["task"], flow["seed"], strict=True)},
+                  key=lambda k: (k[0] != "number", k[1]))
+    cols = min(max(len(keys), 1), 3)
+    rows_n = -(-max(len(keys), 1) // cols)
+    fig = Figure(figsize=(3.6 * cols + 1, 2.4 * rows_n + 0.5), layout="constrained")
+    axes = list(fig.subplots(rows_n, cols, squeeze=False).flat)
+    for ax in axes[len(keys):]:
+        ax.axis("off")
+    image = None
+    for ax, (task, seed) in zip(axes, keys, strict=False):
+        rows = flow[(flow["task"] == task) & (flow["seed"] == seed)]
+        grid = rows.pivot_table(index="depth", columns="layer", values="on_next")
+        image = ax.imshow(grid.to_numpy(), aspect="auto", cmap="Greys", vmin=0, vmax=1)
+        if task == "number":
+            for d in grid.index:
+                ax.add_patch(Rectangle((d - 1 - 0.5, d - 1 - 0.5), 1, 1, fill=False, ec=POS, lw=1.5))
+        ax.set_xticks(range(grid.shape[1]))
+        ax.set_xticklabels([f"L{x}" for x in grid.columns], fontsize=6)
+        ax.set_yticks(range(grid.shape[0]))
+        ax.set_yticklabels([f"d{d}" for d in grid.index], fontsize=7)
+        ax.set_title(f"{task} s{seed} ({int(rows['n_inputs'].iloc[0])} inputs)", fontsize=8)
+    if image is not None:
+        fig.colorbar(image, ax=axes, shrink=0.8, label="share on the next hop")
+    fig.suptitle("Attention from each hop query (d: hops from the answer) on the next hop (paper Fig. 3)", fontsize=9)
+    return fig

@@ -25,8 +25,10 @@ from possym.records import (
     BoundCheckRecord,
     Fig5aRecord,
     FinalScoreRecord,
+    HopFlowRecord,
     LengthRecord,
     LengthSeedRecord,
+    PlaneGeometryRecord,
     ProtocolValueRecord,
     PurityRecord,
     ScoreRecord,
@@ -41,6 +43,7 @@ from possym.runs import RunDir, read_csv, typed_row
 from possym.tasks import get_task
 
 TASK_DIRS = ("number", "letter")
+HOP_FLOW, PLANE_GEOMETRY = "hop_flow.csv", "plane_geometry.csv"  # possym.scores.flow's tables (Fig. 3, Fig. 4B)
 
 
 def table(path: Path) -> list[dict[str, Any]]:
@@ -178,6 +181,10 @@ def tables_evidence(tables: Path) -> Evidence:
     (``theory_{bounds,verification,fig5a,witnesses}.csv``) and pooled length accuracies of seeds kept without
     their curves (``length_seeds.csv``), and the length claims' per-seed values under the protocol's other readings
     (``length_protocol_values.csv``)."""
+    if not (tables / "learning.csv").exists() and (tables / HOP_FLOW).exists():
+        # Fig. 3's and Fig. 4B's tables over many inputs (possym.scores.flow), read from trained checkpoints.
+        return Evidence(hop_flow=read_records(tables / HOP_FLOW, HopFlowRecord),
+                        geometry=read_records(tables / PLANE_GEOMETRY, PlaneGeometryRecord))
     seeds = sorted({(str(r["task"]), int(r["seed"])) for r in table(tables / "learning.csv")})
     tasks: dict[str, list[TaskEvidence]] = {}
     for task, seed in seeds:

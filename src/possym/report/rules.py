@@ -570,3 +570,93 @@ def rank_correlation(x: Sequence[float], y: Sequence[float]) -> Correlation:
     tol = 1e-12
     return Correlation(len(a), float((ra * rb).sum()) / denom, float(np.mean(stats >= observed - tol)),
                        float(np.mean(stats >= stats.max() - tol)))
+
+
+# ---- shapes of curves: "the qualitative patterns of decay" (Sec. 3.6, Fig. 5A against Fig. 5B) ---------------
+
+# The letter curve's half-drop point must lie at least this many times further along the figure's x-range than the
+# number curve's for "the number curve collapses early while the letter one decays slowly"; the paper's own figures
+# give 4.1 (Fig. 5A, digitised) and 7.4 (Fig. 5B).
+DECAY_RATIO = 2.0
+
+
+def half_drop(curve: Sequence[tuple[float, float | None]], tol: float = DIGITISATION) -> float:
+    """Where a curve has lost half of its drop, as a share of its own x-range.
+
+    curve: (x, y) points in increasing x, on a figure's x-range (its first point the range's start, its last the
+    end); points with y None (not read off the figure) are skipped. With y0 the first value and y1 the last,
+    the drop is D = y0 − y1; the half-drop point x½ is the first x at which y ≤ y0 − D/2, linearly
+    interpolated between the grid points around it; the result is h = (x½ − x_first) / (x_last − x_first)
+    in [0, 1]. A curve that does not drop by more than ``tol`` (the figure's resolution) within its range never
+    halves there: h = 1.
+
+    >>> half_drop([(0, 1.0), (10, 0.5), (20, 0.0)]), half_drop([(0, 1.0), (10, 1.0)])
+    (0.5, 1.0)
+    >>> round(half_drop([(1, 0.303), (11, 0.163), (21, 0.045), (99, 0.002)]), 3)   # Fig. 5A's index bound
+    0.111
+    """
+    pts = [(float(x), float(y)) for x, y in curve if y is not None]
+    if len(pts) < 2:
+        raise ValueError(f"a curve needs two points with a value, got {len(pts)}")
+    (x0, y0), (x1, y1) = pts[0], pts[-1]
+    drop = y0 - y1
+    if drop <= tol:
+        return 1.0
+    half = y0 - drop / 2
+    for (xa, ya), (xb, yb) in zip(pts, pts[1:], strict=False):
+        if yb <= half:
+            x = xb if ya == yb else xa + (ya - half) / (ya - yb) * (xb - xa)
+            return (x - x0) / (x1 - x0)
+    return 1.0  # not reached: the last point is below the half
+
+
+@dataclass(frozen=True)
+class DecayShape:
+    """The shape features of one figure's two curves (number task or Index; letter task or Retrieval) that the
+    paper's text names (Sec. 3.6): the number curve collapses early while the letter one decays slowly, and
+    the letter curve lies above once the number one has collapsed.
+
+    ``half_number``, ``half_letter``: :func:`half_drop` of each; ``ordered``: the letter curve is at least the
+    number curve (within ``tol``) at every x, of the points both curves have, from the number curve's half-drop
+    point to the end of the range. Before it both curves may sit on their plateaus in either order (Fig. 5A's
+    index bound, 1 − cos 0.8 = 0.303, starts above the retrieval bound's 0.291 up to n = 8).
+    """
+
+    half_number: float
+    half_letter: float
+    ordered: bool
+
+    @property
+    def ratio(self) -> float:
+        return self.half_letter / self.half_number if self.half_number > 0 else math.inf
+
+    @property
+    def holds(self) -> bool:
+        """The pattern: ordered, and the letter curve halves at least :data:`DECAY_RATIO` times later."""
+        return self.ordered and self.half_letter >= DECAY_RATIO * self.half_number
+
+    @property
+    def weak(self) -> bool:
+        """Its weaker form: ordered, and the letter curve halves later at all."""
+        return self.ordered and self.half_letter > self.half_number
+
+    def text(self) -> str:
+        return (f"half-drop at {self.half_number:.2f} (number) vs {self.half_letter:.2f} (letter) of the range, "
+                f"×{self.ratio:.1f}; letter {'above' if self.ordered else 'not above'} number from there on")
+
+
+def decay_shape(number: Sequence[tuple[float, float | None]], letter: Sequence[tuple[float, float | None]],
+                tol: float = DIGITISATION) -> DecayShape:
+    """The shape features (:class:`DecayShape`) of a figure's number and letter curves, on the same x-range.
+
+    >>> s = decay_shape([(0, 1.0), (10, 0.2), (100, 0.0)], [(0, 1.0), (10, 0.9), (100, 0.5)])
+    >>> round(s.half_number, 3), round(s.half_letter, 3), s.ordered, s.holds
+    (0.062, 0.438, True, True)
+    """
+    h_number, h_letter = half_drop(number, tol), half_drop(letter, tol)
+    xs = [float(x) for x, y in number if y is not None]
+    x_half = xs[0] + h_number * (xs[-1] - xs[0])
+    at_letter = {float(x): float(y) for x, y in letter if y is not None}
+    ordered = all(at_letter[float(x)] >= float(y) - tol for x, y in number
+                  if y is not None and float(x) >= x_half and float(x) in at_letter)
+    return DecayShape(h_number, h_letter, ordered)

@@ -13,7 +13,7 @@ from possym.report.replication import claim_summary, read, regrade, table_rows, 
 ROOT = Path(__file__).resolve().parents[3]
 DOCS = ROOT / "docs"
 TABLES = [DOCS / "reproduce_paper", *sorted((DOCS / "reproduce_paper").glob("seeds_*")),
-          DOCS / "reproduce_paper" / "hop_queries"]
+          DOCS / "reproduce_paper" / "hop_queries", DOCS / "reproduce_paper" / "hop_flow"]
 
 
 def _md_rows(text: str) -> list[list[str]]:
