@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
             done = run_stage(run_dir, STAGE, cfg, redo=args.redo, progress=lambda _s: bar.update(1))
     if done.ran:
         print(f"scored {len(done.steps)} checkpoints in {time.perf_counter() - t0:.1f}s "
-              f"({len(done.kept)} scored before) -> {run_dir.artifact('scores')}")
+              f"({len(done.kept)} already scored) -> {run_dir.artifact('scores')}")
     else:
         report_skip(done, run_dir)
     print_summary(run_dir, run_dir.resolve_step(cfg.table_step))

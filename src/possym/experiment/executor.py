@@ -48,6 +48,7 @@ import yaml
 from tqdm import tqdm
 
 from possym.canonical.grid import CanonicalGridConfig
+from possym.config import EXECUTION_KEYS
 from possym.devices import torch_threads
 from possym.errors import PossymError, named_options
 from possym.experiment.config import Experiment, RunSpec, dump_experiment, experiment_differences, experiment_to_dict
@@ -263,11 +264,13 @@ def run_stage(run: RunDir | str | Path, stage: Stage | str, cfg: Any = None, *, 
     """Run the run-scope ``stage`` (a name or a :class:`~possym.stages.registry.Stage`) on ``run`` with
     ``cfg`` (None: its defaults), unless the run's memo (``RUN/resume.json``, :mod:`possym.stages.log`) has
     it done with these settings; ``redo`` runs it anyway. A per-step stage (``score``, ``lengthgen``) does
-    only the checkpoints the memo lacks and keeps the others' outputs. The one way a stage runs on a run:
-    the executor, ``possym score|lengthgen|discrepancy`` and :class:`possym.Run` call it, so that work done
-    by one is never redone by another. ``progress`` goes to the stage's function, if given.
+    only the checkpoints the memo lacks (with ``redo``, every one it asks for) and keeps the others'
+    outputs. The one way a stage runs on a run: the executor, ``possym score|lengthgen|discrepancy`` and
+    :class:`possym.Run` call it, so that work done by one is never redone by another. ``progress`` goes
+    to the stage's function, if given.
 
-    Holds the run's writer lock while it decides and runs (a second writer is refused, naming this one)."""
+    Holds the run's writer lock while it runs (a second writer is refused, naming this one); a stage the
+    memo has done is read back without it."""
     stage = get_stage(stage) if isinstance(stage, str) else stage
     if stage.scope != "run":
         raise PossymError(f"stage {stage.name!r} is {stage.scope}-scope; run_stage runs run-scope stages, "
@@ -276,19 +279,20 @@ def run_stage(run: RunDir | str | Path, stage: Stage | str, cfg: Any = None, *, 
     run = run if isinstance(run, RunDir) else RunDir.open(run)
     memo, key, defaults = run_memo(run.path), stage.key_of(cfg), _defaults(stage)
     extra: dict[str, Any] = {} if progress is None else {"progress": progress}
+    wanted = stage.steps_of(run, cfg) if stage.per_step else None
+    if not redo and memo.done(stage.name, key, defaults, wanted):  # read back: a reader takes no lock
+        return StageRun(stage.name, False, (), tuple(wanted or ()))
     with run.writing():
+        if not redo and memo.done(stage.name, key, defaults, wanted):  # another writer did it meanwhile
+            return StageRun(stage.name, False, (), tuple(wanted or ()))
         keep: list[int] | None = None
         todo: list[int] = []
-        if stage.per_step:
-            wanted = stage.steps_of(run, cfg)
-            keep = [] if redo else memo.kept(stage.name, key, defaults)
+        if wanted is not None:
+            keep = [s for s in memo.kept(stage.name, key, defaults, stage.step_settings) if not (redo and s in wanted)]
             todo = [s for s in wanted if s not in keep]
-            if not todo:
-                return StageRun(stage.name, False, (), tuple(wanted))
             cfg, extra = stage.narrowed(cfg, todo), {**extra, "keep": tuple(keep)}
-        elif not redo and memo.done(stage.name, key, defaults):
-            return StageRun(stage.name, False)
-        memo.start(stage.name, key, keep)
+        execution = {k: v for k, v in stage.settings_of(cfg).items() if k in EXECUTION_KEYS}
+        memo.start(stage.name, key, keep, execution)
         t0 = time.perf_counter()
         try:
             result = stage.run(run, cfg, **extra)

@@ -109,10 +109,16 @@ class StageMemo:
             return None
         return e
 
-    def kept(self, stage: str, settings: dict[str, Any], defaults: dict[str, Any] | None = None) -> list[int]:
-        """The checkpoints a per-step stage has done with these settings (none if its entry is not done)."""
-        e = self._valid(stage, settings, defaults)
-        return [] if e is None else list(e.get("steps") or [])
+    def kept(self, stage: str, settings: dict[str, Any], defaults: dict[str, Any] | None = None,
+             only: tuple[str, ...] | None = None) -> list[int]:
+        """The checkpoints a per-step stage has done with these settings (none if its entry is not done);
+        ``only``: the settings its per-step outputs depend on, the others left out of the comparison."""
+        e = self.entry(stage)
+        if e is None or e["status"] != "done":
+            return []
+        stored = e["settings"] if only is None else {k: v for k, v in e["settings"].items() if k in only}
+        asked = settings if only is None else {k: v for k, v in settings.items() if k in only}
+        return list(e.get("steps") or []) if same_settings(stored, asked, defaults) else []
 
     def todo(self, stage: str, settings: dict[str, Any], defaults: dict[str, Any] | None = None,
              steps: list[int] | None = None) -> list[int]:
@@ -120,12 +126,16 @@ class StageMemo:
         kept = set(self.kept(stage, settings, defaults))
         return [s for s in steps or [] if s not in kept]
 
-    def start(self, stage: str, settings: dict[str, Any], keep: list[int] | None = None) -> None:
-        """``stage`` runs now with ``settings``; a per-step stage keeps the steps ``keep`` done before."""
+    def start(self, stage: str, settings: dict[str, Any], keep: list[int] | None = None,
+              execution: dict[str, Any] | None = None) -> None:
+        """``stage`` runs now with ``settings``; a per-step stage keeps the steps ``keep`` done before.
+        ``execution``: how it runs (threads, device: not part of the key), recorded beside it."""
         with self.update() as stages:
             attempts = stages.get(stage, {}).get("attempts", 0) + 1
             stages[stage] = {"status": "running", "settings": settings, "started": _now(), "finished": None,
                              "seconds": None, "attempts": attempts, "error": None}
+            if execution:
+                stages[stage]["execution"] = execution
             if keep is not None:
                 stages[stage]["steps"] = sorted(keep)
 

@@ -93,6 +93,8 @@ class Stage:
     (None: every checkpoint; else step numbers, ``"best"``, ``"final"``) and its function takes
     ``keep=(step, ...)``, the checkpoints whose outputs already in the run it keeps; the memo records the
     steps done, so that asking for more runs only the new ones (:func:`possym.experiment.run_stage`).
+    ``step_settings``: the settings a per-step stage's per-checkpoint outputs depend on (None: all); a
+    change in another (score's figures) reruns the stage's per-call part alone, keeping every step done.
     """
 
     name: str
@@ -105,6 +107,7 @@ class Stage:
     plan: Callable[[list[RunDir], Any, int], list[list[int]]] | None = None
     summary: str = ""
     per_step: bool = False
+    step_settings: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.scope not in SCOPES:

@@ -122,8 +122,8 @@ def _score_run(run: RunDir, cfg: ScoreConfig, progress: Callable[[int], None] | 
     available = run.checkpoint_steps()
     if not available:
         raise PossymError(f"{run.path} has no checkpoints yet")
-    steps = list(cfg.steps) if cfg.steps else available
-    if not cfg.steps and run.missing_checkpoints():
+    steps = available if cfg.steps is None else list(cfg.steps)  # () when only the tables are redone
+    if cfg.steps is None and run.missing_checkpoints():
         log.warning("possym: %s lacks the checkpoints of steps %s; scoring the %d there are", run.path,
                     run.missing_checkpoints(), len(available))
     missing = sorted(set(steps) - set(available))
@@ -133,8 +133,7 @@ def _score_run(run: RunDir, cfg: ScoreConfig, progress: Callable[[int], None] | 
     samples = score_inputs(run.config.task, run.config.seeds.data, cfg.n_inputs, cfg.seed)
 
     kept = [r for r in run.read("scores", ScoreRecord) if r.step in set(keep) - set(steps)] if keep else []
-    todo = steps
-    fresh = score_checkpoints(run, todo, samples, tau=cfg.tau, block_size=cfg.block_size, hops=cfg.hops,
+    fresh = score_checkpoints(run, steps, samples, tau=cfg.tau, block_size=cfg.block_size, hops=cfg.hops,
                               progress=progress, cosine=cfg.cosine, device=resolve_device(cfg.device))  # type: ignore[arg-type]
     # Entropy is normalised across every step of the run, so it is recomputed over kept + fresh rows.
     rows = kept + [ScoreRecord.from_dict(r) for r in fresh]
@@ -148,7 +147,7 @@ def _score_run(run: RunDir, cfg: ScoreConfig, progress: Callable[[int], None] | 
     table1: list[Table1Record] = []
     if cfg.frequency and run.config.model.rot_dim > 0:
         table1 = frequency_tables(run, table_step, samples, cfg)
-    result = ScoreResult(scores, purity, tallies, table1, table_step, run.best(), len(todo), len(samples))
+    result = ScoreResult(scores, purity, tallies, table1, table_step, run.best(), len(steps), len(samples))
     if cfg.figures:
         score_figures(run, result, samples, cfg)
     return result
@@ -240,4 +239,5 @@ def score_figures(run: RunDir, result: ScoreResult, samples, cfg: ScoreConfig) -
 
 
 STAGE = Stage("score", ScoreConfig, score_run, scope="run", per_step=True,
+              step_settings=("n_inputs", "seed", "tau", "block_size", "hops", "cosine"),
               summary="positional/symbolic scores of every checkpoint, purity, frequency use (Table 1)")

@@ -130,20 +130,3 @@ def test_length_protocol_curves_and_the_claims_table(runs, tmp_path):
     # extra tokens x hop mix x x-axis, at the final checkpoint only: none is the pre-registered (best) reading
     assert len(named) == 2 * 2 * 2
     assert all(len(est) == 1 for est in named.values())  # one seed per task here
-
-
-def test_a_letter_curve_from_before_the_balance_fix_is_remeasured_and_a_number_curve_is_not(runs):
-    from possym.evaluate.lengthgen import LengthGenConfig
-    from possym.stages.lengthgen import length_curve
-
-    cfg = LengthGenConfig(grid=(0, 10), n=4, n_prefixes=2)
-    for task, remeasured in (("letter", True), ("number", False)):
-        run = runs[task]
-        length_curve(run, cfg)
-        file = run.path / "lengthgen.json"
-        record = json.loads(file.read_text())
-        assert record.pop("protocol") == 2
-        file.write_text(json.dumps(record))  # as protocol 1 wrote it
-        stamp = (run.path / "lengthgen.csv").stat().st_mtime_ns
-        length_curve(run, cfg)
-        assert ((run.path / "lengthgen.csv").stat().st_mtime_ns != stamp) == remeasured, task
