@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = STAGE.from_overrides(args.overrides)
     resolve_device(cfg.device)  # a device this machine lacks stops the command before any work
     run_dir = RunDir.open(args.run, allow_unfinished=args.allow_unfinished)
-    n_steps = len(STAGE.steps_of(run_dir, cfg))
+    n_steps = len(cfg.steps) if cfg.steps is not None else len(run_dir.checkpoint_steps())
     # Locked here too (run_stage takes it again), so that a refusal comes before the progress bar: one line.
     with run_dir.writing():
         print(f"{run_dir.path}: {cfg.n_inputs} inputs, {n_steps} checkpoints")

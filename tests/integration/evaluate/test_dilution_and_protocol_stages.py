@@ -7,6 +7,7 @@ import pytest
 
 from possym.cli import main
 from possym.config import ConfigError
+from possym.experiment import run_stage
 from possym.records import ScoreRecord
 from possym.report.length_protocol import ORDER_CLAIM, accuracy_claim, claims_by_reading, length_claim_values
 from possym.runs import RunDir
@@ -54,8 +55,10 @@ def test_dilution_writes_three_tables_that_agree_and_skips_a_number_run(runs):
     at0 = knockout[knockout.extra == 0].groupby("n_hops").correct.nunique()
     assert (at0 == 1).all()
 
+    # Through the run's memo, a second call with the same settings is read back, not measured again.
+    assert run_stage(run, "dilution", cfg).result == [result]
     stamp = (run.path / "dilution" / "attention.csv").stat().st_mtime_ns
-    assert dilution_run(run, cfg).files == result.files  # same settings: read back
+    assert not run_stage(run, "dilution", cfg).ran
     assert (run.path / "dilution" / "attention.csv").stat().st_mtime_ns == stamp
 
     skipped = dilution_run(runs["number"], cfg)

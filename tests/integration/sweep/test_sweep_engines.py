@@ -156,7 +156,7 @@ def test_killing_the_sweep_loses_no_finished_run_and_the_interrupted_one_resumes
     deadline = time.monotonic() + 240
 
     def first_done() -> bool:
-        return (out / "log/number-s0.json").is_file() and log(out, "number-s0")["train"]["status"] == "done"
+        return (out / "runs/number-s0/resume.json").is_file() and log(out, "number-s0")["train"]["status"] == "done"
 
     while not (first_done() and (second / "state.pt").is_file() and RunDir.open(second).load_state()["step"] >= 25):
         assert proc.poll() is None and time.monotonic() < deadline, "the sweep stopped or hung"
