@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from possym.experiment import StageRun
+    from possym.runs import RunDir
 
 
 def step_arg(text: str) -> int | str:
@@ -55,7 +59,7 @@ def add_redo(p: argparse.ArgumentParser, stage: str) -> None:
                         "with these settings (at every checkpoint asked for)")
 
 
-def report_skip(done, run_dir) -> None:
+def report_skip(done: StageRun, run_dir: RunDir) -> None:
     """One line saying that the memo had the stage done, and where."""
     from possym.stages.log import MEMO_FILE
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import logging
 import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -48,6 +49,8 @@ from possym.config import EXECUTION_KEYS
 from possym.errors import ConfigError, RunError
 from possym.runs import RunDir
 from possym.settings import from_dict, section_values
+
+log = logging.getLogger(__name__)
 
 Scope = Literal["run", "runs", "experiment"]
 SCOPES = ("run", "runs", "experiment")
@@ -152,6 +155,9 @@ class Stage:
         steps = run.checkpoint_steps() if asked is None else [run.resolve_step(s) for s in asked]
         if not steps:
             raise RunError(f"{run.path} has no checkpoints yet")
+        if asked is None and run.missing_checkpoints():
+            log.warning("possym: %s lacks the checkpoints of steps %s; %s does the %d there are", run.path,
+                        run.missing_checkpoints(), self.name, len(steps))
         return list(dict.fromkeys(steps))
 
     def narrowed(self, cfg: Any, steps: list[int]) -> Any:

@@ -23,7 +23,6 @@ Example:
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -44,8 +43,6 @@ from possym.records import (
 from possym.runs import RunDir, StepSpec
 from possym.scores.metric import COSINES, TAU
 from possym.stages.registry import Stage
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -123,9 +120,6 @@ def _score_run(run: RunDir, cfg: ScoreConfig, progress: Callable[[int], None] | 
     if not available:
         raise PossymError(f"{run.path} has no checkpoints yet")
     steps = available if cfg.steps is None else list(cfg.steps)  # () when only the tables are redone
-    if cfg.steps is None and run.missing_checkpoints():
-        log.warning("possym: %s lacks the checkpoints of steps %s; scoring the %d there are", run.path,
-                    run.missing_checkpoints(), len(available))
     missing = sorted(set(steps) - set(available))
     if missing:
         raise PossymError(f"no checkpoints for steps {missing}; available: {available}")
