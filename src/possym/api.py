@@ -35,7 +35,7 @@ from safetensors import SafetensorError, safe_open
 from possym.config import RunConfig, config_from_saved, load_config
 from possym.devices import resolve_device, torch_threads
 from possym.errors import OptionError, PossymError, RunError, named_options
-from possym.records import GAMMA, LengthRecord, PurityRecord, ScoreRecord, Table1Record, frame
+from possym.records import GAMMA, LengthRecord, PurityRecord, ScoreRecord, Table1Record, frame, points_at
 from possym.runs import RunDir, StepSpec, ensure_run
 from possym.scores.metric import TAU
 from possym.settings import from_dict
@@ -283,16 +283,17 @@ class Run:
         return pd.DataFrame(rows, columns=["step", "hop", "accuracy", "loss"])
 
     def scores(self, **settings: Any) -> pd.DataFrame:
-        """s_POS, s_SYM, entropy of every head at every checkpoint (``scores.csv``): read back when it
-        was made with these settings (:class:`possym.stages.score.ScoreConfig`), else computed and written."""
-        from possym.stages.score import ScoreConfig, cached_scores, score_run
+        """s_POS, s_SYM, entropy of every head at every checkpoint (``scores.csv``), scored by the score stage
+        with these settings (:class:`possym.stages.score.ScoreConfig`, its defaults those of ``possym score``,
+        figures included) at the checkpoints the run's memo lacks (:func:`possym.experiment.run_stage`), the
+        others read back."""
+        from possym.experiment import run_stage
+        from possym.stages.score import STAGE, ScoreConfig
 
-        cfg = from_dict(ScoreConfig, {"figures": False, **settings}, "score", error=OptionError)
-        wanted = set(cfg.steps or self.checkpoint_steps())
-        rows = cached_scores(self.dir, cfg)
-        if cfg.force or not wanted <= {r.step for r in rows}:
-            rows = score_run(self.dir, cfg).scores
-        return frame([r for r in rows if r.step in wanted], ScoreRecord)
+        cfg: ScoreConfig = from_dict(STAGE.config, settings, "score", error=OptionError)
+        wanted = set(STAGE.steps_of(self.dir, cfg))
+        run_stage(self.dir, STAGE, cfg)
+        return frame([r for r in self.dir.read("scores", ScoreRecord) if r.step in wanted], ScoreRecord)
 
     def head_detectors(self, step: StepSpec = "final", n_inputs: int = 100, seed: int = 0, *,
                        exclude_bos: bool = False, exclude_current_token: bool = False) -> pd.DataFrame:
@@ -332,13 +333,8 @@ class Run:
     def table1(self, **settings: Any) -> pd.DataFrame:
         """Table 1: each head's weighted mean frequency ID at the table step (``table1.csv``); scores first
         if needed."""
-        rows = self.dir.read("table1", Table1Record)
-        if not rows:
-            from possym.stages.score import ScoreConfig, score_run
-
-            cfg = from_dict(ScoreConfig, {"figures": False, **settings}, "score", error=OptionError)
-            rows = score_run(self.dir, cfg).table1
-        return frame(rows, Table1Record)
+        self.scores(**settings)
+        return frame(self.dir.read("table1", Table1Record), Table1Record)
 
     def plot_scores(self, query: str = "last", **settings: Any) -> Figure:
         """Fig. 6 of this run: s_POS, s_SYM and normalised entropy of every head over training (scores first
@@ -363,10 +359,14 @@ class Run:
     def length_curve(self, grid: tuple[int, ...] | None = None, step: StepSpec = "final",
                      **settings: Any) -> pd.DataFrame:
         """Accuracy with K extra tokens (Fig. 5B) at checkpoint ``step``, with Wilson and per-prefix
-        intervals (``lengthgen.csv``): measured once per settings and step, then read back."""
+        intervals (``lengthgen.csv``): measured by the lengthgen stage once per settings and step (the run's
+        memo, :func:`possym.experiment.run_stage`), then read back."""
         from possym.evaluate.lengthgen import LengthGenConfig
-        from possym.stages.lengthgen import length_curve
+        from possym.experiment import run_stage
+        from possym.stages.lengthgen import STAGE, LengthStageConfig
 
-        cfg = from_dict(LengthGenConfig, settings if grid is None else {"grid": grid, **settings}, "lengthgen",
-                        error=OptionError)
-        return frame(length_curve(self.dir, cfg, step), LengthRecord)
+        curve = from_dict(LengthGenConfig, settings if grid is None else {"grid": grid, **settings}, "lengthgen",
+                          error=OptionError)
+        at = self.step(step)
+        run_stage(self.dir, STAGE, LengthStageConfig(curve=curve, steps=(at,)))
+        return frame(points_at(self.dir.read("lengthgen", LengthRecord), at), LengthRecord)

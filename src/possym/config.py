@@ -43,7 +43,7 @@ TRACKERS = ("none", "tensorboard", "wandb")  # train.log (possym.train.tracking)
 # so work goes on with other threads, on another device, compiled or not (each changes float rounding at
 # most, as a thread count does), mirrored to a tracker or not (train.log), saving its resumable state
 # more or less often (train.state_every), with or without a progress bar. docs/choices.md, "A run's identity".
-EXECUTION_KEYS = ("threads", "device", "compile", "log", "state_every", "force", "progress")
+EXECUTION_KEYS = ("threads", "device", "compile", "log", "state_every", "progress")
 # Presets and sweep specs are package data, so a plain `pip install` (no -e) ships them.
 PRESET_DIR = Path(__file__).resolve().parent / "configs"
 SWEEP_DIR = PRESET_DIR / "sweeps"

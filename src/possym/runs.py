@@ -94,14 +94,12 @@ class Artifact:
 # Every analysis file of a run directory, by a stable name; nothing else spells these file names.
 ARTIFACTS: dict[str, Artifact] = {
     "scores": Artifact("scores.csv", ScoreRecord),
-    "scores_settings": Artifact("scores.json"),
     "purity": Artifact("purity.csv", PurityRecord),
     "purity_tally": Artifact("purity_tally.csv", TallyRecord),
     "frequency_use": Artifact("frequency_use.csv", FrequencyUseRecord),
     "table1": Artifact("table1.csv", Table1Record),
     "plane_scores": Artifact("plane_scores.csv", PlaneScoreRecord),
     "lengthgen": Artifact("lengthgen.csv", LengthRecord),
-    "lengthgen_settings": Artifact("lengthgen.json"),
     "discrepancy_heads": Artifact("theory/discrepancy_heads.csv", DiscrepancyHeadRecord),
     "discrepancy_accuracy": Artifact("theory/discrepancy_accuracy.csv", DiscrepancyAccuracyRecord),
     "discrepancy_summary": Artifact("theory/discrepancy_summary.csv", DiscrepancySummaryRecord),

@@ -12,8 +12,11 @@ import torch
 import possym
 from possym.cli import main
 from possym.evaluate.lengthgen import LengthGenConfig
+from possym.experiment import run_stage
 from possym.records import LengthRecord, ScoreRecord, frame, points_at, read_records
-from possym.stages.lengthgen import length_curve
+from possym.stages.lengthgen import LengthStageConfig
+from possym.stages.log import run_memo
+from possym.stages.registry import get_stage
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +52,10 @@ def test_api_scores_equal_what_the_cli_wrote_and_a_recomputation(run):
     written = read_records(run.path / "scores.csv", ScoreRecord)
     cached = run.scores(n_inputs=6, frequency=False)
     assert cached.to_dict("records") == [r.to_dict() for r in written]
-    fresh = run.scores(n_inputs=6, frequency=False, force=True)
-    pd.testing.assert_frame_equal(fresh, cached)
+    redone = run_stage(run.dir, "score", get_stage("score").settings_from({"n_inputs": 6, "frequency": False}),
+                       redo=True)
+    assert redone.ran and redone.steps == tuple(run.checkpoint_steps())
+    pd.testing.assert_frame_equal(run.scores(n_inputs=6, frequency=False), cached)
     assert set(run.purity(gamma=0.05)["gamma"]) == {0.05}
 
 
@@ -58,12 +63,12 @@ def test_length_curves_at_best_and_final_share_one_cached_file(run, capsys):
     args = ["lengthgen", str(run.path), "lengthgen.grid=[0,5]", "lengthgen.n=4", "lengthgen.n_prefixes=2",
             "--no-figures"]
     assert main([*args, "lengthgen.steps=[best]"]) == 0 and main([*args, "lengthgen.steps=[final]"]) == 0
-    steps = json.loads((run.path / "lengthgen.json").read_text())["steps"]
-    assert set(steps) == {str(run.step("best")), str(run.step("final"))}
+    assert run_memo(run.path).entry("lengthgen")["steps"] == sorted({run.step("best"), run.step("final")})
     curve = run.length_curve(grid=(0, 5), n=4, n_prefixes=2, step="best")
     assert set(curve["step"]) == {run.step("best")} and {"ci_low", "cluster_high"} <= set(curve.columns)
-    cfg = LengthGenConfig(grid=(0, 5), n=4, n_prefixes=2)
-    assert length_curve(run.dir, cfg, "best", force=True) == length_curve(run.dir, cfg, "best")  # cached = fresh
+    cfg = LengthStageConfig(LengthGenConfig(grid=(0, 5), n=4, n_prefixes=2), steps=("best",))
+    assert run_stage(run.dir, "lengthgen", cfg, redo=True).ran  # measured afresh equals read back
+    pd.testing.assert_frame_equal(run.length_curve(grid=(0, 5), n=4, n_prefixes=2, step="best"), curve)
     assert run.length_curve(grid=(0, 5), n=4, n_prefixes=2, step="final").equals(
         frame(points_at(run.dir.read("lengthgen", LengthRecord), run.step("final")), LengthRecord))
     capsys.readouterr()
@@ -88,7 +93,7 @@ def test_run_scores_and_length_curve_leave_the_callers_thread_count_as_they_foun
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        run.scores(n_inputs=4, figures=False, frequency=False, threads=1, force=True)
+        run.scores(n_inputs=4, figures=False, frequency=False, threads=1)
         assert torch.get_num_threads() == 2
         run.length_curve(grid=(0, 10), step="final", n=4, n_prefixes=2)
         assert torch.get_num_threads() == 2

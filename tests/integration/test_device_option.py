@@ -3,7 +3,6 @@ that runs a model, and a device this machine lacks stops it before any work (exi
 CPU; tests/unit/test_devices.py checks on the meta device that the paths keep their tensors on whatever device
 they are given."""
 
-import json
 
 import pytest
 import torch
@@ -11,6 +10,7 @@ import torch
 from possym.cli import main
 from possym.config import load_config
 from possym.runs import RunDir
+from possym.stages.log import run_memo
 from possym.tasks import make_splits
 from possym.train.loop import train
 
@@ -32,8 +32,8 @@ def test_every_model_command_takes_a_device_and_the_run_records_the_one_it_used(
                  "discrepancy.samples=4"]) == 0  # fmt: skip
     run = RunDir.open(run_dir)
     assert run.metrics()[-1]["event"] == "final" and run.metrics()[-1]["device"] == "cpu"
-    lengthgen = json.loads(run.artifact("lengthgen_settings").read_text())
-    assert {info["device"] for info in lengthgen["steps"].values()} == {"cpu"}
+    memo = run_memo(run.path)
+    assert {memo.entry(stage)["execution"]["device"] for stage in ("score", "lengthgen", "discrepancy")} == {"cpu"}
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA: asking for it is not an error here")
@@ -41,7 +41,7 @@ def test_every_model_command_takes_a_device_and_the_run_records_the_one_it_used(
     "command",
     [
         ["score", "score.n_inputs=4", "score.figures=false"],
-        ["lengthgen", "lengthgen.grid=[0,5]", "lengthgen.n=4", "lengthgen.n_prefixes=2", "--no-figures", "--force"],
+        ["lengthgen", "lengthgen.grid=[0,5]", "lengthgen.n=4", "lengthgen.n_prefixes=2", "--no-figures", "--redo"],
         ["discrepancy", "discrepancy.extras=[0,5]", "discrepancy.samples=4"],
     ],
 )

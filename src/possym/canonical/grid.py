@@ -38,6 +38,7 @@ from possym.canonical.conditions import Condition, band_centre_theta, condition,
 from possym.canonical.records import CellRecord, PositionRecord, WmaxRecord
 from possym.canonical.theorem7 import theorem7_curves
 from possym.config import ConfigError, RunConfig, load_config
+from possym.errors import PossymError
 from possym.runs import RunDir, atomic_write_text
 from possym.settings import from_dict
 from possym.tasks import get_task
@@ -219,17 +220,26 @@ class CellConfig:
 
 
 def analyse_cell(run: RunDir, cfg: CellConfig) -> dict[str, Any]:
-    """The analysis of one trained cell as plain data, cached in ``RUN/canonical.json`` (keyed by ``cfg``):
-    ``{"accuracy": {factor: acc}, "positions": [{length, position, correct, total}], "heads": {...}}``.
-    Reading the cache takes no lock; an analysis holds the run's writer lock (:meth:`RunDir.writing`)."""
-    cache = run.artifact("canonical")
-    key = dataclasses.asdict(cfg) | {"length_factors": list(cfg.length_factors)}
-    if cache.is_file():
-        data = json.loads(cache.read_text())
-        if data.get("settings") == key:
-            return data
+    """The analysis of one trained cell as plain data, written to ``RUN/canonical.json`` with ``cfg``'s
+    settings: ``{"accuracy": {factor: acc}, "positions": [{length, position, correct, total}], "heads":
+    {...}}``. Holds the run's writer lock (:meth:`RunDir.writing`). Whether a cell is analysed is the
+    run's memo's to say (the ``canonical_cell`` stage, :func:`possym.experiment.run_stage`)."""
     with run.writing():
-        return _analyse_cell(run, cfg, cache, key)
+        return _analyse_cell(run, cfg, run.artifact("canonical"), _cell_key(cfg))
+
+
+def read_cell(run: RunDir, cfg: CellConfig) -> dict[str, Any]:
+    """What :func:`analyse_cell` wrote into ``run`` with ``cfg``'s settings (an error if it has not)."""
+    file = run.artifact("canonical")
+    data = json.loads(file.read_text()) if file.is_file() else {}
+    if data.get("settings") != _cell_key(cfg):
+        raise PossymError(f"{run.path} holds no canonical analysis with these settings; run the canonical_cell "
+                          "stage on it first")
+    return data
+
+
+def _cell_key(cfg: CellConfig) -> dict[str, Any]:
+    return dataclasses.asdict(cfg) | {"length_factors": list(cfg.length_factors)}
 
 
 def _analyse_cell(run: RunDir, cfg: CellConfig, cache: Path, key: dict[str, Any]) -> dict[str, Any]:

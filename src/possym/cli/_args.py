@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from possym.experiment import StageRun
+    from possym.runs import RunDir
 
 
 def step_arg(text: str) -> int | str:
@@ -46,6 +50,22 @@ def add_allow_unfinished(p: argparse.ArgumentParser) -> None:
     refused unless this says to take its last checkpoint."""
     p.add_argument("--allow-unfinished", action="store_true",
                    help="let final name the last checkpoint of a run whose training has not ended")
+
+
+def add_redo(p: argparse.ArgumentParser, stage: str) -> None:
+    """``--redo``: run the stage although the run's memo (RUN/resume.json) has it done with these settings."""
+    p.add_argument("--redo", action="store_true",
+                   help=f"run {stage} again although RUN/resume.json, the memo that experiments share, has it done "
+                        "with these settings (at every checkpoint asked for)")
+
+
+def report_skip(done: StageRun, run_dir: RunDir) -> None:
+    """One line saying that the memo had the stage done, and where."""
+    from possym.stages.log import MEMO_FILE
+
+    steps = f" at steps {list(done.kept)}" if done.kept else ""
+    print(f"{done.stage}: done with these settings{steps} (the memo {run_dir.path / MEMO_FILE}); "
+          "read back, not rerun (--redo reruns it)")
 
 
 def add_overrides(p: argparse.ArgumentParser, section: str, defaults: dict[str, Any], example: str,

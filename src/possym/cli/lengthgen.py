@@ -1,12 +1,13 @@
 """``possym lengthgen RUN [lengthgen.KEY=VALUE ...]``: accuracy with K extra tokens before the target window
 (paper Fig. 5B).
 
-A shell over the lengthgen stage (:class:`possym.stages.lengthgen.LengthStageConfig`), with its settings as
-overrides, the syntax of a reproduction or a sweep: ``possym lengthgen RUN lengthgen.n=200
-lengthgen.steps=[best,final]``. The curve of each checkpoint is cached in RUN/lengthgen.csv (with its
-settings in RUN/lengthgen.json); a rerun with the same settings and step reads it back unless --force.
-Also draws figures/fig5b_length_generalisation.{png,svg} (the last step's curve), ours beside the
-paper's digitised curve.
+A shell over :func:`possym.experiment.run_stage` with the lengthgen stage
+(:class:`possym.stages.lengthgen.LengthStageConfig`), its settings as overrides, the syntax of a
+reproduction or a sweep: ``possym lengthgen RUN lengthgen.n=200 lengthgen.steps=[best,final]``. The curves
+go into RUN/lengthgen.csv; the run's memo, RUN/resume.json, which every experiment holding the run shares,
+records the checkpoints measured with these settings: a rerun measures only the checkpoints it lacks (none:
+the curves are read back), unless --redo. Also draws figures/fig5b_length_generalisation.{png,svg} (the last
+step's curve), ours beside the paper's digitised curve.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ import argparse
 
 from tqdm import tqdm
 
-from possym.cli._args import add_allow_unfinished, add_overrides
+from possym.cli._args import add_allow_unfinished, add_overrides, add_redo, report_skip
 from possym.devices import resolve_device
 from possym.evaluate.lengthgen import LengthGenConfig
-from possym.records import points_at
+from possym.experiment import run_stage
+from possym.records import LengthRecord, points_at
 from possym.runs import RunDir
 from possym.stages.lengthgen import STAGE
 
@@ -29,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run", help="a run directory made by `possym train`")
     add_allow_unfinished(p)
     p.add_argument("--no-figures", action="store_true")
-    p.add_argument("--force", action="store_true", help="recompute even if RUN/lengthgen.csv has these settings")
+    add_redo(p, "lengthgen")
     add_overrides(p, "lengthgen", STAGE.defaults(), "lengthgen.n=200 lengthgen.grid=[0,100,1000] "
                   "lengthgen.steps=[best]", LengthGenConfig)
     p.set_defaults(func=run)
@@ -44,10 +46,13 @@ def run(args: argparse.Namespace) -> int:
         steps = [run_dir.resolve_step(s) for s in cfg.steps]
         total = cfg.curve.n * len(run_dir.config.task.hops) * len(cfg.curve.grid) * len(steps)
         with tqdm(total=total, desc=f"lengthgen {run_dir.config.task.name}", unit="input", dynamic_ncols=True) as bar:
-            points = cfg.run(run_dir, force=args.force, progress=bar.update)
+            done = run_stage(run_dir, STAGE, cfg, redo=args.redo, progress=bar.update)
+        if not done.ran:
+            report_skip(done, run_dir)
+        points = run_dir.read("lengthgen", LengthRecord)
         if not args.no_figures:
             from possym.paper import paper_numbers
-            from possym.records import LengthRecord, frame
+            from possym.records import frame
             from possym.report.length_plots import plot_length_curves
             from possym.runs import save_figure
 

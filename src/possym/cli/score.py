@@ -1,9 +1,12 @@
 """``possym score RUN [score.KEY=VALUE ...]``: positional/symbolic scores of every checkpoint, purity, frequency
 use and figures.
 
-A shell over :func:`possym.stages.score.score_run` (which lists the files it writes into RUN), with the
-score stage's settings (:class:`~possym.stages.score.ScoreConfig`) as overrides, the syntax of a
-reproduction or a sweep: ``possym score RUN score.n_inputs=50 score.hops=true``.
+A shell over :func:`possym.experiment.run_stage` with the score stage
+(:func:`possym.stages.score.score_run` lists the files it writes into RUN), its settings
+(:class:`~possym.stages.score.ScoreConfig`) as overrides, the syntax of a reproduction or a sweep:
+``possym score RUN score.n_inputs=50 score.hops=true``. The run's memo, RUN/resume.json, which every
+experiment holding the run shares, records the checkpoints scored with these settings: a rerun scores only
+the checkpoints it lacks (none: the tables are read back), unless --redo.
 ``score.table_step=best|final|N`` picks the checkpoint of the final-scores tables (Table 1, frequency use,
 the per-plane scores, Fig. 3 and 4B, and the table printed here); every checkpoint is still scored.
 """
@@ -15,11 +18,12 @@ import time
 
 from tqdm import tqdm
 
-from possym.cli._args import add_allow_unfinished, add_overrides
+from possym.cli._args import add_allow_unfinished, add_overrides, add_redo, report_skip
 from possym.devices import resolve_device
-from possym.records import GAMMA, GAMMAS
+from possym.experiment import run_stage
+from possym.records import GAMMA, GAMMAS, PurityRecord, ScoreRecord, Table1Record
 from possym.runs import RunDir
-from possym.stages.score import STAGE, ScoreResult, score_run
+from possym.stages.score import STAGE
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,6 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description=__doc__)
     p.add_argument("run", help="a run directory made by `possym train`")
     add_allow_unfinished(p)
+    add_redo(p, "score")
     add_overrides(p, "score", STAGE.defaults(), "score.n_inputs=50 score.hops=true score.steps=[0,500]",
                   STAGE.config)
     p.set_defaults(func=run)
@@ -36,28 +41,31 @@ def run(args: argparse.Namespace) -> int:
     cfg = STAGE.from_overrides(args.overrides)
     resolve_device(cfg.device)  # a device this machine lacks stops the command before any work
     run_dir = RunDir.open(args.run, allow_unfinished=args.allow_unfinished)
-    n_steps = len(cfg.steps or run_dir.checkpoint_steps())
-    # Locked here too (score_run takes it again), so that a refusal comes before the progress bar: one line.
+    n_steps = len(cfg.steps) if cfg.steps is not None else len(run_dir.checkpoint_steps())
+    # Locked here too (run_stage takes it again), so that a refusal comes before the progress bar: one line.
     with run_dir.writing():
         print(f"{run_dir.path}: {cfg.n_inputs} inputs, {n_steps} checkpoints")
         t0 = time.perf_counter()
         with tqdm(total=n_steps, desc="score", unit="ckpt", dynamic_ncols=True) as bar:
-            result = score_run(run_dir, cfg, progress=lambda _s: bar.update(1))
-    print(f"scored {result.n_scored} checkpoints in {time.perf_counter() - t0:.1f}s "
-          f"({n_steps - result.n_scored} already scored) -> {run_dir.artifact('scores')}")
-    print_summary(result, run_dir.step_label(result.table_step))
+            done = run_stage(run_dir, STAGE, cfg, redo=args.redo, progress=lambda _s: bar.update(1))
+    if done.ran:
+        print(f"scored {len(done.steps)} checkpoints in {time.perf_counter() - t0:.1f}s "
+              f"({len(done.kept)} already scored) -> {run_dir.artifact('scores')}")
+    else:
+        report_skip(done, run_dir)
+    print_summary(run_dir, run_dir.resolve_step(cfg.table_step))
     if cfg.figures:
         print(f"figures -> {run_dir.artifact('figures')}/")
     return 0
 
 
-def print_summary(result: ScoreResult, label: str) -> None:
+def print_summary(run_dir: RunDir, step: int) -> None:
+    """The scores of every head at ``step`` (the table step), read from the run's tables."""
     from possym.scores.dynamics import purity
 
-    step = result.table_step
-    by = {(f.layer, f.head, f.gamma): f for f in result.purity if f.query == "last"}
-    ids = {(t.layer, t.head): t for t in result.table1}
-    print(f"\ntable {label}; max-accuracy step {result.best_step} (the best checkpoint)")
+    by = {(f.layer, f.head, f.gamma): f for f in run_dir.read("purity", PurityRecord) if f.query == "last"}
+    ids = {(t.layer, t.head): t for t in run_dir.read("table1", Table1Record) if t.step == step}
+    print(f"\ntable {run_dir.step_label(step)}; max-accuracy step {run_dir.best()} (the best checkpoint)")
     print(f"{'layer':>5} {'head':>4} {'s_pos':>6} {'s_sym':>6} {f'pure@{GAMMA}':>10} {f'first@{GAMMAS[0]}':>18} "
           f"{f'first@{GAMMAS[1]}':>18} {'mean ID':>7} {'dom ID':>6}")
 
@@ -69,7 +77,7 @@ def print_summary(result: ScoreResult, label: str) -> None:
             text += f"/{f.final_kind[:3]} {f.final_kind_step}"
         return text
 
-    for r in result.scores:
+    for r in run_dir.read("scores", ScoreRecord):
         if r.step != step or r.query != "last":
             continue
         key = (r.layer, r.head)

@@ -6,7 +6,10 @@ Shells over :func:`possym.stages.theory.theory_tables` and
 settings are the theory and discrepancy stages' (:class:`~possym.stages.theory.TheoryConfig`,
 :class:`~possym.stages.theory.DiscrepancyConfig`), as overrides: ``possym theory --out DIR theory.quick=true``,
 ``possym discrepancy RUN discrepancy.extras=[0,100,1000] discrepancy.step=best``.
-``possym theory`` exits 1 when a verification row is off expectation.
+``possym theory`` exits 1 when a verification row is off expectation. ``possym discrepancy RUN`` runs the
+discrepancy stage through :func:`possym.experiment.run_stage`: the run's memo, RUN/resume.json, which every
+experiment holding the run shares, says whether it is done with these settings (then the tables in
+RUN/theory are read back, unless --redo); with --out elsewhere or --replot it writes outside the memo.
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from possym.cli._args import add_allow_unfinished, add_overrides
+from possym.cli._args import add_allow_unfinished, add_overrides, add_redo, report_skip
 from possym.devices import resolve_device
-from possym.runs import RunDir
+from possym.experiment import run_stage
+from possym.records import DiscrepancyAccuracyRecord, DiscrepancySummaryRecord, read_records
+from possym.runs import ARTIFACTS, RunDir
 from possym.stages.theory import STAGES, theory_tables, trained_discrepancy_run
 
 THEORY, DISCREPANCY = (next(s for s in STAGES if s.name == name) for name in ("theory", "discrepancy"))
@@ -35,6 +40,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     q.add_argument("--out", type=Path, default=None, help="output directory (default RUN/theory)")
     add_allow_unfinished(q)
     q.add_argument("--replot", action="store_true", help="redo the summary and figure from the CSVs in --out")
+    add_redo(q, "discrepancy")
     add_overrides(q, "discrepancy", DISCREPANCY.defaults(), "discrepancy.extras=[0,100,1000] discrepancy.step=best",
                   DISCREPANCY.config)
     q.set_defaults(func=run_discrepancy)
@@ -72,12 +78,20 @@ def run_discrepancy(args: argparse.Namespace) -> int:
     cfg = DISCREPANCY.from_overrides(args.overrides)
     resolve_device(cfg.device)  # a device this machine lacks stops the command before any work
     run_dir = RunDir.open(args.run, allow_unfinished=args.allow_unfinished)
-    result = trained_discrepancy_run(run_dir, cfg, out=args.out, replot=args.replot, log=print)
-    for a in result.accuracy:
+    where = args.out if args.out is not None else run_dir.artifact("discrepancy_heads").parent
+    if args.replot or where.resolve() != run_dir.artifact("discrepancy_heads").parent.resolve():
+        trained_discrepancy_run(run_dir, cfg, out=where, replot=args.replot, log=print)
+    else:
+        done = run_stage(run_dir, DISCREPANCY, cfg, redo=args.redo)
+        if not done.ran:
+            report_skip(done, run_dir)
+    accuracy = read_records(where / Path(ARTIFACTS["discrepancy_accuracy"].name).name, DiscrepancyAccuracyRecord)
+    summary = read_records(where / Path(ARTIFACTS["discrepancy_summary"].name).name, DiscrepancySummaryRecord)
+    for a in accuracy:
         print(f"    extra {a.extra:>5}: accuracy {a.accuracy:.3f}")
-    for s in result.summary:
+    for s in summary:
         print(f"    L{s.layer:<2} median gap {s.median_at_first_extra:.3g} -> {s.median_at_last_extra:.3g}; "
               f"collapses (< 1/2) at extra {s.collapse_extra}; accuracy breaks at {s.accuracy_break_extra}; "
               f"spearman {s.spearman:.2f}")
-    print(f"{run_dir.step_label(result.step)}; tables in {result.out}")
+    print(f"{run_dir.step_label(accuracy[0].step)}; tables in {where}")
     return 0

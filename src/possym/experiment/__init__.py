@@ -5,6 +5,7 @@
 (6, ('data', 'train', 'score'))
 
 ``run_experiment(exp, out="runs/quick")`` runs it, resumably: a rerun does only what is missing.
+``run_stage(run, "score", cfg)`` runs one stage on one run through the same memo (``RUN/resume.json``).
 """
 
 from possym.experiment.config import (
@@ -18,12 +19,20 @@ from possym.experiment.config import (
     experiment_to_dict,
     load_experiment,
 )
-from possym.experiment.executor import ExperimentOutcome, run_canonical_grid, run_experiment, run_unit
+from possym.experiment.executor import (
+    ExperimentOutcome,
+    StageRun,
+    run_canonical_grid,
+    run_experiment,
+    run_stage,
+    run_unit,
+)
 
 __all__ = [
     "Experiment",
     "ExperimentOutcome",
     "RunSpec",
+    "StageRun",
     "Variant",
     "apply_overrides",
     "dump_experiment",
@@ -33,5 +42,6 @@ __all__ = [
     "load_experiment",
     "run_canonical_grid",
     "run_experiment",
+    "run_stage",
     "run_unit",
 ]

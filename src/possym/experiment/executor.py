@@ -4,8 +4,9 @@ Layout of ``OUT``::
 
     experiment.yaml      the experiment as last run (a rerun with other settings says what differs)
     runs/ID/             each run's directory (``possym.open_run`` reads it)
-    log/ID.json          the resume log (:mod:`possym.stages.log`), one file per run and one for
-                         the experiment-scope stages
+    runs/ID/resume.json  run ID's entries of the resume log (:mod:`possym.stages.log`), the one memo that
+                         ``possym score RUN`` and :func:`run_stage` consult too
+    log/experiment.json  the experiment-scope stages' entries
     logs/ID.log          what each run's stages (and the experiment's) printed
     NAME/                each part (a sub-experiment, e.g. the canonical grid)
 
@@ -13,7 +14,9 @@ Order. Parts run first. Then the stages, in the experiment's order: experiment-s
 here, once; each maximal stretch of run-scope stages (``train`` included) runs as one *unit of work
 per run*, either here, stage by stage over the runs (training every run before scoring any), or on
 an engine (:mod:`possym.sweep.engines`: a process pool, Ray, Slurm), where a unit is one run's
-stretch of stages in one worker. What is done with today's settings is skipped; a unit that fails is
+stretch of stages in one worker. Each run-scope stage runs through :func:`run_stage`, the one way to run
+a stage on a run (the CLI's too). What is done with today's settings is skipped (a per-step stage, such
+as ``score``, does only the checkpoints it has not done), unless ``redo`` names the stage; a unit that fails is
 retried ``retries`` times; a run that still fails is reported, later stages leave it out, and the
 experiment's own stages (the report) run on what exists.
 
@@ -34,7 +37,7 @@ import dataclasses
 import pickle
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,13 +48,14 @@ import yaml
 from tqdm import tqdm
 
 from possym.canonical.grid import CanonicalGridConfig
+from possym.config import EXECUTION_KEYS
 from possym.devices import torch_threads
 from possym.errors import PossymError, named_options
 from possym.experiment.config import Experiment, RunSpec, dump_experiment, experiment_differences, experiment_to_dict
 from possym.experiment.migrate import migrate
 from possym.locks import lock_holder, on_behalf_of, writer_lock
 from possym.runs import RunDir, atomic_write_text, ensure_run
-from possym.stages.log import EXPERIMENT, ResumeLog, ResumeRecord
+from possym.stages.log import EXPERIMENT, ResumeLog, ResumeRecord, run_memo
 from possym.stages.registry import ExperimentDir, Stage, get_stage
 
 if TYPE_CHECKING:
@@ -92,6 +96,7 @@ class Unit:
     runs: tuple[RunSpec, ...]
     stages: tuple[tuple[Stage, Any], ...]
     threads: int | None
+    redo: tuple[str, ...] = ()  # stages to run again although done
 
     @property
     def id(self) -> str:
@@ -108,12 +113,14 @@ class Unit:
 
 @named_options
 def run_experiment(exp: Experiment, out: str | Path, *, engine: Any = None, progress: bool = True,
-                   on_unit: Callable[[Unit, str], None] | None = None) -> ExperimentOutcome:
+                   on_unit: Callable[[Unit, str], None] | None = None,
+                   redo: Collection[str] = ()) -> ExperimentOutcome:
     """Run every stage of ``exp`` not yet done with today's settings into ``out``; see the module docstring.
 
     ``engine``: None runs everything in this process; else an object with ``map(fn, items)`` yielding
     ``(item, result, error)`` (:func:`possym.sweep.engines.make_engine`). ``on_unit(unit, "done" |
-    "retry" | "failed")`` reports each run's outcome (a progress bar's hook).
+    "retry" | "failed")`` reports each run's outcome (a progress bar's hook). ``redo``: names of stages to
+    run again although the resume log has them done with today's settings (a per-step stage at every step).
 
     ``out`` is locked for the call (:func:`possym.locks.writer_lock`): a second executor on it is refused,
     naming this one. Its workers write each run under that run's own lock.
@@ -129,12 +136,15 @@ def run_experiment(exp: Experiment, out: str | Path, *, engine: Any = None, prog
     out = Path(out)
     if out.exists() and not out.is_dir():
         raise PossymError(f"{out} is a file, not a directory; give run_experiment a directory")
+    redo = (redo,) if isinstance(redo, str) else tuple(redo)
+    for name in redo:
+        get_stage(name)  # an unknown name is an error naming the known ones
     with writer_lock(out, "experiment"):
-        return _run_experiment(exp, out, engine, progress, on_unit)
+        return _run_experiment(exp, out, engine, progress, on_unit, redo)
 
 
 def _run_experiment(exp: Experiment, out: Path, engine: Any, progress: bool,
-                    on_unit: Callable[[Unit, str], None] | None) -> ExperimentOutcome:
+                    on_unit: Callable[[Unit, str], None] | None, redo: tuple[str, ...] = ()) -> ExperimentOutcome:
     t0 = time.perf_counter()
     exp = exp.with_stages()
     outcome = ExperimentOutcome(out)
@@ -160,18 +170,19 @@ def _run_experiment(exp: Experiment, out: Path, engine: Any, progress: bool,
                 # Every run failed: a report on no runs would replace the last good one with an empty one.
                 outcome.skipped.append((EXPERIMENT, stage.name))
                 continue
-            _experiment_stage(stage, cfg, context, log, outcome, exp.threads)
+            _experiment_stage(stage, cfg, context, log, outcome, exp.threads, stage.name in redo)
             continue
         alive = [s for s in specs if s.id not in failed]
-        todo = [s for s in alive if not _runs_done(s, segment, log, outcome)]
+        todo = [s for s in alive if not _runs_done(out, s, segment, outcome, redo)]
         if not todo:
             continue
         if engine is None:
-            _run_here([Unit(str(out), (s,), segment, exp.threads) for s in todo], log, outcome, exp.retries, progress,
-                      on_unit)
+            _run_here([Unit(str(out), (s,), segment, exp.threads, redo) for s in todo], outcome, exp.retries,
+                      progress, on_unit)
         else:
             workers = int(getattr(engine, "workers", 1) or 1)  # how many units run at once (a Slurm array: 1)
-            _run_on(engine, _units(out, todo, segment, exp.threads, runs, workers), outcome, exp.retries, on_unit)
+            _run_on(engine, _units(out, todo, segment, exp.threads, runs, workers, redo), outcome, exp.retries,
+                    on_unit)
         failed |= set(outcome.failed)
     outcome.seconds = time.perf_counter() - t0
     return outcome
@@ -190,45 +201,107 @@ def run_unit(unit: Unit) -> dict[str, Any]:
 
 
 def _run_unit(unit: Unit) -> dict[str, Any]:
-    log = ResumeLog(Path(unit.out))
-    dirs = {spec.id: RunDir.open(Path(unit.out) / "runs" / spec.id) for spec in unit.runs}
+    out = Path(unit.out)
+    log = ResumeLog(out)
+    dirs = {spec.id: RunDir.open(out / "runs" / spec.id) for spec in unit.runs}
     ran: list[tuple[str, str]] = []
     errors: dict[str, str] = {}
-    with torch_threads(unit.threads), _output_to(Path(unit.out) / "logs" / f"{unit.id}.log", stderr=True):
+    with torch_threads(unit.threads), _output_to(out / "logs" / f"{unit.id}.log", stderr=True):
         for stage, cfg in unit.stages:
-            key = stage.key_of(cfg)
-            todo = [rid for rid in dirs if rid not in errors and not log.done(rid, stage.name, key, _defaults(stage))]
-            batches = [todo] if stage.scope == "runs" else [[rid] for rid in todo]
-            for batch in (b for b in batches if b):
-                for rid in batch:
-                    log.start(rid, stage.name, key)
-                t0 = time.perf_counter()
-                try:
-                    _call(stage, [dirs[rid] for rid in batch], cfg)
-                except Exception as exc:
-                    for rid in batch:
+            redo = stage.name in unit.redo
+            todo = [rid for rid in dirs if rid not in errors and not _done(out, rid, stage, cfg, redo)]
+            if stage.scope == "run":
+                for rid in todo:
+                    try:
+                        if run_stage(dirs[rid], stage, cfg, redo=redo).ran:
+                            ran.append((rid, stage.name))
+                    except Exception as exc:
                         errors[rid] = _error(exc)
-                        log.fail(rid, stage.name, time.perf_counter() - t0, errors[rid])
-                    continue
-                for rid in batch:
-                    log.finish(rid, stage.name, (time.perf_counter() - t0) / len(batch))
-                    ran.append((rid, stage.name))
+                continue
+            if todo:
+                error = _run_together(log, stage, [dirs[rid] for rid in todo], cfg)
+                errors |= dict.fromkeys(todo, error) if error else {}
+                ran += [] if error else [(rid, stage.name) for rid in todo]
     if errors:
         raise RuntimeError("; ".join(f"{rid}: {e.splitlines()[-1] if e else ''}" for rid, e in errors.items()))
     return {"unit": unit.id, "ran": ran}
 
 
-def _call(stage: Stage, runs: list[RunDir], cfg: Any) -> None:
-    """``stage`` on ``runs``: a ``runs``-scope stage on them all (training, which locks each run it writes);
-    a run-scope stage on its one run, holding that run's writer lock, so that every stage, a notebook's
-    too, writes a run only while no other process does (:mod:`possym.locks`; the stage's own functions
-    may take the lock again, as this process holds it)."""
-    if stage.scope == "runs":
+def _run_together(log: ResumeLog, stage: Stage, runs: list[RunDir], cfg: Any) -> str | None:
+    """A ``runs``-scope stage (training, which locks each run it writes) on ``runs`` at once, each run's entry
+    in its memo; returns the error, or None."""
+    key = stage.key_of(cfg)
+    for run in runs:
+        log.start(run.path.name, stage.name, key)
+    t0 = time.perf_counter()
+    try:
         stage.run(runs, cfg)
-        return
-    (run,) = runs
+    except Exception as exc:
+        error = _error(exc)
+        for run in runs:
+            log.fail(run.path.name, stage.name, time.perf_counter() - t0, error)
+        return error
+    for run in runs:
+        log.finish(run.path.name, stage.name, (time.perf_counter() - t0) / len(runs))
+    return None
+
+
+@dataclass(frozen=True)
+class StageRun:
+    """What :func:`run_stage` did: whether the stage ran, the checkpoints it did and those it kept (a per-step
+    stage), the seconds, and what the stage returned (None when it did not run)."""
+
+    stage: str
+    ran: bool
+    steps: tuple[int, ...] = ()
+    kept: tuple[int, ...] = ()
+    seconds: float = 0.0
+    result: Any = None
+
+
+def run_stage(run: RunDir | str | Path, stage: Stage | str, cfg: Any = None, *, redo: bool = False,
+              progress: Callable[..., None] | None = None) -> StageRun:
+    """Run the run-scope ``stage`` (a name or a :class:`~possym.stages.registry.Stage`) on ``run`` with
+    ``cfg`` (None: its defaults), unless the run's memo (``RUN/resume.json``, :mod:`possym.stages.log`) has
+    it done with these settings; ``redo`` runs it anyway. A per-step stage (``score``, ``lengthgen``) does
+    only the checkpoints the memo lacks (with ``redo``, every one it asks for) and keeps the others'
+    outputs. The one way a stage runs on a run: the executor, ``possym score|lengthgen|discrepancy`` and
+    :class:`possym.Run` call it, so that work done by one is never redone by another. ``progress`` goes
+    to the stage's function, if given.
+
+    Holds the run's writer lock while it runs (a second writer is refused, naming this one); a stage the
+    memo has done is read back without it."""
+    stage = get_stage(stage) if isinstance(stage, str) else stage
+    if stage.scope != "run":
+        raise PossymError(f"stage {stage.name!r} is {stage.scope}-scope; run_stage runs run-scope stages, "
+                          "an experiment runs the others (run_experiment)")
+    cfg = stage.settings_from({}) if cfg is None else cfg
+    run = run if isinstance(run, RunDir) else RunDir.open(run)
+    memo, key, defaults = run_memo(run.path), stage.key_of(cfg), _defaults(stage)
+    extra: dict[str, Any] = {} if progress is None else {"progress": progress}
+    wanted = stage.steps_of(run, cfg) if stage.per_step else None
+    if not redo and memo.done(stage.name, key, defaults, wanted):  # read back: a reader takes no lock
+        return StageRun(stage.name, False, (), tuple(wanted or ()))
     with run.writing():
-        stage.run(run, cfg)
+        if not redo and memo.done(stage.name, key, defaults, wanted):  # another writer did it meanwhile
+            return StageRun(stage.name, False, (), tuple(wanted or ()))
+        keep: list[int] | None = None
+        todo: list[int] = []
+        if wanted is not None:
+            keep = [s for s in memo.kept(stage.name, key, defaults, stage.step_settings) if not (redo and s in wanted)]
+            todo = [s for s in wanted if s not in keep]
+            cfg, extra = stage.narrowed(cfg, todo), {**extra, "keep": tuple(keep)}
+        execution = {k: v for k, v in stage.settings_of(cfg).items() if k in EXECUTION_KEYS}
+        memo.start(stage.name, key, keep, execution)
+        t0 = time.perf_counter()
+        try:
+            result = stage.run(run, cfg, **extra)
+        except Exception as exc:
+            memo.fail(stage.name, time.perf_counter() - t0, _error(exc))
+            raise
+        seconds = time.perf_counter() - t0
+        memo.finish(stage.name, seconds, todo if stage.per_step else None)
+    return StageRun(stage.name, True, tuple(todo), tuple(keep or ()), seconds, result)
 
 
 # ---- the parts of one call -------------------------------------------------------------------------
@@ -245,43 +318,55 @@ def _segments(exp: Experiment) -> list[tuple[tuple[Stage, Any], ...]]:
     return [tuple(s) for s in out]
 
 
-def _all_done(spec: RunSpec, segment: tuple[tuple[Stage, Any], ...], log: ResumeLog) -> bool:
-    return all(log.done(spec.id, s.name, s.key_of(c), _defaults(s)) for s, c in segment)
+def _done(out: Path, rid: str, stage: Stage, cfg: Any, redo: bool = False) -> bool:
+    """Whether run ``rid``'s memo has ``stage`` done with ``cfg`` (a per-step stage: at every step it asks)."""
+    if redo:
+        return False
+    key, defaults = stage.key_of(cfg), _defaults(stage)
+    if not stage.per_step:
+        return ResumeLog(out).done(rid, stage.name, key, defaults)
+    try:
+        steps = stage.steps_of(RunDir.open(out / "runs" / rid), cfg)
+    except PossymError:  # no checkpoints yet, or "final" of a run not finished: not done
+        return False
+    return ResumeLog(out).memo(rid).done(stage.name, key, defaults, steps)
 
 
-def _runs_done(spec: RunSpec, segment: tuple[tuple[Stage, Any], ...], log: ResumeLog,
-               outcome: ExperimentOutcome) -> bool:
-    done = [log.done(spec.id, s.name, s.key_of(c), _defaults(s)) for s, c in segment]
+def _all_done(out: Path, spec: RunSpec, segment: tuple[tuple[Stage, Any], ...]) -> bool:
+    return all(_done(out, spec.id, s, c) for s, c in segment)
+
+
+def _runs_done(out: Path, spec: RunSpec, segment: tuple[tuple[Stage, Any], ...], outcome: ExperimentOutcome,
+               redo: tuple[str, ...]) -> bool:
+    done = [_done(out, spec.id, s, c, s.name in redo) for s, c in segment]
     outcome.skipped += [(spec.id, s.name) for (s, _), d in zip(segment, done, strict=True) if d]
     return all(done)
 
 
 def _units(out: Path, todo: list[RunSpec], segment: tuple[tuple[Stage, Any], ...], threads: int | None,
-           runs: dict[str, RunDir], workers: int) -> list[Unit]:
+           runs: dict[str, RunDir], workers: int, redo: tuple[str, ...]) -> list[Unit]:
     """The segment's work for an engine: the groups the segment's ``runs``-scope stage plans (runs that
     train in one batched step stay together), else one unit per run."""
     planner = next(((stage, cfg) for stage, cfg in segment if stage.scope == "runs" and stage.plan is not None), None)
     if planner is None:
-        return [Unit(str(out), (spec,), segment, threads) for spec in todo]
+        return [Unit(str(out), (spec,), segment, threads, redo) for spec in todo]
     stage, cfg = planner
     # Only runs the planning stage has still to do need keeping together (once trained, a group's runs
     # are analysed as any runs are, one unit each, so that the workers share the load evenly).
-    log = ResumeLog(out)
-    key, defaults = stage.key_of(cfg), _defaults(stage)
-    pending = [spec for spec in todo if not log.done(spec.id, stage.name, key, defaults)]
+    pending = [spec for spec in todo if not _done(out, spec.id, stage, cfg, stage.name in redo)]
     groups = stage.plan([runs[spec.id] for spec in pending], cfg, workers) if pending else []  # type: ignore[misc]
-    grouped = [Unit(str(out), tuple(pending[i] for i in group), segment, threads) for group in groups]
-    return grouped + [Unit(str(out), (spec,), segment, threads) for spec in todo if spec not in pending]
+    grouped = [Unit(str(out), tuple(pending[i] for i in group), segment, threads, redo) for group in groups]
+    return grouped + [Unit(str(out), (spec,), segment, threads, redo) for spec in todo if spec not in pending]
 
 
-def _run_here(units: list[Unit], log: ResumeLog, outcome: ExperimentOutcome, retries: int, progress: bool,
+def _run_here(units: list[Unit], outcome: ExperimentOutcome, retries: int, progress: bool,
               on_unit: Callable[[Unit, str], None] | None) -> None:
     """In this process, stage by stage over every run (a ``runs``-scope stage sees them all at once)."""
     alive = list(units)
     for index in range(len(units[0].stages)):
         stage, cfg = units[0].stages[index]
-        key = stage.key_of(cfg)
-        todo = [u for u in alive if not log.done(u.run.id, stage.name, key, _defaults(stage))]
+        redo = stage.name in units[0].redo
+        todo = [u for u in alive if not _done(Path(u.out), u.run.id, stage, cfg, redo)]
         if not todo:
             continue
         bar = tqdm(total=len(todo), desc=stage.name, unit="run", disable=not progress or len(todo) < 2,
@@ -290,9 +375,9 @@ def _run_here(units: list[Unit], log: ResumeLog, outcome: ExperimentOutcome, ret
             if not todo:
                 break
             if stage.scope == "runs":
-                todo = _attempt(todo, stage, cfg, log, outcome)
+                todo = _attempt(todo, stage, cfg, outcome)
             else:
-                todo = [u for u in todo if _attempt([u], stage, cfg, log, outcome)]
+                todo = [u for u in todo if _attempt([u], stage, cfg, outcome)]
             bar.update(bar.total - len(todo) - bar.n)
             if todo and attempt < retries:
                 outcome.retried += [u.run.id for u in todo if u.run.id not in outcome.retried]
@@ -309,26 +394,29 @@ def _run_here(units: list[Unit], log: ResumeLog, outcome: ExperimentOutcome, ret
             on_unit(u, "done")
 
 
-def _attempt(units: list[Unit], stage: Stage, cfg: Any, log: ResumeLog, outcome: ExperimentOutcome) -> list[Unit]:
+def _attempt(units: list[Unit], stage: Stage, cfg: Any, outcome: ExperimentOutcome) -> list[Unit]:
     """Run ``stage`` on ``units`` (all at once for a ``runs``-scope stage); returns the units that failed."""
-    key = stage.key_of(cfg)
-    for u in units:
-        log.start(u.run.id, stage.name, key)
-    runs = [RunDir.open(Path(u.out) / "runs" / u.run.id) for u in units]
-    t0 = time.perf_counter()
+    out = Path(units[0].out)
+    runs = [RunDir.open(out / "runs" / u.run.id) for u in units]
     owner = units[0].run.id if len(units) == 1 else EXPERIMENT
-    try:
-        with torch_threads(units[0].threads), _output_to(Path(units[0].out) / "logs" / f"{owner}.log"):
-            _call(stage, runs, cfg)
-    except Exception as exc:
-        error = _error(exc)
+    error: str | None = None
+    with torch_threads(units[0].threads), _output_to(out / "logs" / f"{owner}.log"):
+        if stage.scope == "runs":
+            error = _run_together(ResumeLog(out), stage, runs, cfg)
+        else:
+            try:
+                ran = run_stage(runs[0], stage, cfg, redo=stage.name in units[0].redo).ran
+            except Exception as exc:
+                error = _error(exc)
+            else:
+                if not ran:  # done meanwhile (another process's call): nothing to do here
+                    outcome.skipped.append((units[0].run.id, stage.name))
+                    return []
+    if error is not None:
         for u in units:
-            log.fail(u.run.id, stage.name, time.perf_counter() - t0, error)
             outcome.failed[u.run.id] = error
         return units
-    seconds = time.perf_counter() - t0
     for u in units:
-        log.finish(u.run.id, stage.name, seconds / len(units))
         outcome.ran.append((u.run.id, stage.name))
         outcome.failed.pop(u.run.id, None)
     return []
@@ -337,7 +425,6 @@ def _attempt(units: list[Unit], stage: Stage, cfg: Any, log: ResumeLog, outcome:
 def _run_on(engine: Any, units: list[Unit], outcome: ExperimentOutcome, retries: int,
             on_unit: Callable[[Unit, str], None] | None) -> None:
     _check_picklable(units)
-    log = ResumeLog(outcome.out)
     todo = list(units)
     for attempt in range(retries + 1):
         if not todo:
@@ -345,7 +432,7 @@ def _run_on(engine: Any, units: list[Unit], outcome: ExperimentOutcome, retries:
         again = []
         for unit, result, error in engine.map(run_unit, todo):
             # A unit that failed may have finished some of its runs: only the others count as failed.
-            ids = [r.id for r in unit.runs if error is None or not _all_done(r, unit.stages, log)]
+            ids = [r.id for r in unit.runs if error is None or not _all_done(outcome.out, r, unit.stages)]
             if error is None:
                 outcome.ran += [tuple(x) for x in (result or {}).get("ran", [])]
                 for rid in ids:
@@ -380,18 +467,20 @@ def _record_lost(unit: Unit, error: str) -> None:
     """A worker that died (its job cancelled or killed, its node lost) left its stage ``running`` in the log,
     with no error: record the engine's account of it there. A stage that raised has recorded its own."""
     log = ResumeLog(Path(unit.out))
-    for spec in unit.runs:
-        for stage, _ in unit.stages:
-            entry = log.entry(spec.id, stage.name)
-            if entry is not None and entry["status"] == "running":
-                started = datetime.fromisoformat(entry["started"]) if entry.get("started") else datetime.now(UTC)
-                log.fail(spec.id, stage.name, (datetime.now(UTC) - started).total_seconds(), error)
+    holder = lock_holder(unit.out)  # this call's: a run lock the lost worker left on another node is taken over
+    with on_behalf_of(None if holder is None else holder.token):
+        for spec in unit.runs:
+            for stage, _ in unit.stages:
+                entry = log.entry(spec.id, stage.name)
+                if entry is not None and entry["status"] == "running":
+                    started = datetime.fromisoformat(entry["started"]) if entry.get("started") else datetime.now(UTC)
+                    log.fail(spec.id, stage.name, (datetime.now(UTC) - started).total_seconds(), error)
 
 
 def _experiment_stage(stage: Stage, cfg: Any, context: ExperimentDir, log: ResumeLog, outcome: ExperimentOutcome,
-                      threads: int | None) -> None:
+                      threads: int | None, redo: bool = False) -> None:
     key = stage.key_of(cfg)
-    if log.done(EXPERIMENT, stage.name, key, _defaults(stage)) and not stage.always:
+    if not redo and log.done(EXPERIMENT, stage.name, key, _defaults(stage)) and not stage.always:
         outcome.skipped.append((EXPERIMENT, stage.name))
         return
     log.start(EXPERIMENT, stage.name, key)
@@ -468,4 +557,5 @@ def stage_rows(out: str | Path) -> list[dict[str, Any]]:
             for r in ResumeLog(Path(out)).records()]
 
 
-__all__ = ["ExperimentOutcome", "Unit", "run_canonical_grid", "run_experiment", "run_unit", "stage_rows"]
+__all__ = ["ExperimentOutcome", "StageRun", "Unit", "run_canonical_grid", "run_experiment", "run_stage", "run_unit",
+           "stage_rows"]

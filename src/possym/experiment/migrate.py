@@ -12,7 +12,11 @@ have since changed runs again, as it would have then.
   marked stage is recorded with the settings ``trial.json`` holds; ``trials/`` becomes ``trials.v1/``;
 - a canonical grid (``OUT/runs/TASK/CONDITION/seedS`` with ``canonical.json``): each cell moves to
   ``OUT/runs/CONDITION-TASK-sS`` and its analysis is rewritten as the ``canonical_cell`` stage's;
-- a run's table whose column has been renamed since (:data:`RENAMED_COLUMNS`) gets today's header.
+- a run's table whose column has been renamed since (:data:`RENAMED_COLUMNS`) gets today's header;
+- the resume log of the first executor (``OUT/log/ID.json``, a run's entries beside the run): each run's
+  entries move into the run's own memo, ``OUT/runs/ID/resume.json``, which the CLI consults too; a per-step
+  stage's (``score``, ``lengthgen``) records the checkpoints its settings asked for as done; the old file
+  is kept as ``OUT/log.v1/ID.json``.
 
 :func:`migrate` is called by :func:`~possym.experiment.executor.run_experiment` on every call and does
 nothing on a directory already in today's layout.
@@ -25,10 +29,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from possym.errors import PossymError
 from possym.experiment.config import Experiment
 from possym.runs import RunDir, atomic_write_text
-from possym.stages.log import EXPERIMENT, ResumeLog
-from possym.stages.registry import get_stage
+from possym.stages.log import EXPERIMENT, ResumeLog, run_memo
+from possym.stages.registry import Stage, get_stage
 
 # Columns of a run's tables renamed since they were written: (artifact, old name, new name).
 RENAMED_COLUMNS = (("purity", "max_accuracy_step", "best_step"),)
@@ -44,7 +49,53 @@ def migrate(out: Path, exp: Experiment) -> list[str]:
         done += _sweep(out, exp)
     if any(p.is_file() for p in (out / "runs").glob("*/*/seed*/canonical.json")):
         done += _canonical(out, exp)
+    done += _run_logs(out)
     return done + _columns(out)  # after the moves: the runs are all in OUT/runs now
+
+
+def _run_logs(out: Path) -> list[str]:
+    """Move each run's entries from ``OUT/log/ID.json`` into the run's memo (module docstring); an entry the
+    run's memo holds already is newer and stays."""
+    notes = []
+    for file in sorted((out / "log").glob("*.json")):
+        if file.stem == EXPERIMENT:
+            continue
+        run = out / "runs" / file.stem
+        if (run / "config.yaml").is_file():
+            memo = run_memo(run)
+            entries = json.loads(file.read_text()).get("stages", {})
+            with memo.update() as stages:
+                for name, entry in entries.items():
+                    moved = None if name in stages else _per_step_entry(run, name, entry)
+                    if moved is not None:
+                        stages[name] = moved
+            notes.append(f"moved the resume log {file} into {memo.file}")
+        (out / "log.v1").mkdir(exist_ok=True)
+        os.replace(file, out / "log.v1" / file.name)
+    return notes
+
+
+def _per_step_entry(run: Path, name: str, entry: dict[str, Any]) -> dict[str, Any] | None:
+    """An old entry as today's: a per-step stage's ``steps`` setting becomes the checkpoints done (None: the
+    entry is dropped and the stage reruns, when its settings no longer read)."""
+    try:
+        stage = get_stage(name)
+    except PossymError:
+        return entry  # a stage of a notebook's, not registered now: kept as it was
+    if not stage.per_step:
+        return entry
+    settings = dict(entry["settings"])
+    try:
+        steps = _steps(stage, run, stage.settings_from(settings)) if entry["status"] == "done" else []
+    except (PossymError, ValueError, TypeError):
+        return None
+    settings.pop("steps", None)
+    return {**entry, "settings": settings, "steps": steps}
+
+
+def _steps(stage: Stage, run: Path, cfg: Any) -> list[int] | None:
+    """The checkpoints of ``run`` a per-step stage's ``cfg`` asks for (None for another stage)."""
+    return sorted(stage.steps_of(RunDir.open(run), cfg)) if stage.per_step else None
 
 
 def _columns(out: Path) -> list[str]:
@@ -71,7 +122,11 @@ def _mark(log: ResumeLog, owner: str, name: str, old: Any, exp: Experiment) -> b
     key = stage.key_of(old)
     if key != stage.key_of(exp.stage(name)):
         return False
-    log.mark_done(owner, name, key)
+    try:
+        steps = None if owner == EXPERIMENT else _steps(stage, log.out / "runs" / owner, old)
+    except PossymError:
+        return False
+    log.mark_done(owner, name, key, steps=steps)
     return True
 
 
@@ -133,7 +188,8 @@ def _sweep(out: Path, exp: Experiment) -> list[str]:
             if name == "train":
                 _mark(log, state.name, "train", get_stage("train").settings_from({}), exp)
                 continue
-            plain = dict(recorded.get(name) or {})
+            # "force" was a setting of some stages; redo is the executor's now, and force never changed a result
+            plain = {k: v for k, v in (recorded.get(name) or {}).items() if k != "force"}
             if name == "lengthgen" and "curve" in plain:  # the stage's nested form, flattened
                 plain = {**plain.pop("curve"), **plain}
             try:

@@ -1,12 +1,14 @@
 """Stages: each capability of the pipeline as one library function with a typed config.
 
-The ``possym`` command, ``possym reproduce`` and sweep trials call these, and so can a notebook:
+A notebook can call these directly. ``possym reproduce``, sweeps, ``possym score|lengthgen|discrepancy``
+and :class:`possym.Run` run a registered stage through :func:`possym.experiment.run_stage` instead, which
+consults the run's memo (RUN/resume.json) so that nothing done is done again:
 
 - :func:`possym.stages.data.task_instances` (instances to look at, or to write with `write_jsonl`);
 - :func:`possym.stages.train.train_run` (a run directory to its last step) and
   :func:`possym.stages.train.train_runs` (many, in groups that share one batched step);
 - :func:`possym.stages.score.score_run` with :class:`~possym.stages.score.ScoreConfig`;
-- :func:`possym.stages.lengthgen.length_curve` with :class:`~possym.evaluate.lengthgen.LengthGenConfig`;
+- :func:`possym.stages.lengthgen.measure_curves` with :class:`~possym.stages.lengthgen.LengthStageConfig`;
 - :func:`possym.stages.dilution.dilution_run` with :class:`~possym.stages.dilution.DilutionConfig`;
 - :func:`possym.stages.length_protocol.protocol_curves` and ``protocol_table`` with
   :class:`~possym.stages.length_protocol.LengthProtocolConfig`;

@@ -2,10 +2,10 @@
 
 - ``canonical_cell`` (run scope, :class:`~possym.canonical.grid.CellConfig`): accuracy by answer
   position at 1x, 2x, 4x the training length, the exact scores, frequency use and plane geometry of
-  one trained toy head, cached in ``RUN/canonical.json``;
+  one trained toy head, written to ``RUN/canonical.json``;
 - ``canonical_report`` (experiment scope, :class:`~possym.canonical.grid.CanonicalGridConfig`):
   Theorem 7's curves, the verdicts, the tables and the figures from every cell, into the experiment
-  directory, rebuilt on every call (from the cells' cached analyses). A cell's condition is its run's variant.
+  directory, rebuilt on every call (from the analyses the cells hold). A cell's condition is its run's variant.
 
 Example:
     >>> from possym.stages.registry import get_stage
@@ -29,6 +29,7 @@ from possym.canonical.grid import (
     analyse_cell,
     cell_rows,
     grid_to_dict,
+    read_cell,
     wmax_rows,
 )
 from possym.canonical.plots import save_figures
@@ -49,7 +50,7 @@ def canonical_report(exp: ExperimentDir, grid: CanonicalGridConfig) -> GridResul
         if exp.variants.get(rid, "") not in grid.condition_names:
             raise PossymError(f"run {rid}: its variant {exp.variants.get(rid)!r} is not a condition of the grid "
                               f"{grid.condition_names}")
-        cells.append((exp.tasks[rid], exp.variants[rid], exp.seeds[rid], analyse_cell(run, cell)))
+        cells.append((exp.tasks[rid], exp.variants[rid], exp.seeds[rid], read_cell(run, cell)))
     return grid_report(grid, cells, exp.path)
 
 

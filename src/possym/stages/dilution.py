@@ -7,7 +7,8 @@
   with the extra window knocked out one layer at a time (and in every layer at once);
 - ``sharpen.csv``: :func:`possym.evaluate.window_interventions.sharpened_accuracy`, accuracy by hop count
   with the logits of the symbolic layers (and of every layer) times β, for each β of ``betas``;
-- ``dilution.json``: the settings, the checkpoint and the layers that were sharpened.
+- ``dilution.json``: the settings, the checkpoint and the layers that were sharpened (a record; whether the
+  stage is done is the run's memo's to say, :func:`possym.experiment.run_stage`).
 
 Reading them: dilution predicts that ``next_hop`` falls as ``extra_mass`` grows, that knocking the window
 out restores the K = 0 accuracy, and that a β near 1.3–1.5 recovers it. Mass on the window that stays
@@ -72,7 +73,6 @@ class DilutionConfig:
     token_budget: int = 2**18
     threads: int | None = None
     device: str = "auto"
-    force: bool = False
 
     def __post_init__(self) -> None:
         self.curve()  # validates grid, n, n_prefixes, extra_tokens, token_budget
@@ -162,13 +162,12 @@ def _layer_sets(run: RunDir, step: int, cfg: DilutionConfig, n_layers: int
 
 
 def _settings(cfg: DilutionConfig) -> dict[str, Any]:
-    keep = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("threads", "device", "force")}
+    keep = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("threads", "device")}
     return json.loads(json.dumps(keep))  # tuples as lists, as the file holds them
 
 
 def dilution_run(run: RunDir, cfg: DilutionConfig | None = None) -> DilutionResult:
-    """The three tables of ``run`` at ``cfg.step`` (module docstring), read back when already measured with the
-    same settings at the same checkpoint (``force`` remeasures). A measurement holds the run's writer lock
+    """The three tables of ``run`` at ``cfg.step`` (module docstring), measured. Holds the run's writer lock
     (:meth:`RunDir.writing`: refused, naming the holder, while another process writes the run)."""
     cfg = cfg or DilutionConfig()
     task = run.config.task
@@ -182,12 +181,7 @@ def dilution_run(run: RunDir, cfg: DilutionConfig | None = None) -> DilutionResu
     out = run.path / SUBDIR
     record_file = out / "dilution.json"
     settings = _settings(cfg)
-    if not cfg.force and record_file.is_file() and all((out / f).is_file() for f in FILES):
-        stored = json.loads(record_file.read_text())
-        if stored.get("settings") == settings and stored.get("step") == at:
-            return DilutionResult(str(run.path), at, {k: tuple(v) for k, v in stored["sharpened"].items()},
-                                  tuple(str(out / f) for f in FILES))
-    with run.writing():  # a measurement writes into RUN; a stored one above is only read
+    with run.writing():
         with torch_threads(cfg.threads):
             model = run.load_model(at, device=resolve_device(cfg.device))
             curve = cfg.curve()

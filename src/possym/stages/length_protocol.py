@@ -6,7 +6,8 @@ curves under every reading, and the table of how each reading moves the paper's 
   hop-mix reading derived from the per-hop rows), on a grid that holds both the paper's K values and
   K = L − 17 for each paper length L (so the x-axis can be read as K or as total length). RUN/length_protocol/
   curves.csv (length-curve rows plus ``extra_tokens``, ``hop_mix``, ``checkpoint``, ``step``) and
-  protocol.json (the settings; read back when they are the same, unless ``force``).
+  protocol.json (the settings and the checkpoints, a record; whether the stage is done is the run's memo's
+  to say, :func:`possym.experiment.run_stage`).
 - ``length_protocol_table`` (experiment scope): :func:`protocol_table` reads every run's curves and writes
   EXP/length_protocol/claims.csv (:func:`possym.report.length_protocol.length_claim_table`: per claim and
   reading, the seeds' mean, range and verdict) and claims_by_reading.csv (one row per claim, a column per
@@ -63,7 +64,6 @@ class LengthProtocolConfig:
     token_budget: int = 2**18
     threads: int | None = None
     device: str = "auto"
-    force: bool = False
 
     def __post_init__(self) -> None:
         self.curve("targets")  # validates the grid, n, n_prefixes and token_budget
@@ -82,24 +82,20 @@ class LengthProtocolConfig:
 
 
 def _settings(cfg: LengthProtocolConfig) -> dict[str, Any]:
-    keep = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("threads", "device", "force")}
+    keep = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("threads", "device")}
     return json.loads(json.dumps(keep))
 
 
 def protocol_curves(run: RunDir, cfg: LengthProtocolConfig | None = None) -> pd.DataFrame:
-    """The run's length curves under every reading of ``cfg`` (module docstring), measured once and then read
-    from RUN/length_protocol/curves.csv. A measurement holds the run's writer lock (:meth:`RunDir.writing`:
-    refused, naming the holder, while another process writes the run)."""
+    """The run's length curves under every reading of ``cfg`` (module docstring), measured into
+    RUN/length_protocol/curves.csv. Holds the run's writer lock (:meth:`RunDir.writing`: refused, naming the
+    holder, while another process writes the run)."""
     cfg = cfg or LengthProtocolConfig()
     out = run.path / SUBDIR
     settings = _settings(cfg)
     steps = {str(s): run.resolve_step(s) for s in cfg.steps}
     record_file = out / "protocol.json"
-    if not cfg.force and record_file.is_file() and (out / "curves.csv").is_file():
-        stored = json.loads(record_file.read_text())
-        if stored.get("settings") == settings and stored.get("steps") == steps:
-            return pd.read_csv(out / "curves.csv")
-    with run.writing():  # a measurement writes into RUN; a stored one above is only read
+    with run.writing():
         frames = []
         measured: dict[int, pd.DataFrame] = {}  # best and final may be one checkpoint: measured once
         with torch_threads(cfg.threads):

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import logging
 import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -45,9 +46,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from possym.config import EXECUTION_KEYS
-from possym.errors import ConfigError
+from possym.errors import ConfigError, RunError
 from possym.runs import RunDir
 from possym.settings import from_dict, section_values
+
+log = logging.getLogger(__name__)
 
 Scope = Literal["run", "runs", "experiment"]
 SCOPES = ("run", "runs", "experiment")
@@ -89,7 +92,12 @@ class Stage:
     its curve's settings); by default every field is a key. ``plan(runs, cfg, workers)``: for a ``runs``
     stage, the groups (lists of indices into ``runs``) that must stay together in one unit of work on an
     engine that runs ``workers`` units at once (training groups that share a batched step); None: any
-    split will do.
+    split will do. ``per_step``: a run-scope stage whose work is per checkpoint: its config has ``steps``
+    (None: every checkpoint; else step numbers, ``"best"``, ``"final"``) and its function takes
+    ``keep=(step, ...)``, the checkpoints whose outputs already in the run it keeps; the memo records the
+    steps done, so that asking for more runs only the new ones (:func:`possym.experiment.run_stage`).
+    ``step_settings``: the settings a per-step stage's per-checkpoint outputs depend on (None: all); a
+    change in another (score's figures) reruns the stage's per-call part alone, keeping every step done.
     """
 
     name: str
@@ -101,12 +109,16 @@ class Stage:
     to_dict: Callable[[Any], dict[str, Any]] | None = None
     plan: Callable[[list[RunDir], Any, int], list[list[int]]] | None = None
     summary: str = ""
+    per_step: bool = False
+    step_settings: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.scope not in SCOPES:
             raise ConfigError(f"stage {self.name!r}: scope={self.scope!r}; allowed: {SCOPES}")
         if not dataclasses.is_dataclass(self.config):
             raise ConfigError(f"stage {self.name!r}: its config must be a dataclass, not {self.config!r}")
+        if self.per_step and (self.scope != "run" or "steps" not in {f.name for f in dataclasses.fields(self.config)}):
+            raise ConfigError(f"stage {self.name!r}: a per-step stage is run-scope and its config has a steps field")
 
     def settings_from(self, data: Mapping[str, Any] | None) -> Any:
         """The typed config from plain settings (None: the defaults); unknown keys name the known ones."""
@@ -131,8 +143,26 @@ class Stage:
 
     def key_of(self, cfg: Any) -> dict[str, Any]:
         """What the resume log compares: the settings less :data:`possym.config.EXECUTION_KEYS`, so a rerun
-        with more threads or on another device does not redo finished work."""
-        return {k: v for k, v in self.settings_of(cfg).items() if k not in EXECUTION_KEYS}
+        with more threads or on another device does not redo finished work; a per-step stage's ``steps`` too,
+        as the memo records the steps done beside the settings (:meth:`steps_of`)."""
+        skip = (*EXECUTION_KEYS, "steps") if self.per_step else EXECUTION_KEYS
+        return {k: v for k, v in self.settings_of(cfg).items() if k not in skip}
+
+    def steps_of(self, run: RunDir, cfg: Any) -> list[int]:
+        """The checkpoints a per-step stage's ``cfg`` asks of ``run``, resolved (``"best"`` to a number), in
+        order and once each."""
+        asked = cfg.steps
+        steps = run.checkpoint_steps() if asked is None else [run.resolve_step(s) for s in asked]
+        if not steps:
+            raise RunError(f"{run.path} has no checkpoints yet")
+        if asked is None and run.missing_checkpoints():
+            log.warning("possym: %s lacks the checkpoints of steps %s; %s does the %d there are", run.path,
+                        run.missing_checkpoints(), self.name, len(steps))
+        return list(dict.fromkeys(steps))
+
+    def narrowed(self, cfg: Any, steps: list[int]) -> Any:
+        """``cfg`` asking for ``steps`` alone (what a per-step stage still has to do)."""
+        return dataclasses.replace(cfg, steps=tuple(steps))
 
 
 _REGISTRY: dict[str, Stage] = {}

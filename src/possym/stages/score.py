@@ -4,8 +4,6 @@ The library half of ``possym score RUN`` and of the ``score`` stage of ``reprodu
 Writes into RUN (file names from :data:`possym.runs.ARTIFACTS`):
 
   scores.csv          :class:`~possym.records.ScoreRecord` per step, query, layer, head
-  scores.json         the settings scores.csv was made with; steps already scored with the same
-                      settings are reused, unless ``force``
   purity.csv          :class:`~possym.records.PurityRecord` per γ and head
   purity_tally.csv    :class:`~possym.records.TallyRecord` per γ and step (Fig. 2C, 7)
   frequency_use.csv   at the table step: use per (layer, head, frequency ID)            (Fig. 8)
@@ -14,6 +12,10 @@ Writes into RUN (file names from :data:`possym.runs.ARTIFACTS`):
   figures/            fig2_dynamics, fig3_hop_attention, fig4b_geometry, fig6_scores, fig7_purity,
                       fig8_frequency_use (PNG and SVG), with ``figures=True``
 
+A per-step stage: run through :func:`possym.experiment.run_stage` (as ``possym score`` and every experiment
+do), the run's memo (``RUN/resume.json``) records the checkpoints scored with these settings, so that
+asking for more scores only the new ones; ``keep`` names the checkpoints whose rows are kept.
+
 Example:
     >>> result = score_run(RunDir.open("runs/demo/number"), ScoreConfig(n_inputs=30))   # doctest: +SKIP
     >>> [r for r in result.scores if r.step == result.table_step and r.layer == 0]      # doctest: +SKIP
@@ -21,8 +23,6 @@ Example:
 
 from __future__ import annotations
 
-import json
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -40,11 +40,9 @@ from possym.records import (
     Table1Record,
     TallyRecord,
 )
-from possym.runs import RunDir, StepSpec, atomic_write_text
+from possym.runs import RunDir, StepSpec
 from possym.scores.metric import COSINES, TAU
 from possym.stages.registry import Stage
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -55,7 +53,7 @@ class ScoreConfig:
     tau: swap temperature (paper: 1e-4). block_size: tokens per swapped block (paper A: 1).
     hops: also score every hop position as a query. frequency: frequency use, Table 1 and per-plane
     scores at ``table_step`` (a number, ``"best"`` or ``"final"``). steps: checkpoints to score
-    (None: all). force: re-score steps already in scores.csv. device: where the models and the engine
+    (None: all). device: where the models and the engine
     run (:func:`possym.devices.resolve_device`; the engine works in float64, which MPS lacks).
     cosine: ``"exact"`` (the paper's formula) or ``"torch"`` (the authors' ``F.cosine_similarity``;
     :mod:`possym.scores.metric`). figures: draw the figures into RUN/figures. threads: torch threads while
@@ -71,7 +69,6 @@ class ScoreConfig:
     figures: bool = True
     table_step: StepSpec = "final"
     steps: tuple[int, ...] | None = None
-    force: bool = False
     threads: int | None = 1  # the engine works on small tensors: 1 is fastest on a busy CPU; None: the caller's
     cosine: str = "exact"
     device: str = "cpu"
@@ -88,11 +85,6 @@ class ScoreConfig:
         if self.steps is not None:
             object.__setattr__(self, "steps", tuple(sorted({int(s) for s in self.steps})))
 
-    def settings(self) -> dict:
-        """What scores.csv depends on (recorded in scores.json; equal settings reuse its rows)."""
-        return {"n_inputs": self.n_inputs, "seed": self.seed, "tau": self.tau, "block_size": self.block_size,
-                "hops": self.hops, "cosine": self.cosine}
-
 
 @dataclass(frozen=True)
 class ScoreResult:
@@ -106,56 +98,41 @@ class ScoreResult:
     n_inputs: int
 
 
-def cached_scores(run: RunDir, cfg: ScoreConfig) -> list[ScoreRecord]:
-    """Rows of an earlier scoring made with the same settings (else none)."""
-    settings_file = run.artifact("scores_settings")
-    # Files written before the cosine was a setting were scored with the exact one.
-    if not settings_file.is_file() or {"cosine": "exact", **json.loads(settings_file.read_text())} != cfg.settings():
-        return []
-    return run.read("scores", ScoreRecord)
-
-
-def score_run(run: RunDir, cfg: ScoreConfig = ScoreConfig(),
-              progress: Callable[[int], None] | None = None) -> ScoreResult:
-    """Score the run's checkpoints (reusing those already scored with ``cfg``'s settings), write the
-    score, purity and frequency tables, and the figures if asked; ``progress(step)`` after each checkpoint.
+def score_run(run: RunDir, cfg: ScoreConfig = ScoreConfig(), progress: Callable[[int], None] | None = None,
+              keep: tuple[int, ...] = ()) -> ScoreResult:
+    """Score the checkpoints ``cfg.steps`` asks for (None: all), keep the rows of scores.csv at the steps
+    ``keep`` (scored before with these settings: the memo knows, :func:`possym.experiment.run_stage`), write
+    the score, purity and frequency tables, and the figures if asked; ``progress(step)`` after each checkpoint.
 
     Holds the run's writer lock (:meth:`RunDir.writing`): while training or another scoring writes into
     the run, this is refused (:class:`~possym.errors.LockError`, naming the holder) before any work."""
     # torch_threads restores the thread count after: the caller's process is left as it was.
     with run.writing(), torch_threads(cfg.threads):
-        return _score_run(run, cfg, progress)
+        return _score_run(run, cfg, progress, keep)
 
 
-def _score_run(run: RunDir, cfg: ScoreConfig = ScoreConfig(),
-              progress: Callable[[int], None] | None = None) -> ScoreResult:
+def _score_run(run: RunDir, cfg: ScoreConfig, progress: Callable[[int], None] | None,
+               keep: tuple[int, ...]) -> ScoreResult:
     from possym.scores.checkpoints import purity_tables, score_checkpoints, score_inputs
     from possym.scores.dynamics import normalise_entropy
 
     available = run.checkpoint_steps()
     if not available:
         raise PossymError(f"{run.path} has no checkpoints yet")
-    steps = list(cfg.steps) if cfg.steps else available
-    if not cfg.steps and run.missing_checkpoints():
-        log.warning("possym: %s lacks the checkpoints of steps %s; scoring the %d there are", run.path,
-                    run.missing_checkpoints(), len(available))
+    steps = available if cfg.steps is None else list(cfg.steps)  # () when only the tables are redone
     missing = sorted(set(steps) - set(available))
     if missing:
         raise PossymError(f"no checkpoints for steps {missing}; available: {available}")
     table_step = run.resolve_step(cfg.table_step)
     samples = score_inputs(run.config.task, run.config.seeds.data, cfg.n_inputs, cfg.seed)
 
-    previous = cached_scores(run, cfg)
-    kept = [r for r in previous if not (cfg.force and r.step in steps)]
-    done = {r.step for r in kept}
-    todo = [s for s in steps if s not in done]
-    fresh = score_checkpoints(run, todo, samples, tau=cfg.tau, block_size=cfg.block_size, hops=cfg.hops,
+    kept = [r for r in run.read("scores", ScoreRecord) if r.step in set(keep) - set(steps)] if keep else []
+    fresh = score_checkpoints(run, steps, samples, tau=cfg.tau, block_size=cfg.block_size, hops=cfg.hops,
                               progress=progress, cosine=cfg.cosine, device=resolve_device(cfg.device))  # type: ignore[arg-type]
     # Entropy is normalised across every step of the run, so it is recomputed over kept + fresh rows.
     rows = kept + [ScoreRecord.from_dict(r) for r in fresh]
     scores = normalise_entropy(sorted(rows, key=lambda r: (r.step, r.query, r.layer, r.head)))
     run.write("scores", scores)
-    atomic_write_text(run.artifact("scores_settings"), json.dumps(cfg.settings(), indent=2) + "\n")
 
     purity, tallies = purity_tables(scores, run.best(), GAMMAS)
     run.write("purity", purity)
@@ -164,7 +141,7 @@ def _score_run(run: RunDir, cfg: ScoreConfig = ScoreConfig(),
     table1: list[Table1Record] = []
     if cfg.frequency and run.config.model.rot_dim > 0:
         table1 = frequency_tables(run, table_step, samples, cfg)
-    result = ScoreResult(scores, purity, tallies, table1, table_step, run.best(), len(todo), len(samples))
+    result = ScoreResult(scores, purity, tallies, table1, table_step, run.best(), len(steps), len(samples))
     if cfg.figures:
         score_figures(run, result, samples, cfg)
     return result
@@ -255,5 +232,6 @@ def score_figures(run: RunDir, result: ScoreResult, samples, cfg: ScoreConfig) -
     return list(figs)
 
 
-STAGE = Stage("score", ScoreConfig, score_run, scope="run",
+STAGE = Stage("score", ScoreConfig, score_run, scope="run", per_step=True,
+              step_settings=("n_inputs", "seed", "tau", "block_size", "hops", "cosine"),
               summary="positional/symbolic scores of every checkpoint, purity, frequency use (Table 1)")

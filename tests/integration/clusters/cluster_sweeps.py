@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -14,6 +13,7 @@ from pathlib import Path
 import yaml
 
 import possym
+from possym.stages.log import ResumeLog
 
 SRC = Path(possym.__file__).resolve().parents[1]  # the possym under test, for the cluster's own processes
 STEPS = 4000  # ~25 s a run: a job Slurm takes seconds to kill, and one orphaned, are still training
@@ -48,8 +48,8 @@ VOLATILE = ("time", "eval_s", "monitor_s")  # wall-clock facts, which differ bet
 
 
 def resume_log(out: Path, rid: str) -> dict:
-    """The run's resume log (OUT/log/ID.json): stage -> {status, attempts, error, ...}."""
-    return json.loads((out / "log" / f"{rid}.json").read_text())["stages"]
+    """The run's resume log (OUT/runs/ID/resume.json): stage -> {status, attempts, error, ...}."""
+    return ResumeLog(out).memo(rid).read()
 
 
 def assert_same_results(out: Path, ref: Path, rid: str) -> None:

@@ -7,6 +7,7 @@ import pytest
 
 from possym.cli import main
 from possym.config import ConfigError
+from possym.experiment import run_stage
 from possym.records import ScoreRecord
 from possym.report.length_protocol import ORDER_CLAIM, accuracy_claim, claims_by_reading, length_claim_values
 from possym.runs import RunDir
@@ -54,8 +55,10 @@ def test_dilution_writes_three_tables_that_agree_and_skips_a_number_run(runs):
     at0 = knockout[knockout.extra == 0].groupby("n_hops").correct.nunique()
     assert (at0 == 1).all()
 
+    # Through the run's memo, a second call with the same settings is read back, not measured again.
+    assert run_stage(run, "dilution", cfg).result == [result]
     stamp = (run.path / "dilution" / "attention.csv").stat().st_mtime_ns
-    assert dilution_run(run, cfg).files == result.files  # same settings: read back
+    assert not run_stage(run, "dilution", cfg).ran
     assert (run.path / "dilution" / "attention.csv").stat().st_mtime_ns == stamp
 
     skipped = dilution_run(runs["number"], cfg)
@@ -130,20 +133,3 @@ def test_length_protocol_curves_and_the_claims_table(runs, tmp_path):
     # extra tokens x hop mix x x-axis, at the final checkpoint only: none is the pre-registered (best) reading
     assert len(named) == 2 * 2 * 2
     assert all(len(est) == 1 for est in named.values())  # one seed per task here
-
-
-def test_a_letter_curve_from_before_the_balance_fix_is_remeasured_and_a_number_curve_is_not(runs):
-    from possym.evaluate.lengthgen import LengthGenConfig
-    from possym.stages.lengthgen import length_curve
-
-    cfg = LengthGenConfig(grid=(0, 10), n=4, n_prefixes=2)
-    for task, remeasured in (("letter", True), ("number", False)):
-        run = runs[task]
-        length_curve(run, cfg)
-        file = run.path / "lengthgen.json"
-        record = json.loads(file.read_text())
-        assert record.pop("protocol") == 2
-        file.write_text(json.dumps(record))  # as protocol 1 wrote it
-        stamp = (run.path / "lengthgen.csv").stat().st_mtime_ns
-        length_curve(run, cfg)
-        assert ((run.path / "lengthgen.csv").stat().st_mtime_ns != stamp) == remeasured, task

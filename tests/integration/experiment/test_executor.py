@@ -16,6 +16,7 @@ from possym.errors import PossymError
 from possym.experiment import apply_overrides, experiment_from_dict, run_experiment
 from possym.experiment.reproduce import reproduction
 from possym.runs import RunDir
+from possym.stages.log import ResumeLog
 from possym.stages.registry import Stage, get_stage, register_stage, unregister_stage
 from possym.sweep.engines import LocalEngine
 from possym.sweep.run import run_sweep
@@ -119,7 +120,7 @@ def test_a_failing_run_is_retried_then_reported_and_the_others_and_the_experimen
     assert outcome.retried == ["number-s1"]
     assert (tmp_path / "runs" / "number-s0" / "count.json").exists()
     assert not (tmp_path / "runs" / "number-s1" / "count.json").exists()  # later stages leave it out
-    entry = json.loads((tmp_path / "log" / "number-s1.json").read_text())["stages"]["fails_for_seed_1"]
+    entry = ResumeLog(tmp_path).entry("number-s1", "fails_for_seed_1")
     assert entry["status"] == "failed" and entry["attempts"] == 2
 
 
@@ -173,7 +174,7 @@ def test_runs_that_train_as_one_group_share_a_unit_and_a_failure_in_one_leaves_t
     assert engine.units == ["number-s0+1", "number-s1"]
     assert list(outcome.failed) == ["number-s1"] and outcome.retried == ["number-s1"]
     assert (tmp_path / "runs" / "number-s0" / "count.json").exists()  # its later stage ran despite its companion
-    train = json.loads((tmp_path / "log" / "number-s0.json").read_text())["stages"]["train"]
+    train = ResumeLog(tmp_path).entry("number-s0", "train")
     assert train["status"] == "done" and train["attempts"] == 1
 
 
@@ -183,7 +184,7 @@ def test_a_stage_an_engine_cannot_ship_is_refused_by_name_before_anything_runs(t
         exp = tiny_experiment(tiny_overrides, {"lambda_stage": {}})
         with pytest.raises(PossymError, match="stage 'lambda_stage' cannot be sent to an engine's workers"):
             run_experiment(exp, tmp_path, engine=InProcessEngine(), progress=False)
-        assert not (tmp_path / "log" / "number-s0.json").exists()  # not even training started
+        assert ResumeLog(tmp_path).entry("number-s0", "train") is None  # not even training started
         assert run_experiment(exp, tmp_path, progress=False).failed == {}  # in this process it is fine
     finally:
         unregister_stage(stage.name)

@@ -18,6 +18,7 @@ from safetensors.torch import load_file
 from possym.cli import main
 from possym.records import LengthRecord
 from possym.runs import RunDir, read_csv
+from possym.stages.log import ResumeLog
 
 FAST = ["lengthgen.grid=[0,10,100]", "lengthgen.n=8", "lengthgen.n_prefixes=2", "score.n_inputs=8",
         "discrepancy.extras=[0,10]", "discrepancy.samples=4"]
@@ -30,7 +31,7 @@ def reproduce_args(out, tiny, skip=("theory", "canonical")):
 
 
 def log(out, owner):
-    return json.loads((out / "log" / f"{owner}.json").read_text())["stages"]
+    return ResumeLog(out).memo(owner).read()
 
 
 @pytest.fixture(scope="module")

@@ -66,7 +66,7 @@ SCORER = textwrap.dedent("""
     def hook(step):
         pause_or_kill(mode, flag)
 
-    score_run(run, ScoreConfig(n_inputs=4, figures=False, frequency=False, force=True), progress=hook)
+    score_run(run, ScoreConfig(n_inputs=4, figures=False, frequency=False), progress=hook)
 """)
 
 # A process that holds a directory's writer lock until its stdin closes.

@@ -127,7 +127,7 @@ def test_a_corrupt_earlier_checkpoint_names_the_way_to_re_create_it(reference, m
 def test_score_says_which_checkpoints_are_missing(reference, caplog):
     reference.checkpoint_path(10).unlink()
     assert reference.missing_checkpoints() == [10]
-    with caplog.at_level(logging.WARNING, logger="possym.stages.score"):
+    with caplog.at_level(logging.WARNING, logger="possym.stages.registry"):
         possym.open_run(reference.path).scores(n_inputs=2, frequency=False)
     assert f"{reference.path} lacks the checkpoints of steps [10]" in caplog.text
 

@@ -16,10 +16,11 @@ import possym
 from possym.config import load_config
 from possym.errors import LockError
 from possym.evaluate.lengthgen import LengthGenConfig
-from possym.experiment import apply_overrides, experiment_from_dict, run_experiment
+from possym.experiment import apply_overrides, experiment_from_dict, run_experiment, run_stage
 from possym.locks import LOCK_FILE, lock_holder, writer_lock
+from possym.records import LengthRecord
 from possym.runs import RunDir
-from possym.stages.lengthgen import length_curve
+from possym.stages.lengthgen import LengthStageConfig, measure_curves
 from possym.stages.registry import get_stage, stages
 from possym.stages.score import ScoreConfig, score_run
 from possym.sweep.engines import LocalEngine
@@ -100,7 +101,7 @@ def test_a_second_scorer_is_refused_naming_the_first_and_a_killed_scorers_lock_i
         with pytest.raises(LockError, match=refusal(reference.path, first.pid)):
             score_run(reference, ScoreConfig(**SMALL))
         with pytest.raises(LockError, match=refusal(reference.path, first.pid)):
-            length_curve(reference, CURVE)
+            measure_curves(reference, LengthStageConfig(CURVE))
     finally:
         (tmp_path / "go").touch()
     assert first.wait(timeout=300) == 0, first.stderr.read().decode()[-2000:]
@@ -110,22 +111,24 @@ def test_a_second_scorer_is_refused_naming_the_first_and_a_killed_scorers_lock_i
     assert killed.wait(timeout=300) < 0
     assert lock_holder(reference.path).pid == killed.pid, "a SIGKILL leaves the lock file behind"
     with caplog.at_level(logging.WARNING, logger="possym.locks"):
-        score_run(reference, ScoreConfig(**SMALL, force=True))
+        score_run(reference, ScoreConfig(**SMALL))
     assert f"took over the lock of {reference.path} from process {killed.pid}" in caplog.text
     assert reference.artifact("scores").read_text() == scored
     assert not (reference.path / LOCK_FILE).exists()
 
 
 def test_readers_take_no_lock_while_another_process_writes_the_run(trained):
-    score_run(trained, ScoreConfig(**SMALL))
-    stored = length_curve(trained, CURVE)
+    run_stage(trained, "score", ScoreConfig(**SMALL))
+    run_stage(trained, "lengthgen", LengthStageConfig(CURVE))
+    stored = trained.read("lengthgen", LengthRecord)
     holder = hold_lock(trained.path)
     try:
         run = possym.open_run(trained.path)
         assert not run.metrics().empty
         assert run.model("final") is not None
-        assert not run.scores(n_inputs=4).empty  # read back: scored with these settings
-        assert length_curve(trained, CURVE) == stored
+        assert not run.scores(**SMALL).empty  # read back: scored with these settings (the memo says)
+        curve = run.length_curve(grid=CURVE.grid, n=CURVE.n, n_prefixes=CURVE.n_prefixes)
+        assert curve.to_dict("records") == [p.to_dict() for p in stored]
         assert lock_holder(trained.path).pid == holder.pid
     finally:
         holder.stdin.close()

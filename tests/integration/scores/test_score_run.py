@@ -13,6 +13,7 @@ from possym.scores.checkpoints import hop_queries, score_inputs
 from possym.scores.monitor import monitor_scores
 from possym.scores.swap_and_rerun import reference_head_scores
 from possym.scores.swaps import head_scores
+from possym.stages.log import run_memo
 from possym.tasks import make_splits
 from possym.train.loop import train
 
@@ -65,7 +66,7 @@ def test_score_cli_writes_scores_purity_frequency_and_figures(tmp_path, tiny_ove
     assert main(["score", str(run.path), "score.n_inputs=40", "score.figures=false", "score.frequency=false",
                  "score.cosine=torch"]) == 0
     assert "0 already scored" in capsys.readouterr().out
-    assert '"cosine": "torch"' in (run.path / "scores.json").read_text()
+    assert run_memo(run.path).entry("score")["settings"]["cosine"] == "torch"
     assert main(["score", str(run.path), "score.cosine=cos"]) == 2
     assert "score cosine='cos' is not a cosine possym knows; allowed: ('exact', 'torch')" in capsys.readouterr().err
 

@@ -4,7 +4,6 @@ the resume log OUT/log/ID.json (each stage's status and attempts) and each run's
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -20,6 +19,7 @@ from possym.experiment.config import load_experiment
 from possym.report.claims import frequency_claims, head_claims, learning_claims, length_claims
 from possym.report.evidence import legacy_runs, load_evidence
 from possym.runs import RunDir, read_csv
+from possym.stages.log import ResumeLog
 
 SCORE = {"n_inputs": 4, "figures": False, "frequency": False}
 
@@ -44,7 +44,7 @@ def write_spec(path: Path, tiny: list[str], seeds=(0, 1), stages=None, **extra) 
 
 def log(out: Path, rid: str) -> dict:
     """The run's resume log: stage -> {status, attempts, error, ...}."""
-    return json.loads((out / "log" / f"{rid}.json").read_text())["stages"]
+    return ResumeLog(out).memo(rid).read()
 
 
 def attempts(out: Path, rid: str) -> dict[str, int]:
@@ -156,7 +156,7 @@ def test_killing_the_sweep_loses_no_finished_run_and_the_interrupted_one_resumes
     deadline = time.monotonic() + 240
 
     def first_done() -> bool:
-        return (out / "log/number-s0.json").is_file() and log(out, "number-s0")["train"]["status"] == "done"
+        return (out / "runs/number-s0/resume.json").is_file() and log(out, "number-s0")["train"]["status"] == "done"
 
     while not (first_done() and (second / "state.pt").is_file() and RunDir.open(second).load_state()["step"] >= 25):
         assert proc.poll() is None and time.monotonic() < deadline, "the sweep stopped or hung"

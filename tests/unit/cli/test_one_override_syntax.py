@@ -53,7 +53,7 @@ def test_a_run_config_is_the_same_from_the_command_line_yaml_and_python(tmp_path
 
 def test_stage_settings_are_the_same_from_the_command_line_yaml_and_python(tmp_path, monkeypatch):
     run = RunDir.create(tmp_path / "run", possym.load_config("number", None, RUN), argv=["test"])
-    monkeypatch.setattr("possym.cli.score.score_run", _capture)
+    monkeypatch.setattr("possym.cli.score.run_stage", lambda run, stage, cfg, **_kw: _capture(run, cfg))
     with pytest.raises(Captured) as cli:
         main(["score", str(run.path), *SCORE])
     spec = tmp_path / "exp.yaml"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,6 +10,7 @@ import pytest
 
 from possym.experiment.config import RunSpec, experiment_from_dict
 from possym.records import MetricsLog, MetricsRecord
+from possym.stages.log import ResumeLog
 from possym.sweep.aggregate import hop_order, summarise, summary_markdown
 from possym.sweep.run import run_sweep
 
@@ -89,7 +89,7 @@ def test_failed_runs_are_retried_a_bounded_number_of_times_then_reported(tmp_pat
     assert engine.calls == ["number-s0", "number-s1", "number-s1", "number-s1"]
     assert list(outcome.failed) == ["number-s1"] and "always fails" in outcome.failed["number-s1"]
     assert outcome.retried == ["number-s1"]  # sent round again; number-s0 succeeded at once
-    entry = json.loads((tmp_path / "log/number-s1.json").read_text())["stages"]
+    entry = ResumeLog(tmp_path).memo("number-s1").read()
     assert entry["fails_for_seed_1"]["attempts"] == 3 and entry["fails_for_seed_1"]["status"] == "failed"
     assert entry["train"]["attempts"] == 1  # the retries redo only the stage that failed
     # A second sweep skips the finished run and tries the failed one again.
@@ -115,7 +115,7 @@ def test_a_run_whose_worker_died_mid_stage_has_the_engines_account_in_its_resume
                                 "stages": {"train": {"group": False}}})
     outcome = run_sweep(exp, tmp_path, DyingEngine(), summary=False)
     assert outcome.retried == ["number-s0"] and "CANCELLED" in outcome.failed["number-s0"]
-    entry = json.loads((tmp_path / "log/number-s0.json").read_text())["stages"]["train"]
+    entry = ResumeLog(tmp_path).entry("number-s0", "train")
     # Not left 'running' with no error: failed, with what the engine saw, after two attempts.
     assert entry["status"] == "failed" and entry["attempts"] == 2 and "CANCELLED" in entry["error"]
 
