@@ -54,7 +54,10 @@ def test_a_ray_worker_node_killed_mid_run_holding_its_lock_is_retried_on_the_sur
         killed = cluster.kill(worker)  # raylet, agents and the run's worker process, at once
         died_at = time.time()
         assert pid in killed and not worker.pids()
-        assert lock_holder(run.path).pid == pid, "the killed process leaves its lock file behind"
+        # The killed process leaves its lock file behind, unless the driver, seeing the node gone, has already
+        # taken it over to record the engine's account (and released it): the note below says which.
+        holder = lock_holder(run.path)
+        assert holder is None or holder.pid in (pid, sweep.pid), holder
         # The retry waits for the round's other run to finish, so this is the state the dead node left.
         state = RunDir.open(out / "runs" / victim).load_state()
         output, _ = sweep.communicate(timeout=600)
