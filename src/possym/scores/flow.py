@@ -79,16 +79,19 @@ def geometry_records(model: GPTJ, samples: TaskSamples, *, task: str, seed: int,
                      head: int = 0, correct_only: bool = True) -> list[PlaneGeometryRecord]:
     """Per correctly solved input with the most hops, ``layer``'s keys and last-token query on the input's dominant
     plane (:class:`PlaneGeometryRecord`)."""
-    out = []
-    for i in solved_most_hops(model, samples, correct_only):
-        tokens = torch.as_tensor(samples.tokens[i])
-        geo = plane_geometry(model, tokens, layer=layer, head=head)
+    out: list[PlaneGeometryRecord] = []
+    idx = solved_most_hops(model, samples, correct_only)
+    if not len(idx):
+        return out
+    name = f"blocks.{layer}.attn.hook_pattern"
+    with torch.no_grad():  # every selected input's attention in one batched pass, not one pass per input
+        _, cache = model.run_with_cache(torch.as_tensor(samples.tokens[idx]), [name])
+    for row, i in enumerate(idx):
+        geo = plane_geometry(model, torch.as_tensor(samples.tokens[i]), layer=layer, head=head)
         keys = geo.keys / geo.keys.norm(dim=-1, keepdim=True).clamp_min(1e-12)
         q = geo.query
         logit = (geo.queries * geo.keys.flip(0)[: len(geo.offsets)]).sum(-1)  # (R_δ q)·k_{q−δ}, δ = 0..q
-        with torch.no_grad():
-            _, cache = model.run_with_cache(tokens.reshape(1, -1), [f"blocks.{layer}.attn.hook_pattern"])
-        pattern = cache[f"blocks.{layer}.attn.hook_pattern"][0, head, q]
+        pattern = cache[name][row, head, q]
         path = samples.path[i]
         pointed = int(path[0] - path[1])
         direction, aimed = keys.mean(0), geo.queries[int((geo.offsets == pointed).nonzero()[0, 0])]

@@ -37,7 +37,7 @@ def test_hop_flow_shares_equal_the_per_input_hop_attention():
 
 
 def test_the_planes_argmax_is_the_rotated_q_dot_rotated_k_maximum_of_that_plane():
-    model, samples = _model_and_samples(8)
+    model, samples = _model_and_samples(24)  # 6 inputs with the most hops, whose head maxima differ
     rows = geometry_records(model, samples, task="number", seed=0, step=0, layer=1, correct_only=False)
     assert rows and all(0.0 <= r.key_alignment <= 1.0 + 1e-9 and 0.0 <= r.aim_error <= np.pi for r in rows)
     for r in rows:
@@ -49,3 +49,6 @@ def test_the_planes_argmax_is_the_rotated_q_dot_rotated_k_maximum_of_that_plane(
         logit = q0[p] * k0[:, p] + q1[p] * k1[:, p]  # [key_pos]: the plane's partial logit, RoPE applied
         q = tokens.shape[1] - 1
         assert r.plane_argmax == q - int(logit.argmax())
+        with torch.no_grad():  # the head's maximum from this input alone: the batched pass must not mix inputs
+            _, cache = model.run_with_cache(tokens, ["blocks.1.attn.hook_pattern"])
+        assert r.head_argmax == q - int(cache["blocks.1.attn.hook_pattern"][0, 0, q].argmax())
