@@ -568,6 +568,34 @@ def _hop_counts(r: TaskEvidence, queries: Collection[str]) -> list[tuple[int, in
     return [(k, s, sum(o <= s + r.eval_every for o in first)) for k, s in solved]
 
 
+Judge = Callable[[TaskEvidence, str, Collection[str]], tuple[dict[str, bool], str] | None]
+
+
+def _judge_seeds(where: Mapping[str, tuple[Sequence[TaskEvidence], Callable[[TaskEvidence], Collection[str]]]],
+                 judge: Judge) -> tuple[dict[str, list[bool]], dict[str, list[str]], dict[str, list[TaskEvidence]]]:
+    """Grade each seed at each place a claim is read (the last token, the hop queries): ``where`` maps a place to
+    its runs and the query names to read in a run; ``judge(run, place, queries)`` gives None to leave the run out
+    there, else whether the claim holds under each reading (named with the place) and the seed's text.
+
+    Returns (per reading, the seeds' holds), (per place, the seeds' texts) and (per place, the runs judged), each
+    in the order of ``where`` and its runs, as the claims' per-seed columns list them.
+    """
+    results: dict[str, list[bool]] = {}
+    texts: dict[str, list[str]] = {}
+    used: dict[str, list[TaskEvidence]] = {}
+    for at, (runs, queries) in where.items():
+        for r in runs:
+            judged = judge(r, at, queries(r))
+            if judged is None:
+                continue
+            holds, text = judged
+            used.setdefault(at, []).append(r)
+            for reading, held in holds.items():
+                results.setdefault(reading, []).append(held)
+            texts.setdefault(at, []).append(text)
+    return results, texts, used
+
+
 def hop_claims(ev: Evidence) -> list[ClaimRecord]:
     """Sec. 3.3: solving n hops needs positional heads, compared as onsets: by the step at which k hops first reach
     0.9 (plus one evaluation), how many layers have become pure positional. Read at the last token (the query of
@@ -576,20 +604,16 @@ def hop_claims(ev: Evidence) -> list[ClaimRecord]:
     last = [r for r in ev.seeds("number") if (r.scores or r.purity) and solved_steps(r)]
     hops = [r for r in ev.hop_seeds("number") if solved_steps(r)]
     need = {"k − 1": 1, "k": 0}
-    where = {"last token": (last, lambda r: ("last",)), "hop queries": (hops, hop_query_names)}
-    results: dict[str, list[bool]] = {}
-    texts: dict[str, list[str]] = {}
-    used: dict[str, list[TaskEvidence]] = {}
-    for at, (runs, queries) in where.items():
-        for r in runs:
-            counts = _hop_counts(r, queries(r))
-            if not counts:
-                continue
-            used.setdefault(at, []).append(r)
-            for n, slack in need.items():
-                results.setdefault(f"{n} layers at the {at}", []).append(all(c >= k - slack for k, _, c in counts))
-            texts.setdefault(at, []).append("; ".join(f"{k}-hop at {s}: {c} pure positional by then"
-                                                      for k, s, c in counts))
+
+    def judge(r: TaskEvidence, at: str, queries: Collection[str]) -> tuple[dict[str, bool], str] | None:
+        counts = _hop_counts(r, queries)
+        if not counts:
+            return None
+        return ({f"{n} layers at the {at}": all(c >= k - slack for k, _, c in counts) for n, slack in need.items()},
+                "; ".join(f"{k}-hop at {s}: {c} pure positional by then" for k, s, c in counts))
+
+    results, texts, used = _judge_seeds({"last token": (last, lambda r: ("last",)),
+                                         "hop queries": (hops, hop_query_names)}, judge)
     name, section = "number task: n hops need n pure positional layers", "Sec. 3.3, Fig. 2C"
     paper = ("reliably solving n hops requires sufficiently many positional heads (Sec. 3.3); the paper's own "
              "Fig. 2A/2C solve 1 hop at 2000 before L1 turns pure (2200) and 4 hops at 3500 with 3 pure positional "
@@ -623,22 +647,18 @@ def purify_claims(ev: Evidence) -> list[ClaimRecord]:
     2000, 2500, 3000, when the accuracy reaches 0.99): the last layer to turn pure symbolic does so by the step the
     global accuracy first reaches 0.9, within its evaluation spacing. Read at the last token and at the hop queries
     (a layer is pure there once it is at any hop query), which are graded where a run has them."""
-    where = {"last token": ([r for r in ev.seeds("letter") if r.scores or r.purity], lambda r: ("last",)),
-             "hop queries": (ev.hop_seeds("letter"), hop_query_names)}
-    results: dict[str, list[bool]] = {}
-    texts: dict[str, list[str]] = {}
-    used: dict[str, list[TaskEvidence]] = {}
-    for at, (runs, queries) in where.items():
-        for r in runs:
-            s = solved_steps(r).get("accuracy")
-            if s is None:
-                continue
-            first = onsets(r, "symbolic", queries(r))
-            last = max(first.values(), default=None)
-            used.setdefault(at, []).append(r)
-            results.setdefault(at, []).append(last is not None and last <= s + _solved_spacing(r))
-            texts.setdefault(at, []).append(f"global 0.9 at {s}; last layer pure symbolic at {last} "
-                                            f"({len(first)} layers)")
+    def judge(r: TaskEvidence, at: str, queries: Collection[str]) -> tuple[dict[str, bool], str] | None:
+        s = solved_steps(r).get("accuracy")
+        if s is None:
+            return None
+        first = onsets(r, "symbolic", queries)
+        last = max(first.values(), default=None)
+        return ({at: last is not None and last <= s + _solved_spacing(r)},
+                f"global 0.9 at {s}; last layer pure symbolic at {last} ({len(first)} layers)")
+
+    results, texts, used = _judge_seeds({"last token": ([r for r in ev.seeds("letter") if r.scores or r.purity],
+                                                        lambda r: ("last",)),
+                                         "hop queries": (ev.hop_seeds("letter"), hop_query_names)}, judge)
     if not used:
         return []
     at = "hop queries" if "hop queries" in used else "last token"
@@ -1081,8 +1101,15 @@ ROPE_BASE = 10_000
 
 
 def frequency_angle(frequency_id: int, n_planes: int = 64) -> float:
-    """θ of a 1-based RoPE frequency ID: base^(−(k − 1)/n_planes) (Table 1's IDs: θ_2 = 0.866, θ_42 = 0.0027)."""
-    return float(ROPE_BASE ** (-(frequency_id - 1) / n_planes))
+    """θ of a 1-based RoPE frequency ID: plane k = ID − 1 of :func:`possym.model.rope.rope_frequencies` over
+    2·n_planes rotated dimensions, base^(−(ID − 1)/n_planes) (Table 1's IDs: θ_2 = 0.866, θ_42 = 0.0027).
+
+    >>> round(frequency_angle(2), 3), round(frequency_angle(42), 4), frequency_angle(1)
+    (0.866, 0.0027, 1.0)
+    """
+    from possym.model.rope import rope_frequencies  # here, so reading a claim table never loads torch
+
+    return float(rope_frequencies(2 * n_planes, ROPE_BASE)[frequency_id - 1])
 
 
 def theory_curve(function: str, theta: float) -> list[tuple[float, float | None]]:
