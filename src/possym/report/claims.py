@@ -1239,6 +1239,26 @@ FLOW_MAJORITY = 0.5
 # this long, i.e. their angles within a circular sd of sqrt(−2 ln 0.9) ≈ 26° of one direction.
 KEYS_ALIGNED = 0.9
 FIG4B_LAYER = 1
+FIG4B_TASK = "number"  # Fig. 4B pictures the trained number model
+
+
+@dataclass(frozen=True)
+class Fig3Panel:
+    """What the paper says of one task's panel of Fig. 3: where, its words, and whether it names the layer that
+    carries each hop (Fig. 3A: layer d − 1 at d hops from the answer) or no layer at all (Fig. 3B)."""
+
+    section: str
+    paper: str
+    layer_per_hop: bool
+
+
+FIG3_PANELS = {
+    "number": Fig3Panel("Sec. 3.2, Fig. 3A", "one hop per layer: from the hop query d hops from the answer, "
+                        "layer d − 1 attends the next hop (Fig. 3A: L0 at the last hop, L1 at the one before, L3 at "
+                        "the last token)", layer_per_hop=True),
+    "letter": Fig3Panel("Sec. 3.2, Fig. 3B", "analogous to the number task's (Fig. 3B; the text names no layers)",
+                        layer_per_hop=False),
+}
 
 
 def _flow_by_seed(rows: Sequence[HopFlowRecord], task: str) -> dict[int, dict[tuple[int, int], HopFlowRecord]]:
@@ -1259,7 +1279,7 @@ def flow_claims(ev: Evidence) -> list[ClaimRecord]:
     attention maximum (head 0) lies on the next position of the hop path. That attention lands there says
     nothing of what is copied; the paper's "no information flow" at layers 1-2 of the last token is not graded."""
     out = []
-    for task in ("number", "letter"):
+    for task, panel in FIG3_PANELS.items():
         by_seed = _flow_by_seed(ev.hop_flow, task)
         if not by_seed:
             continue
@@ -1278,24 +1298,21 @@ def flow_claims(ev: Evidence) -> list[ClaimRecord]:
             texts.append(f"{n_inputs} inputs at step {next(iter(cells.values())).step}; depth 1..{len(depths)} at "
                          f"L0..L{len(depths) - 1}: {one}; best layer per depth: {most}")
         name = f"{task} task: attention follows the hop path (Fig. 3)"
-        if task == "number":
-            paper = ("one hop per layer: from the hop query d hops from the answer, layer d − 1 attends the next hop "
-                     "(Fig. 3A: L0 at the last hop, L1 at the one before, L3 at the last token)")
+        if panel.layer_per_hop:
             rule = (f"{HOLDS_RULE}, or if its weaker form holds at every seed; on correctly solved inputs with the "
                     f"most hops, it holds at a seed if, at every hop query, layer d − 1 (d: hops from the answer) has "
                     f"its attention maximum on the next position of the hop path at more than {FLOW_MAJORITY:.0%} of "
                     "them (weaker: some layer does, at every hop query)")
             readings = {"one hop per layer (Fig. 3A's text; pre-registered)": rules.grade_holds(strict),
                         "some layer per hop query": rules.grade_holds(some)}
-            out.append(_holds_claim(name, "Sec. 3.2, Fig. 3A", paper, strict, rule, runs=runs, per_seed=texts,
+            out.append(_holds_claim(name, panel.section, panel.paper, strict, rule, runs=runs, per_seed=texts,
                                     weak=some, reading="one hop per layer (Fig. 3A's text; pre-registered)",
                                     readings=readings))
         else:
-            paper = "analogous to the number task's (Fig. 3B; the text names no layers)"
             rule = (f"{HOLDS_RULE}; on correctly solved inputs with the most hops, it holds at a seed if, at every "
                     f"hop query, some layer has its attention maximum on the next position of the hop path at more "
                     f"than {FLOW_MAJORITY:.0%} of them (the paper names no layers for the letter task)")
-            out.append(_holds_claim(name, "Sec. 3.2, Fig. 3B", paper, some, rule, runs=runs, per_seed=texts))
+            out.append(_holds_claim(name, panel.section, panel.paper, some, rule, runs=runs, per_seed=texts))
     return out
 
 
@@ -1308,7 +1325,7 @@ def geometry_claims(ev: Evidence) -> list[ClaimRecord]:
     logit favours the asked-for offset. A reading added after the result, which never grades: the query's aim as
     an angle (the asked-for offset's rotation within half a position of the keys' direction), since a fast plane's
     argmax can land on an alias about 2π/θ positions away."""
-    rows = [r for r in ev.geometry if r.task == "number" and r.layer == FIG4B_LAYER]
+    rows = [r for r in ev.geometry if r.task == FIG4B_TASK and r.layer == FIG4B_LAYER]
     if not rows:
         return []
     seeds = sorted({r.seed for r in rows})
