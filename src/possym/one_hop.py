@@ -1,4 +1,5 @@
-"""The 1-hop tasks of the paper's LLM experiment (Section 3.7, Appendix H, Table 2): samplers, prompts, oracle.
+"""The 1-hop tasks of the paper's LLM experiment (Section 3.7, Appendix H, Table 2): prompts, drawn and solved by
+the paper's own tasks.
 
 Below both of their users: :mod:`possym.llm` puts these prompts to LLMs, and :mod:`possym.heads`
 scores the heads of a pretrained model on them.
@@ -13,41 +14,52 @@ an integer n in 1..length, and the answer is the token n positions to the left o
 
 Letter task (symbolic). The window is letter+digit tokens; the query is two letters Q1 Q2, and the
 answer is the one window token that starts with Q2. Q1 plays no part (it is the previous hop's
-letter in the multi-hop task) and is drawn uniformly from a..z::
+letter in the multi-hop task)::
 
     window  w9 t7 l5 g1 n4 l6 u9 k7 m5 p8      query gk      answer k7
 
+Each is the training task (:mod:`possym.tasks.number`, :mod:`possym.tasks.letter`) with one hop and no
+pre-target: ``length`` targets, then the query (:func:`one_hop_config`). The prompt's tokens are that
+task's tokens, so a window is drawn by the task's own ``sample`` and checked by its own ``solve``; what
+the LLM prompts change is data, not code: the letters are all of a..z (:data:`ONE_HOP_FIELDS`) and the
+letter task's digits are its targets' ints 1..9 (the paper's worked examples use no 0).
+
 Sampling choices the paper does not state, and which we therefore name:
-  * number: n is uniform on 1..length, so every position of the window is asked about equally;
-  * letter: exactly one window token starts with Q2; the other first letters are uniform on the
-    other 25 letters (repeats allowed, as in the paper's examples); digits are uniform on 0..9;
+  * each window is one balanced class drawn uniformly (answer position, answer letter, and the letter
+    task's answer digit), then filled in by the task's ``sample``: in the number task n is uniform on
+    1..length, so every position of the window is asked about equally, and the other letters are uniform;
+  * letter: exactly one window token starts with Q2; the other first letters and Q1 are uniform on the
+    other 25 letters (repeats allowed, as in the paper's examples; Q1 may occur in the window but is never
+    Q2, which the task's solver would read as a second token starting with Q2); digits are uniform on 1..9;
   * each (run, task, length) cell has its own generator, seeded by ``(run, task, length)``, so a cell's
     prompts do not depend on which other lengths are in the grid ("a fresh dataset seeded by the run
     number", with the cell as a further key).
 
-``one_hop_answer`` is the oracle: it reads only the sequence text and knows nothing of the samplers. It
-reproduces the six worked examples of Table 2, and every sampled instance is checked against it.
+``one_hop_answer`` is the oracle: the task's own solver, which reads only the sequence text and knows
+nothing of the samplers. It reproduces the six worked examples of Table 2, and every sampled instance is
+checked against it.
 """
 
 from __future__ import annotations
 
 import importlib.resources
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import yaml
 
 from possym.errors import PossymError
+from possym.tasks import TaskConfig, get_task, task_config, task_vocab
 
-# The 1-hop versions of the paper's two tasks that have prompt templates (paper Sec. 6, Table 3).
-PROMPT_TASKS = ("number", "letter")
+# The 1-hop versions of the paper's two tasks that have prompt templates (paper Sec. 6, Table 3), and the fields
+# of each task's config that the prompts set beyond one hop and no pre-target: all of a..z, and digits 1..9.
+ONE_HOP_FIELDS: dict[str, dict[str, Any]] = {"number": {"n_letters": 26}, "letter": {"n_letters": 26, "n_ints": 9}}
+PROMPT_TASKS = tuple(ONE_HOP_FIELDS)
 PAPER_LENGTHS = (12, 16, 24, 32, 48, 64, 80, 100, 150, 200, 300)
-LETTERS = "abcdefghijklmnopqrstuvwxyz"
-DIGITS = "0123456789"
 PLACEHOLDER = "{sequence}"
-_TASK_SEED_ID = {"number": 0, "letter": 1}
 
 
 @dataclass(frozen=True)
@@ -102,46 +114,63 @@ def load_templates(path: str | Path | None = None) -> Templates:
     return Templates(number=data["number"], letter=data["letter"], source=str(data.get("source", "")))
 
 
-def sample_number(length: int, rng: np.random.Generator) -> tuple[tuple[str, ...], str, str]:
-    """(window, query, target) of the 1-hop number task: letters a..z and an offset n in 1..length."""
+def _prompt_task(task: str) -> None:
+    if task not in PROMPT_TASKS:
+        raise PossymError(f"task={task!r} is not a 1-hop task; allowed: {PROMPT_TASKS}")
+
+
+def one_hop_config(task: str, length: int) -> TaskConfig:
+    """The config of ``task`` whose inputs are the 1-hop prompts' sequences: ``length`` targets, no pre-target,
+    one hop, and :data:`ONE_HOP_FIELDS`.
+
+    >>> cfg = one_hop_config("letter", 12)
+    >>> cfg.seq_len, cfg.hops, cfg.n_letters, cfg.n_ints
+    (13, (1,), 26, 9)
+    """
+    _prompt_task(task)
     if length < 1:
         raise PossymError(f"length={length} must be >= 1")
-    window = tuple(LETTERS[i] for i in rng.integers(0, len(LETTERS), size=length))
-    n = int(rng.integers(1, length + 1))
-    return window, str(n), window[length - n]
+    return task_config(task, n_target=length, n_pretarget=0, min_hops=1, max_hops=1, **ONE_HOP_FIELDS[task])
 
 
-def sample_letter(length: int, rng: np.random.Generator) -> tuple[tuple[str, ...], str, str]:
-    """(window, query, target) of the 1-hop letter task: letter+digit tokens, one starting with Q2."""
-    if length < 1:
-        raise PossymError(f"length={length} must be >= 1")
-    q2 = LETTERS[int(rng.integers(0, len(LETTERS)))]
-    q1 = LETTERS[int(rng.integers(0, len(LETTERS)))]
-    others = [c for c in LETTERS if c != q2]
-    firsts = [others[i] for i in rng.integers(0, len(others), size=length)]
-    firsts[int(rng.integers(0, length))] = q2
-    digits = rng.integers(0, len(DIGITS), size=length)
-    window = tuple(f"{c}{DIGITS[d]}" for c, d in zip(firsts, digits, strict=True))
-    target = next(tok for tok in window if tok[0] == q2)
-    return window, q1 + q2, target
+def sample_one_hop(task: str, length: int, rng: np.random.Generator) -> tuple[tuple[str, ...], str, str]:
+    """(window, query, target) of one 1-hop instance: a balanced class of :func:`one_hop_config` drawn uniformly,
+    filled in by the task's own ``sample``, and read back as token strings.
+
+    >>> window, query, target = sample_one_hop("number", 10, np.random.default_rng(0))
+    >>> len(window), window[-int(query)] == target
+    (10, True)
+    """
+    return _sampler(task, length)(rng)
 
 
-_SAMPLERS = {"number": sample_number, "letter": sample_letter}
+def _sampler(task: str, length: int) -> Callable[[np.random.Generator], tuple[tuple[str, ...], str, str]]:
+    """:func:`sample_one_hop` for one cell, with the classes and the vocabulary laid out once for all its draws."""
+    cfg = one_hop_config(task, length)
+    spec = get_task(task)
+    combos, vocab = spec.combinations(cfg), task_vocab(cfg)
+
+    def draw(rng: np.random.Generator) -> tuple[tuple[str, ...], str, str]:
+        samples = spec.sample(cfg, combos[int(rng.integers(len(combos)))][None], rng)
+        *window, query = vocab.decode(samples.tokens[0])
+        return tuple(window), query, vocab.tokens[int(samples.answer[0])]
+
+    return draw
 
 
 def cell_rng(run: int, task: str, length: int) -> np.random.Generator:
     """The generator of one grid cell, seeded by the run number, the task and the length."""
-    return np.random.default_rng([run, _TASK_SEED_ID[task], length])
+    _prompt_task(task)
+    return np.random.default_rng([run, PROMPT_TASKS.index(task), length])
 
 
 def make_cell(task: str, length: int, run: int, n: int) -> list[OneHopInstance]:
-    """The first ``n`` instances of one cell; a larger ``n`` extends the same list (prefix-stable)."""
-    if task not in _SAMPLERS:
-        raise PossymError(f"task={task!r} is not a 1-hop task; allowed: {PROMPT_TASKS}")
-    rng = cell_rng(run, task, length)
+    """The first ``n`` instances of one cell; a larger ``n`` extends the same list (prefix-stable: each instance
+    takes its own draws from the cell's generator, whatever ``n`` is)."""
+    rng, draw = cell_rng(run, task, length), _sampler(task, length)
     out = []
     for index in range(n):
-        window, query, target = _SAMPLERS[task](length, rng)
+        window, query, target = draw(rng)
         out.append(OneHopInstance(task, length, run, index, window, query, target))
     return out
 
@@ -152,33 +181,24 @@ def make_grid(tasks: Sequence[str], lengths: Sequence[int], runs: Sequence[int],
 
 
 def one_hop_answer(task: str, sequence: str) -> str:
-    """The answer to a 1-hop sequence, read from the text alone (the oracle).
-
-    Not :func:`possym.tasks.solve`: a 1-hop letter query's first letter plays no part and may repeat
-    a window letter, which the multi-hop letter task's solver would call ambiguous.
+    """The answer to a 1-hop sequence, read from the text alone by the task's own solver (the oracle).
 
     >>> one_hop_answer("number", "a z b y c x d w 5"), one_hop_answer("letter", "w9 t7 l5 g1 n4 l6 u9 k7 m5 p8 gk")
     ('y', 'k7')
 
-    Raises ValueError when the sequence has no unique answer.
+    Raises a PossymError (a ValueError) when the sequence has no unique answer or takes more than one hop.
     """
+    _prompt_task(task)
     tokens = sequence.split()
     if len(tokens) < 2:
         raise PossymError(f"a 1-hop sequence needs a window and a query: {sequence!r}")
-    *window, query = tokens
-    if task == "number":
-        n = int(query)
-        if not 1 <= n <= len(window):
-            raise PossymError(f"offset {n} is outside the window of {len(window)} tokens")
-        return window[len(window) - n]
-    if task == "letter":
-        if len(query) != 2:
-            raise PossymError(f"a letter-task query has two characters, got {query!r}")
-        matches = [tok for tok in window if tok[0] == query[1]]
-        if len(matches) != 1:
-            raise PossymError(f"{len(matches)} window tokens start with {query[1]!r}; the task needs exactly one")
-        return matches[0]
-    raise PossymError(f"task={task!r} is not a 1-hop task; allowed: {PROMPT_TASKS}")
+    try:
+        solution = get_task(task).solve(tokens)
+    except ValueError as exc:
+        raise PossymError(f"{sequence!r} has no 1-hop answer: {exc}") from None
+    if solution.n_hops != 1:
+        raise PossymError(f"{sequence!r} takes {solution.n_hops} hops (path {solution.path}), not 1")
+    return solution.answer
 
 
 _QUOTES = "\"'`\u2018\u2019\u201c\u201d"

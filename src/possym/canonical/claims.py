@@ -30,6 +30,8 @@ from possym.canonical.records import CellRecord, PositionRecord, WmaxRecord
 from possym.canonical.theorem7 import UNCENTRED
 from possym.canonical.ushape import u_test
 from possym.records import GAMMA, SOLVED, ClaimRecord
+from possym.tasks import get_task
+from possym.tasks.canonical import CANONICAL_TASKS
 
 ABOVE_CHANCE = 0.05
 SECTION = "metric paper (2511.11579), canonical tasks"
@@ -56,8 +58,10 @@ def _claim(claim: str, paper: str, ours: str, verdict: str, rule: str) -> ClaimR
     return ClaimRecord(claim=claim, section=SECTION, paper=paper, ours=ours, verdict=verdict, rule=rule)
 
 
-def _chance(task: str, n_symbols: int, n_attributes: int) -> float:
-    return 1 / n_symbols if task == "index" else 1 / n_attributes
+def _mechanism(task: str) -> str:
+    """How ``task``'s hops find their key, as the task declares it (positional: Index; symbolic: Retrieval; mixed:
+    Induction): the claims about a kind of head choose their runs by it."""
+    return get_task(task).mechanism
 
 
 def frequency_claims(acc: dict[tuple[str, str], float], conditions: Sequence[str],
@@ -151,7 +155,7 @@ def induction_claims(acc: dict[tuple[str, str], float], conditions: Sequence[str
                 for name in (INDUCTION_THEORY, INDUCTION_NEEDS)]
     solved = {c for (t, c), a in acc.items() if t == "induction" and a >= SOLVED}
     shown = _fmt(acc, "induction", [*TWO_ANGLE_LIKE, "nope", *bands])
-    winners = [r for r in runs if r.task == "induction" and r.acc >= SOLVED]
+    winners = [r for r in runs if _mechanism(r.task) == "mixed" and r.acc >= SOLVED]
     scored_pure = [r for r in winners if _scores_pure(r)]
     thm6, cor1 = "two_angle" in solved, "nope" not in solved
     out = [_claim(
@@ -297,9 +301,9 @@ def theorem7_claims(wmax: Sequence[WmaxRecord]) -> list[ClaimRecord]:
 
 def score_claims(runs: Sequence[CellRecord], acc: dict[tuple[str, str], float]) -> list[ClaimRecord]:
     """Claim 5: trained heads on the positional-symbolic plane, whole head and dominant plane."""
-    solved_runs = [r for r in runs if r.acc >= SOLVED and r.task in ("index", "retrieval")]
-    idx = [r for r in solved_runs if r.task == "index"]
-    ret = [r for r in solved_runs if r.task == "retrieval"]
+    solved_runs = [r for r in runs if r.acc >= SOLVED and _mechanism(r.task) in ("positional", "symbolic")]
+    idx = [r for r in solved_runs if _mechanism(r.task) == "positional"]
+    ret = [r for r in solved_runs if _mechanism(r.task) == "symbolic"]
     if not idx or not ret:
         return [
             _claim(
@@ -334,7 +338,7 @@ def score_claims(runs: Sequence[CellRecord], acc: dict[tuple[str, str], float]) 
         )
     ]
     in_band = [str(r.dominant_id) in r.planes.split(",") for r in solved_runs]
-    kind_ok = [(r.dominant_s_pos > r.dominant_s_sym) == (r.task == "index") for r in solved_runs]
+    kind_ok = [(r.dominant_s_pos > r.dominant_s_sym) == (_mechanism(r.task) == "positional") for r in solved_runs]
     frac = float(np.mean([a and b for a, b in zip(in_band, kind_ok, strict=True)]))
     out.append(
         _claim(
@@ -354,7 +358,7 @@ def score_claims(runs: Sequence[CellRecord], acc: dict[tuple[str, str], float]) 
 
 def geometry_claim(runs: Sequence[CellRecord]) -> ClaimRecord:
     """Claim 6: keys collapse, the query angle encodes the target offset (Fig. 4B's picture, measured)."""
-    idx = [r for r in runs if r.task == "index" and r.acc >= SOLVED and r.theta_centre > 0]
+    idx = [r for r in runs if _mechanism(r.task) == "positional" and r.acc >= SOLVED and r.theta_centre > 0]
     if not idx:
         return _claim(GEOMETRY, "", "no solved Index run", "n/a", "")
     kc = float(np.mean([r.key_collapse for r in idx]))
@@ -419,7 +423,7 @@ def canonical_claims(
 ) -> list[ClaimRecord]:
     """Every claim's record, in the metric paper's order (1-6, then length)."""
     acc = _mean_acc(runs)
-    chance = {t: _chance(t, grid.n_symbols, grid.n_attributes) for t in ("index", "retrieval", "induction")}
+    chance = {t: get_task(t).chance(grid.spec(t)) for t in CANONICAL_TASKS}
     return [
         *frequency_claims(acc, grid.condition_names, runs),
         *shape_claims(acc, positions, grid.length, chance, rng),

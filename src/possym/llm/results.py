@@ -17,8 +17,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from possym.llm.run import AnswerRecord
+from possym.one_hop import PROMPT_TASKS
 
 SCREEN_LENGTH = 16
+SCREEN_TASK = "letter"  # App. H screens a model on its letter-task accuracy
 SCREEN_MIN_LETTER_ACCURACY = 0.85
 SCREEN_MAX_INVALID_RATE = 0.10
 
@@ -107,7 +109,7 @@ def summarise(records: Iterable[AnswerRecord], *, provider: str, model: str) -> 
             CellResult(provider, model, task, length, run, accuracy, len(answered), n_correct, n_invalid,
                        len(recs) - len(answered))
         )  # fmt: skip
-    order = {"number": 0, "letter": 1}
+    order = {t: i for i, t in enumerate(PROMPT_TASKS)}
     return sorted(out, key=lambda c: (order.get(c.task, 9), c.task, c.length, c.run))
 
 
@@ -134,13 +136,13 @@ def pivot(cells: Iterable[CellResult]) -> list[PivotCell]:
             PivotCell(task, length, mean, sd, len(group), sum(c.n for c in group), sum(c.n_invalid for c in group),
                       sum(c.n_failed for c in group))
         )  # fmt: skip
-    order = {"number": 0, "letter": 1}
+    order = {t: i for i, t in enumerate(PROMPT_TASKS)}
     return sorted(out, key=lambda p: (order.get(p.task, 9), p.task, p.length))
 
 
 def screen(cells: Sequence[CellResult]) -> Screening:
     """Letter accuracy at length 16 (mean over runs) >= 0.85, and no cell with > 10% multi-token replies."""
-    at16 = [c.accuracy for c in cells if c.task == "letter" and c.length == SCREEN_LENGTH and c.n]
+    at16 = [c.accuracy for c in cells if c.task == SCREEN_TASK and c.length == SCREEN_LENGTH and c.n]
     letter16 = sum(at16) / len(at16) if at16 else None
     n = sum(c.n for c in cells)
     invalid = sum(c.n_invalid for c in cells)
@@ -165,7 +167,7 @@ def format_mean_sd(mean: float, sd: float) -> str:
 def table3_markdown(table: Sequence[PivotCell], *, title: str) -> str:
     """A Markdown table with one row per length and Number / Letter columns, as Table 3."""
     by = {(p.task, p.length): p for p in table}
-    tasks = [t for t in ("number", "letter") if any(p.task == t for p in table)]
+    tasks = [t for t in PROMPT_TASKS if any(p.task == t for p in table)]
     lengths = sorted({p.length for p in table})
     head = "| length | " + " | ".join(t.capitalize() for t in tasks) + " |"
     rule = "|---:|" + "---:|" * len(tasks)

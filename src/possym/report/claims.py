@@ -568,6 +568,34 @@ def _hop_counts(r: TaskEvidence, queries: Collection[str]) -> list[tuple[int, in
     return [(k, s, sum(o <= s + r.eval_every for o in first)) for k, s in solved]
 
 
+Judge = Callable[[TaskEvidence, str, Collection[str]], tuple[dict[str, bool], str] | None]
+
+
+def _judge_seeds(where: Mapping[str, tuple[Sequence[TaskEvidence], Callable[[TaskEvidence], Collection[str]]]],
+                 judge: Judge) -> tuple[dict[str, list[bool]], dict[str, list[str]], dict[str, list[TaskEvidence]]]:
+    """Grade each seed at each place a claim is read (the last token, the hop queries): ``where`` maps a place to
+    its runs and the query names to read in a run; ``judge(run, place, queries)`` gives None to leave the run out
+    there, else whether the claim holds under each reading (named with the place) and the seed's text.
+
+    Returns (per reading, the seeds' holds), (per place, the seeds' texts) and (per place, the runs judged), each
+    in the order of ``where`` and its runs, as the claims' per-seed columns list them.
+    """
+    results: dict[str, list[bool]] = {}
+    texts: dict[str, list[str]] = {}
+    used: dict[str, list[TaskEvidence]] = {}
+    for at, (runs, queries) in where.items():
+        for r in runs:
+            judged = judge(r, at, queries(r))
+            if judged is None:
+                continue
+            holds, text = judged
+            used.setdefault(at, []).append(r)
+            for reading, held in holds.items():
+                results.setdefault(reading, []).append(held)
+            texts.setdefault(at, []).append(text)
+    return results, texts, used
+
+
 def hop_claims(ev: Evidence) -> list[ClaimRecord]:
     """Sec. 3.3: solving n hops needs positional heads, compared as onsets: by the step at which k hops first reach
     0.9 (plus one evaluation), how many layers have become pure positional. Read at the last token (the query of
@@ -576,20 +604,16 @@ def hop_claims(ev: Evidence) -> list[ClaimRecord]:
     last = [r for r in ev.seeds("number") if (r.scores or r.purity) and solved_steps(r)]
     hops = [r for r in ev.hop_seeds("number") if solved_steps(r)]
     need = {"k − 1": 1, "k": 0}
-    where = {"last token": (last, lambda r: ("last",)), "hop queries": (hops, hop_query_names)}
-    results: dict[str, list[bool]] = {}
-    texts: dict[str, list[str]] = {}
-    used: dict[str, list[TaskEvidence]] = {}
-    for at, (runs, queries) in where.items():
-        for r in runs:
-            counts = _hop_counts(r, queries(r))
-            if not counts:
-                continue
-            used.setdefault(at, []).append(r)
-            for n, slack in need.items():
-                results.setdefault(f"{n} layers at the {at}", []).append(all(c >= k - slack for k, _, c in counts))
-            texts.setdefault(at, []).append("; ".join(f"{k}-hop at {s}: {c} pure positional by then"
-                                                      for k, s, c in counts))
+
+    def judge(r: TaskEvidence, at: str, queries: Collection[str]) -> tuple[dict[str, bool], str] | None:
+        counts = _hop_counts(r, queries)
+        if not counts:
+            return None
+        return ({f"{n} layers at the {at}": all(c >= k - slack for k, _, c in counts) for n, slack in need.items()},
+                "; ".join(f"{k}-hop at {s}: {c} pure positional by then" for k, s, c in counts))
+
+    results, texts, used = _judge_seeds({"last token": (last, lambda r: ("last",)),
+                                         "hop queries": (hops, hop_query_names)}, judge)
     name, section = "number task: n hops need n pure positional layers", "Sec. 3.3, Fig. 2C"
     paper = ("reliably solving n hops requires sufficiently many positional heads (Sec. 3.3); the paper's own "
              "Fig. 2A/2C solve 1 hop at 2000 before L1 turns pure (2200) and 4 hops at 3500 with 3 pure positional "
@@ -623,22 +647,18 @@ def purify_claims(ev: Evidence) -> list[ClaimRecord]:
     2000, 2500, 3000, when the accuracy reaches 0.99): the last layer to turn pure symbolic does so by the step the
     global accuracy first reaches 0.9, within its evaluation spacing. Read at the last token and at the hop queries
     (a layer is pure there once it is at any hop query), which are graded where a run has them."""
-    where = {"last token": ([r for r in ev.seeds("letter") if r.scores or r.purity], lambda r: ("last",)),
-             "hop queries": (ev.hop_seeds("letter"), hop_query_names)}
-    results: dict[str, list[bool]] = {}
-    texts: dict[str, list[str]] = {}
-    used: dict[str, list[TaskEvidence]] = {}
-    for at, (runs, queries) in where.items():
-        for r in runs:
-            s = solved_steps(r).get("accuracy")
-            if s is None:
-                continue
-            first = onsets(r, "symbolic", queries(r))
-            last = max(first.values(), default=None)
-            used.setdefault(at, []).append(r)
-            results.setdefault(at, []).append(last is not None and last <= s + _solved_spacing(r))
-            texts.setdefault(at, []).append(f"global 0.9 at {s}; last layer pure symbolic at {last} "
-                                            f"({len(first)} layers)")
+    def judge(r: TaskEvidence, at: str, queries: Collection[str]) -> tuple[dict[str, bool], str] | None:
+        s = solved_steps(r).get("accuracy")
+        if s is None:
+            return None
+        first = onsets(r, "symbolic", queries)
+        last = max(first.values(), default=None)
+        return ({at: last is not None and last <= s + _solved_spacing(r)},
+                f"global 0.9 at {s}; last layer pure symbolic at {last} ({len(first)} layers)")
+
+    results, texts, used = _judge_seeds({"last token": ([r for r in ev.seeds("letter") if r.scores or r.purity],
+                                                        lambda r: ("last",)),
+                                         "hop queries": (ev.hop_seeds("letter"), hop_query_names)}, judge)
     if not used:
         return []
     at = "hop queries" if "hop queries" in used else "last token"
@@ -1081,8 +1101,15 @@ ROPE_BASE = 10_000
 
 
 def frequency_angle(frequency_id: int, n_planes: int = 64) -> float:
-    """θ of a 1-based RoPE frequency ID: base^(−(k − 1)/n_planes) (Table 1's IDs: θ_2 = 0.866, θ_42 = 0.0027)."""
-    return float(ROPE_BASE ** (-(frequency_id - 1) / n_planes))
+    """θ of a 1-based RoPE frequency ID: plane k = ID − 1 of :func:`possym.model.rope.rope_frequencies` over
+    2·n_planes rotated dimensions, base^(−(ID − 1)/n_planes) (Table 1's IDs: θ_2 = 0.866, θ_42 = 0.0027).
+
+    >>> round(frequency_angle(2), 3), round(frequency_angle(42), 4), frequency_angle(1)
+    (0.866, 0.0027, 1.0)
+    """
+    from possym.model.rope import rope_frequencies  # here, so reading a claim table never loads torch
+
+    return float(rope_frequencies(2 * n_planes, ROPE_BASE)[frequency_id - 1])
 
 
 def theory_curve(function: str, theta: float) -> list[tuple[float, float | None]]:
@@ -1212,6 +1239,26 @@ FLOW_MAJORITY = 0.5
 # this long, i.e. their angles within a circular sd of sqrt(−2 ln 0.9) ≈ 26° of one direction.
 KEYS_ALIGNED = 0.9
 FIG4B_LAYER = 1
+FIG4B_TASK = "number"  # Fig. 4B pictures the trained number model
+
+
+@dataclass(frozen=True)
+class Fig3Panel:
+    """What the paper says of one task's panel of Fig. 3: where, its words, and whether it names the layer that
+    carries each hop (Fig. 3A: layer d − 1 at d hops from the answer) or no layer at all (Fig. 3B)."""
+
+    section: str
+    paper: str
+    layer_per_hop: bool
+
+
+FIG3_PANELS = {
+    "number": Fig3Panel("Sec. 3.2, Fig. 3A", "one hop per layer: from the hop query d hops from the answer, "
+                        "layer d − 1 attends the next hop (Fig. 3A: L0 at the last hop, L1 at the one before, L3 at "
+                        "the last token)", layer_per_hop=True),
+    "letter": Fig3Panel("Sec. 3.2, Fig. 3B", "analogous to the number task's (Fig. 3B; the text names no layers)",
+                        layer_per_hop=False),
+}
 
 
 def _flow_by_seed(rows: Sequence[HopFlowRecord], task: str) -> dict[int, dict[tuple[int, int], HopFlowRecord]]:
@@ -1232,7 +1279,7 @@ def flow_claims(ev: Evidence) -> list[ClaimRecord]:
     attention maximum (head 0) lies on the next position of the hop path. That attention lands there says
     nothing of what is copied; the paper's "no information flow" at layers 1-2 of the last token is not graded."""
     out = []
-    for task in ("number", "letter"):
+    for task, panel in FIG3_PANELS.items():
         by_seed = _flow_by_seed(ev.hop_flow, task)
         if not by_seed:
             continue
@@ -1251,24 +1298,21 @@ def flow_claims(ev: Evidence) -> list[ClaimRecord]:
             texts.append(f"{n_inputs} inputs at step {next(iter(cells.values())).step}; depth 1..{len(depths)} at "
                          f"L0..L{len(depths) - 1}: {one}; best layer per depth: {most}")
         name = f"{task} task: attention follows the hop path (Fig. 3)"
-        if task == "number":
-            paper = ("one hop per layer: from the hop query d hops from the answer, layer d − 1 attends the next hop "
-                     "(Fig. 3A: L0 at the last hop, L1 at the one before, L3 at the last token)")
+        if panel.layer_per_hop:
             rule = (f"{HOLDS_RULE}, or if its weaker form holds at every seed; on correctly solved inputs with the "
                     f"most hops, it holds at a seed if, at every hop query, layer d − 1 (d: hops from the answer) has "
                     f"its attention maximum on the next position of the hop path at more than {FLOW_MAJORITY:.0%} of "
                     "them (weaker: some layer does, at every hop query)")
             readings = {"one hop per layer (Fig. 3A's text; pre-registered)": rules.grade_holds(strict),
                         "some layer per hop query": rules.grade_holds(some)}
-            out.append(_holds_claim(name, "Sec. 3.2, Fig. 3A", paper, strict, rule, runs=runs, per_seed=texts,
+            out.append(_holds_claim(name, panel.section, panel.paper, strict, rule, runs=runs, per_seed=texts,
                                     weak=some, reading="one hop per layer (Fig. 3A's text; pre-registered)",
                                     readings=readings))
         else:
-            paper = "analogous to the number task's (Fig. 3B; the text names no layers)"
             rule = (f"{HOLDS_RULE}; on correctly solved inputs with the most hops, it holds at a seed if, at every "
                     f"hop query, some layer has its attention maximum on the next position of the hop path at more "
                     f"than {FLOW_MAJORITY:.0%} of them (the paper names no layers for the letter task)")
-            out.append(_holds_claim(name, "Sec. 3.2, Fig. 3B", paper, some, rule, runs=runs, per_seed=texts))
+            out.append(_holds_claim(name, panel.section, panel.paper, some, rule, runs=runs, per_seed=texts))
     return out
 
 
@@ -1281,7 +1325,7 @@ def geometry_claims(ev: Evidence) -> list[ClaimRecord]:
     logit favours the asked-for offset. A reading added after the result, which never grades: the query's aim as
     an angle (the asked-for offset's rotation within half a position of the keys' direction), since a fast plane's
     argmax can land on an alias about 2π/θ positions away."""
-    rows = [r for r in ev.geometry if r.task == "number" and r.layer == FIG4B_LAYER]
+    rows = [r for r in ev.geometry if r.task == FIG4B_TASK and r.layer == FIG4B_LAYER]
     if not rows:
         return []
     seeds = sorted({r.seed for r in rows})

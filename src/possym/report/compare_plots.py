@@ -22,8 +22,11 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from possym.records import Fig5aRecord
+from possym.report.claims import FIG3_PANELS
 from possym.report.score_plots import ACC, HOP_COLOURS, POS, SYM
 
+# The paper's Fig. 2A, panel by panel: the hop counts it plots one curve each for (the letter panel: global only).
+FIG2A_HOPS: dict[str, tuple[int, ...]] = {"number": (1, 2, 3, 4), "letter": ()}
 PAPER_STYLE: dict[str, Any] = dict(linestyle="--", marker="o", markerfacecolor="none", alpha=0.8)
 SEED_STYLE: dict[str, Any] = dict(linewidth=1.0, alpha=0.7)
 
@@ -51,11 +54,11 @@ def fig2a_compare(evals: Mapping[str, pd.DataFrame], paper: Mapping[str, Any]) -
     per hop for the number task, global for both, one thin line per seed."""
     fig = Figure(figsize=(11, 4))
     axes = fig.subplots(1, 2, sharey=True)
-    for ax, task in zip(axes, ("number", "letter"), strict=True):
+    for ax, (task, hops) in zip(axes, FIG2A_HOPS.items(), strict=True):
         ref = (paper.get(f"fig2a_{task}_task_test_accuracy_by_hop")
                or paper.get(f"fig2a_{task}_task_test_accuracy_global"))
         seeds = list(by_seed(evals.get(task)))
-        keys = [f"acc_hop{h}" for h in range(1, 5)] if task == "number" else []
+        keys = [f"acc_hop{h}" for h in hops]
         for i, (_, rows) in enumerate(seeds):
             rows = rows.sort_values("step")
             for h, key in enumerate(keys):
@@ -208,8 +211,9 @@ def flow_compare(flow: pd.DataFrame) -> Figure:
     """
     from matplotlib.patches import Rectangle
 
+    order = {t: i for i, t in enumerate(FIG3_PANELS)}
     keys = sorted({(str(t), int(s)) for t, s in zip(flow["task"], flow["seed"], strict=True)},
-                  key=lambda k: (k[0] != "number", k[1]))
+                  key=lambda k: (order.get(k[0], len(order)), k))
     cols = min(max(len(keys), 1), 3)
     rows_n = -(-max(len(keys), 1) // cols)
     fig = Figure(figsize=(3.6 * cols + 1, 2.4 * rows_n + 0.5), layout="constrained")
@@ -221,7 +225,7 @@ def flow_compare(flow: pd.DataFrame) -> Figure:
         rows = flow[(flow["task"] == task) & (flow["seed"] == seed)]
         grid = rows.pivot_table(index="depth", columns="layer", values="on_next")
         image = ax.imshow(grid.to_numpy(), aspect="auto", cmap="Greys", vmin=0, vmax=1)
-        if task == "number":
+        if task in FIG3_PANELS and FIG3_PANELS[task].layer_per_hop:  # the paper's one-hop-per-layer diagonal
             for d in grid.index:
                 ax.add_patch(Rectangle((d - 1 - 0.5, d - 1 - 0.5), 1, 1, fill=False, ec=POS, lw=1.5))
         ax.set_xticks(range(grid.shape[1]))

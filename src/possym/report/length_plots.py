@@ -24,6 +24,7 @@ from possym.report.compare_plots import SEED_STYLE, by_seed
 from possym.report.score_plots import HOP_COLOURS
 
 TASK_COLOURS = {"number": "tab:red", "letter": "tab:green"}
+HOP_LINES = {"letter": "-"}  # the per-hop curves' line style by task; any other task's are dashed
 
 
 def plot_length_curves(curves: Mapping[str, pd.DataFrame], paper: dict[str, Any] | None = None) -> Figure:
@@ -53,7 +54,7 @@ def plot_length_curves(curves: Mapping[str, pd.DataFrame], paper: dict[str, Any]
         for i, (h, rows) in enumerate(hops.groupby("n_hops", sort=True)):
             stats = rows.groupby("extra")["accuracy"].agg(["mean", "min", "max"]).reset_index()
             hop_colour = HOP_COLOURS[i % len(HOP_COLOURS)]
-            ax_hops.plot(stats["extra"], stats["mean"], "-" if task == "letter" else "--", color=hop_colour,
+            ax_hops.plot(stats["extra"], stats["mean"], HOP_LINES.get(task, "--"), color=hop_colour,
                          label=f"{task}, {h} hop(s)")
             if len(seeds) > 1:
                 ax_hops.fill_between(stats["extra"], stats["min"], stats["max"], color=hop_colour, alpha=0.12,

@@ -23,7 +23,16 @@ from possym.tasks.dataset import (
     prefix_plan,
     row_hashes,
 )
-from possym.tasks.registry import PAPER_TASKS, TASKS, get_task, register_task, task_config, task_vocab
+from possym.tasks.registry import (
+    PAPER_TASKS,
+    TASKS,
+    discover_tasks,
+    get_task,
+    register_task,
+    task_config,
+    task_vocab,
+    unregister_task,
+)
 from possym.tasks.samples import TaskSamples
 from possym.tasks.solve import solve
 from possym.tasks.vocab import PAD, Vocab, number_alphabet
@@ -39,6 +48,7 @@ __all__ = [
     "TaskSamples",
     "Vocab",
     "balanced_combinations",
+    "discover_tasks",
     "draw_prefix",
     "generate",
     "generate_after",
@@ -52,4 +62,8 @@ __all__ = [
     "solve",
     "task_config",
     "task_vocab",
+    "unregister_task",
 ]
+
+# Last, once every name above exists: the task modules import this package's registry and dataset.
+discover_tasks()

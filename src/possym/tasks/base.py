@@ -25,9 +25,11 @@ needs, so that nothing outside it ever branches on a task's name:
   (the key each hop should read) and :meth:`Task.extra_window` (the extra tokens before the window);
 - ``upgrade``: how a task section saved by an older possym reads today (one place, not scattered readers).
 
-It ends with ``TASK = Task(...)``; :func:`possym.tasks.registry.register_task` adds it.
+It ends with ``TASK = Task(...)``; a module of :mod:`possym.tasks` is found by
+:func:`possym.tasks.registry.discover_tasks`, one elsewhere is added with
+:func:`possym.tasks.registry.register_task` (and taken away with ``unregister_task``).
 
-Example (a toy task in a few lines; ``tests/unit/tasks/test_toy_task.py`` trains one end to end):
+Example (a toy task in a few lines; ``tests/integration/tasks/test_toy_task.py`` trains one end to end):
     >>> from dataclasses import dataclass
     >>> @dataclass(frozen=True)
     ... class CopyConfig(TaskConfig):

@@ -2,11 +2,13 @@
 
 The run config's ``task`` section is built from the registered task's config class, the command
 line offers the registered names, and every sampler, vocabulary and solver is found here. A task is
-one module ending in ``TASK = Task(...)`` (``tasks/number.py`` is a worked example), added with
-:func:`register_task`; nothing outside a task's module branches on its name.
+one module of :mod:`possym.tasks` ending in ``TASK = Task(...)`` (``tasks/number.py`` is a worked
+example): :func:`discover_tasks` finds it, as :func:`possym.stages.registry.stages` finds stages, so
+adding a task is one new file. A notebook or another package adds its own with :func:`register_task`
+and takes it away with :func:`unregister_task`; nothing outside a task's module branches on its name.
 
 Example:
-    >>> list(TASKS)[:2]   # the paper's; other packages and notebooks may register more
+    >>> list(TASKS)[:2]   # the paper's first; then the rest by module name, then any registered since
     ['number', 'letter']
     >>> get_task("letter").prefix_per_hop, task_config("letter", n_ints=4).n_ints
     (True, 4)
@@ -15,17 +17,37 @@ Example:
 from __future__ import annotations
 
 import functools
+import importlib
+import pkgutil
+from pathlib import Path
 from typing import Any
 
 from possym.errors import ConfigError, PossymError
-from possym.tasks import index, induction, letter, number, retrieval
 from possym.tasks.base import Task, TaskConfig
 from possym.tasks.vocab import Vocab
 
 # The paper's two tasks (App. B), in the order a reproduction trains and reports them.
 PAPER_TASKS = ("number", "letter")
 
-TASKS: dict[str, Task] = {t.name: t for t in (number.TASK, letter.TASK, index.TASK, retrieval.TASK, induction.TASK)}
+# Filled by discover_tasks(), which possym.tasks calls once its own imports are done: the task modules
+# import this registry (through possym.tasks.dataset and .solve), so it cannot import them while it loads.
+TASKS: dict[str, Task] = {}
+
+
+def discover_tasks() -> dict[str, Task]:
+    """Register the ``TASK`` of every module of :mod:`possym.tasks` not registered yet, the paper's tasks
+    first (:data:`PAPER_TASKS`), then the others by module name, so the order never depends on the file
+    system; returns :data:`TASKS`."""
+    package = __name__.rpartition(".")[0]  # by name and folder: importing the package here would be a cycle
+    found = {}
+    for info in sorted(pkgutil.iter_modules([str(Path(__file__).parent)]), key=lambda i: i.name):
+        task = getattr(importlib.import_module(f"{package}.{info.name}"), "TASK", None)
+        if isinstance(task, Task):
+            found[task.name] = task
+    for name in [n for n in PAPER_TASKS if n in found] + sorted(set(found) - set(PAPER_TASKS)):
+        if name not in TASKS:
+            register_task(found[name])
+    return TASKS
 
 
 def register_task(task: Task) -> None:
@@ -35,6 +57,21 @@ def register_task(task: Task) -> None:
     if task.name in TASKS:
         raise PossymError(f"task {task.name!r} is already registered")
     TASKS[task.name] = task
+
+
+def unregister_task(name: str) -> Task:
+    """Remove the task called ``name`` and return it: the inverse of :func:`register_task`, for tests and
+    notebooks that clean up after themselves. Any registered task may go, the paper's too (a caller that
+    removes one owns putting it back); an unknown name is a ConfigError listing the known ones.
+
+    >>> retrieval = unregister_task("retrieval")
+    >>> "retrieval" in TASKS, register_task(retrieval), list(TASKS)[-1]
+    (False, None, 'retrieval')
+    """
+    if name not in TASKS:
+        raise ConfigError(f"cannot unregister task {name!r}: it is not registered; registered: {tuple(TASKS)}")
+    task_vocab.cache_clear()  # a later task of the same name must not meet this one's vocabularies
+    return TASKS.pop(name)
 
 
 def get_task(name: str) -> Task:

@@ -39,7 +39,8 @@ class WindowTaskConfig(TaskConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         require(self.n_target >= 1, f"task.n_target={self.n_target} must be >= 1")
-        require(self.n_pretarget >= 1, f"task.n_pretarget={self.n_pretarget} must be >= 1")
+        # No pre-target is a window of 1-hop inputs (the LLM experiment's prompts); max_hops is checked below.
+        require(self.n_pretarget >= 0, f"task.n_pretarget={self.n_pretarget} must be >= 0")
         require(1 <= self.min_hops <= self.max_hops,
                 f"task.min_hops={self.min_hops} must lie in 1..max_hops={self.max_hops}")
         # A k-hop chain visits k-1 distinct pre-target positions before landing in the target window.

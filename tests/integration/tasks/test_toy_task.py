@@ -11,7 +11,17 @@ import pytest
 
 import possym
 from possym.errors import require
-from possym.tasks import TASKS, Solution, Task, TaskConfig, TaskSamples, Vocab, solve, task_vocab
+from possym.tasks import (
+    Solution,
+    Task,
+    TaskConfig,
+    TaskSamples,
+    Vocab,
+    register_task,
+    solve,
+    task_vocab,
+    unregister_task,
+)
 from possym.tasks.vocab import PAD
 
 
@@ -76,9 +86,10 @@ LAST = Task(name="last", config=LastConfig, vocab=vocab, combinations=combinatio
 
 
 @pytest.fixture
-def last_task(monkeypatch):
-    monkeypatch.setitem(TASKS, "last", LAST)  # register_task, undone after the test
-    return LAST
+def last_task():
+    register_task(LAST)
+    yield LAST
+    unregister_task("last")
 
 
 def test_a_toy_task_registered_in_one_file_trains_scores_and_length_curves(tmp_path, last_task):

@@ -1,14 +1,15 @@
-"""The 1-hop samplers and templates, checked against the oracle and the paper's own worked examples."""
+"""The 1-hop prompts and templates: drawn by the paper tasks' samplers, checked against the tasks' solvers, against
+what each prompt's rule says in the test itself, and against the paper's own worked examples."""
 
 from __future__ import annotations
 
 import re
+import string
 
 import numpy as np
 import pytest
 
 from possym.one_hop import (
-    LETTERS,
     PAPER_LENGTHS,
     PROMPT_TASKS,
     Templates,
@@ -19,9 +20,12 @@ from possym.one_hop import (
     make_grid,
     normalise_reply,
     one_hop_answer,
-    sample_letter,
-    sample_number,
+    one_hop_config,
+    sample_one_hop,
 )
+from possym.tasks import get_task, task_vocab
+
+LETTERS = string.ascii_lowercase
 
 EXAMPLE = re.compile(r'Input: "([^"{}]+)"\nOutput: (\S+)')
 
@@ -55,7 +59,7 @@ def test_number_task_uses_single_letters_and_an_offset_inside_the_window():
     rng = np.random.default_rng(0)
     offsets = []
     for _ in range(500):
-        window, query, target = sample_number(12, rng)
+        window, query, target = sample_one_hop("number", 12, rng)
         assert all(len(tok) == 1 and tok in LETTERS for tok in window)
         offsets.append(int(query))
         assert window[-int(query)] == target
@@ -66,10 +70,30 @@ def test_letter_task_has_exactly_one_token_starting_with_the_second_query_letter
     rng = np.random.default_rng(1)
     for length in (1, 12, 300):
         for _ in range(50):
-            window, query, target = sample_letter(length, rng)
-            assert len(query) == 2 and all(c in LETTERS for c in query)
-            assert all(len(tok) == 2 and tok[0] in LETTERS and tok[1].isdigit() for tok in window)
+            window, query, target = sample_one_hop("letter", length, rng)
+            assert len(query) == 2 and all(c in LETTERS for c in query) and query[0] != query[1]
+            assert all(len(tok) == 2 and tok[0] in LETTERS and tok[1] in "123456789" for tok in window)
             assert [tok for tok in window if tok[0] == query[1]] == [target]
+
+
+def test_a_one_hop_window_is_the_training_tasks_window_with_one_hop_and_no_pretarget():
+    for task in PROMPT_TASKS:
+        cfg = one_hop_config(task, 24)
+        assert type(cfg) is get_task(task).config and cfg.n_pretarget == 0 and cfg.hops == (1,)
+        for inst in make_cell(task, 24, 1, 20):
+            tokens = [*inst.window, inst.query]
+            task_vocab(cfg).encode(tokens)  # every token is one of the task's own
+            query, answer = get_task(task).solve(tokens).path
+            assert query == 24 and inst.window[answer] == inst.target
+    with pytest.raises(ValueError, match="not a 1-hop task"):
+        one_hop_config("index", 12)
+
+
+def test_answers_and_query_offsets_cover_the_window_and_the_alphabet():
+    # Drawn as balanced classes: every answer position and (nearly) every letter turn up in a cell of 400.
+    cell = make_cell("letter", 12, 1, 400)
+    assert {i.window.index(i.target) for i in cell} == set(range(12))
+    assert len({i.target[0] for i in cell}) >= 24
 
 
 def test_cells_are_seeded_by_run_and_independent_of_the_rest_of_the_grid():
@@ -129,9 +153,13 @@ def test_normalise_reply_strips_nested_quotes_and_spaces():
 
 
 def test_the_oracle_rejects_ill_posed_sequences():
-    with pytest.raises(ValueError, match="outside"):
+    with pytest.raises(ValueError, match="before the start"):
         one_hop_answer("number", "a b 3")
-    with pytest.raises(ValueError, match="exactly one"):
+    with pytest.raises(ValueError, match="ambiguous"):
         one_hop_answer("letter", "a1 a2 xa")
+    with pytest.raises(ValueError, match="takes 2 hops"):
+        one_hop_answer("number", "a 1 1")
+    with pytest.raises(ValueError, match="no match"):
+        one_hop_answer("letter", "a1 b2 xc")
     with pytest.raises(ValueError, match="not a 1-hop task"):
         one_hop_answer("other", "a b")

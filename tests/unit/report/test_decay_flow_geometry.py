@@ -160,3 +160,10 @@ def test_the_angle_reading_added_after_the_result_never_changes_the_verdict():
     assert "the plane's aim as an angle, within half a position (added after the result): match" in c.readings
     rows = [dataclasses.replace(r, aim_error=0.6 * r.theta) for r in rows]
     assert "(added after the result): partial" in _claim(Evidence(geometry=rows), "number task: L1's keys").readings
+
+
+def test_frequency_angle_is_the_rope_frequency_of_the_plane_the_id_names():
+    # The closed form the claims used before they called possym.model.rope: bit for bit the same angles.
+    for n_planes in (4, 64):
+        assert [frequency_angle(i, n_planes) for i in range(1, n_planes + 1)] == [
+            10_000 ** (-(i - 1) / n_planes) for i in range(1, n_planes + 1)]

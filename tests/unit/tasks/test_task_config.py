@@ -1,9 +1,10 @@
 """A task's config refuses inputs that cannot be generated, naming the field (each task module)."""
 
+import numpy as np
 import pytest
 
 from possym.config import ConfigError
-from possym.tasks import task_config
+from possym.tasks import generate, solve, task_config, task_vocab
 
 
 def test_more_hops_than_pretarget_positions_allow_is_an_error_naming_max_hops():
@@ -14,6 +15,18 @@ def test_more_hops_than_pretarget_positions_allow_is_an_error_naming_max_hops():
 def test_a_letter_alphabet_too_small_for_unique_chains_is_an_error_naming_n_letters():
     with pytest.raises(ConfigError, match="n_letters=4"):
         task_config("letter", n_letters=4, max_hops=4)
+
+
+@pytest.mark.parametrize("task", ["number", "letter"])
+def test_a_window_without_pretargets_holds_one_hop_inputs_and_no_more(task):
+    cfg = task_config(task, n_pretarget=0, max_hops=1)
+    samples = generate(cfg, 8, np.random.default_rng(0))
+    for record in samples.records(task_vocab(cfg)):
+        assert solve(task, record["tokens"]).n_hops == 1 and len(record["tokens"]) == cfg.n_target + 1
+    with pytest.raises(ConfigError, match="max_hops=2"):
+        task_config(task, n_pretarget=0, max_hops=2)
+    with pytest.raises(ConfigError, match="n_pretarget=-1"):
+        task_config(task, n_pretarget=-1, max_hops=1)
 
 
 def test_the_longest_possible_chains_are_allowed():
