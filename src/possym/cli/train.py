@@ -28,7 +28,7 @@ from possym.experiment.config import Experiment, train_overrides
 from possym.experiment.training import stored_training, training
 from possym.runs import CONFIG, RunDir
 from possym.settings import defaults_help
-from possym.stages.train import STAGE
+from possym.stages.train import CONTINUE, STAGE
 from possym.tasks import TASKS
 
 
@@ -104,8 +104,8 @@ def run(args: argparse.Namespace) -> int:
     overrides, stage = train_overrides(args.overrides)
     if args.resume:
         if args.task or args.preset or args.out or overrides or args.seeds:
-            raise PossymError("--resume takes only the directory (and train stage keys such as train.monitor); "
-                              "its config is fixed in RUN/config.yaml")
+            raise PossymError("--resume takes only the run directory, or the OUT of --seeds (and train stage keys "
+                              "such as train.monitor); its config is fixed in RUN/config.yaml")
         path = Path(args.resume)
         if path.is_dir() and not (path / CONFIG).is_file():
             exp = stored_training(path, args.overrides)
@@ -122,6 +122,6 @@ def run(args: argparse.Namespace) -> int:
         run_dir = open_or_create(args, overrides)
     print(f"run directory: {run_dir.path}")
     # A resumed run trains whatever is left, whatever its memo says: that is what --resume asks.
-    run_stage(run_dir, STAGE, stage, redo=bool(args.resume))
+    run_stage(run_dir, CONTINUE, stage, redo=bool(args.resume))
     print(f"test accuracy ({run_dir.config.task.name}): {format_eval(run_dir)}")
     return 0
