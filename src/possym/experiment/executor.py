@@ -281,11 +281,14 @@ def run_stage(target: RunDir | ExperimentDir | str | Path, stage: Stage | str, c
     A second writer is refused, naming this one; a stage the memo has done is read back without the lock.
 
     >>> import tempfile
-    >>> from possym.stages.registry import get_stage
+    >>> @dataclass(frozen=True)
+    ... class Count:
+    ...     n: int = 3
+    >>> count = Stage("count", Count, lambda exp, cfg: cfg.n, scope="experiment")  # theory is one such stage
     >>> out = tempfile.mkdtemp()
-    >>> cfg = get_stage("theory").settings_from({"quick": True, "samples": 20, "n_max": 20})
-    >>> run_stage(out, "theory", cfg).ran, run_stage(out, "theory", cfg).ran   # doctest: +SKIP
-    (True, False)
+    >>> [(s.ran, s.result) for s in (run_stage(out, count, Count(5)), run_stage(out, count, Count(5)),
+    ...                              run_stage(out, count, Count(6)))]
+    [(True, 5), (False, None), (True, 6)]
     """
     stage = get_stage(stage) if isinstance(stage, str) else stage
     cfg = stage.settings_from({}) if cfg is None else cfg
