@@ -52,11 +52,11 @@ def add_allow_unfinished(p: argparse.ArgumentParser) -> None:
                    help="let final name the last checkpoint of a run whose training has not ended")
 
 
-def add_redo(p: argparse.ArgumentParser, stage: str) -> None:
-    """``--redo``: run the stage although the run's memo (RUN/resume.json) has it done with these settings."""
+def add_redo(p: argparse.ArgumentParser, stage: str, memo: str = "RUN/resume.json") -> None:
+    """``--redo``: run the stage although its memo (a run's RUN/resume.json) has it done with these settings."""
     p.add_argument("--redo", action="store_true",
-                   help=f"run {stage} again although RUN/resume.json, the memo that experiments share, has it done "
-                        "with these settings (at every checkpoint asked for)")
+                   help=f"run {stage} again although {memo}, the memo that experiments share, has it done "
+                        "with these settings" + (" (at every checkpoint asked for)" if memo.startswith("RUN") else ""))
 
 
 def report_skip(done: StageRun, run_dir: RunDir) -> None:

@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
             if state == "done":
                 bar.update(len(unit.runs))
             else:
-                bar.write(f"{unit.id}: {state} (see {out / 'log'}/ID.json)")
+                bar.write(f"{unit.id}: {state} (see {out / 'logs'}/ID.log)")
 
         t0 = time.perf_counter()
         outcome = run_sweep(exp, out, engine, on_unit=on_unit, summary=False)

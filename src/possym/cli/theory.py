@@ -1,15 +1,18 @@
-"""``possym theory --out DIR [theory.KEY=VALUE ...]`` (Theorems 3.1-3.2, Remark 3.1 as code) and
+"""``possym theory --out OUT [theory.KEY=VALUE ...]`` (Theorems 3.1-3.2, Remark 3.1 as code) and
 ``possym discrepancy RUN [discrepancy.KEY=VALUE ...]`` (trained heads).
 
-Shells over :func:`possym.stages.theory.theory_tables` and
-:func:`possym.stages.theory.trained_discrepancy_run`, whose docstrings list the files they write; their
-settings are the theory and discrepancy stages' (:class:`~possym.stages.theory.TheoryConfig`,
-:class:`~possym.stages.theory.DiscrepancyConfig`), as overrides: ``possym theory --out DIR theory.quick=true``,
+Shells over :func:`possym.experiment.run_stage` with the theory stage
+(:func:`possym.stages.theory.theory_tables`) and the discrepancy stage
+(:func:`possym.stages.theory.trained_discrepancy_run`), whose docstrings list the files they write; their
+settings are the stages' (:class:`~possym.stages.theory.TheoryConfig`,
+:class:`~possym.stages.theory.DiscrepancyConfig`), as overrides: ``possym theory --out OUT theory.quick=true``,
 ``possym discrepancy RUN discrepancy.extras=[0,100,1000] discrepancy.step=best``.
-``possym theory`` exits 1 when a verification row is off expectation. ``possym discrepancy RUN`` runs the
-discrepancy stage through :func:`possym.experiment.run_stage`: the run's memo, RUN/resume.json, which every
-experiment holding the run shares, says whether it is done with these settings (then the tables in
-RUN/theory are read back, unless --redo); with --out elsewhere or --replot it writes outside the memo.
+``possym theory`` writes into OUT/theory, as the stage does in an experiment directory, and records it in
+OUT's memo (OUT/log/experiment.json): run again, or by a reproduction into the same OUT, with these settings,
+its tables are read back (unless --redo). It exits 1 when a verification row is off expectation.
+``possym discrepancy RUN`` goes through the run's memo, RUN/resume.json, which every experiment holding the
+run shares, and says whether it is done with these settings (then the tables in RUN/theory are read back,
+unless --redo); with --out elsewhere or --replot it writes outside the memo.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ from possym.devices import resolve_device
 from possym.experiment import run_stage
 from possym.records import DiscrepancyAccuracyRecord, DiscrepancySummaryRecord, read_records
 from possym.runs import ARTIFACTS, RunDir
-from possym.stages.theory import STAGES, theory_tables, trained_discrepancy_run
+from possym.stages.log import EXPERIMENT, ResumeLog
+from possym.stages.theory import STAGES, read_theory, trained_discrepancy_run
 
 THEORY, DISCREPANCY = (next(s for s in STAGES if s.name == name) for name in ("theory", "discrepancy"))
 
@@ -30,7 +34,9 @@ THEORY, DISCREPANCY = (next(s for s in STAGES if s.name == name) for name in ("t
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("theory", help="verify the RoPE constructions, Remark 3.1 and Theorem 3.2's bounds",
                               description=__doc__)
-    p.add_argument("--out", required=True, type=Path, help="directory for the tables and figures")
+    p.add_argument("--out", required=True, type=Path,
+                   help="experiment directory: the tables and figures go into OUT/theory")
+    add_redo(p, "theory", "OUT/log/experiment.json")
     add_overrides(p, "theory", THEORY.defaults(), "theory.quick=true (a smoke run, about a minute)", THEORY.config)
     p.set_defaults(func=run_theory)
 
@@ -48,7 +54,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_theory(args: argparse.Namespace) -> int:
     cfg = THEORY.from_overrides(args.overrides)
-    result = theory_tables(cfg, args.out, log=print)
+    done = run_stage(args.out, THEORY, cfg, redo=args.redo)
+    result = done.result if done.ran else read_theory(args.out / "theory")
+    if not done.ran:
+        print(f"theory: done with these settings (the memo {ResumeLog(args.out).memo(EXPERIMENT).file}); "
+              "read back, not rerun (--redo reruns it)")
     t = result.tables
     print("Theorem 3.1: the constructions against the oracles")
     for r in t["verification"]:
@@ -70,7 +80,8 @@ def run_theory(args: argparse.Namespace) -> int:
         verdict = "holds" if c["n_failed"] == 0 else f"FAILS at {c['n_failed']} n (first {c['first_fail']})"
         print(f"    {c['function']:<9} {c['definition']:<5} {c['domain']:<10} premise n in {c['premise_range']:<9} "
               f"{verdict}; max ratio {c['max_ratio']:.3g}")
-    print(f"done in {result.seconds:.0f} s; {len(result.off_expectation)} verification rows off expectation")
+    print(f"{f'done in {result.seconds:.0f} s' if done.ran else 'read back'}; {len(result.off_expectation)} "
+          f"verification rows off expectation; tables in {args.out / 'theory'}")
     return 0 if result.ok else 1
 
 

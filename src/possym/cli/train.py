@@ -1,10 +1,16 @@
-"""``possym train --task TASK --out DIR [section.KEY=VALUE ...]``: train a model into a run directory, or several
-seeds as one group; or resume either.
+"""``possym train --task TASK --out RUN [section.KEY=VALUE ...]``: train a model into a run directory; with
+``--seeds 0,1,2``, train several seeds as one experiment into ``OUT/runs/TASK-sS``; or resume either.
 
 The overrides are those of a reproduction or a sweep: ``task.*``, ``model.*``, ``train.*``, ``seeds.*`` set
 the run's config (defaults < ``--preset`` < overrides); ``train.monitor``, ``train.memory_budget_mb``,
 ``train.group`` and ``train.progress`` set the train stage (:class:`possym.stages.train.TrainStageConfig`),
 as in an experiment.
+
+One run trains through :func:`possym.experiment.run_stage`, its memo ``RUN/resume.json``. Several seeds are an
+experiment (:func:`possym.experiment.training.training`) run by the executor, in its layout: a reproduction
+or a sweep with the same settings over the same OUT finds them trained, and the seeds that can share a step
+train as one group. ``--resume`` continues a run directory, or the training of an experiment directory
+(an OUT of ``--seeds``, also one of an older possym, whose ``OUT/seed{s}`` move into ``OUT/runs``).
 """
 
 from __future__ import annotations
@@ -14,14 +20,15 @@ import dataclasses
 import sys
 from pathlib import Path
 
-from possym.api import train_models
 from possym.config import RunConfig, load_config, preset_names
 from possym.devices import resolve_device, torch_threads
 from possym.errors import PossymError
-from possym.experiment.config import SEED_FIELDS, train_overrides
+from possym.experiment import run_experiment, run_stage
+from possym.experiment.config import Experiment, train_overrides
+from possym.experiment.training import stored_training, training
 from possym.runs import CONFIG, RunDir
 from possym.settings import defaults_help
-from possym.stages.train import STAGE, TrainStageConfig, train_run
+from possym.stages.train import CONTINUE, STAGE
 from possym.tasks import TASKS
 
 
@@ -30,10 +37,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--task", choices=list(TASKS))
     p.add_argument("--preset", help=f"a packaged preset ({', '.join(preset_names())})")
-    p.add_argument("--out", help="new run directory (with --seeds: the parent of DIR/seed0, DIR/seed1, ...)")
-    p.add_argument("--seeds", help="train these seeds as one group, e.g. 0,1,2: seed s sets seeds.data = "
-                   "seeds.init = seeds.order = seeds.dropout = s; run s goes into OUT/seed{s}")
-    p.add_argument("--resume", metavar="RUN", help="continue an interrupted run (or a --seeds parent) where it stopped")
+    p.add_argument("--out", help="new run directory (with --seeds: the experiment directory, runs in OUT/runs)")
+    p.add_argument("--seeds", help="train these seeds as one experiment, e.g. 0,1,2: seed s sets seeds.data = "
+                   "seeds.init = seeds.order = seeds.dropout = s; run s goes into OUT/runs/TASK-sS, where a "
+                   "reproduction or a sweep over OUT finds it")
+    p.add_argument("--resume", metavar="DIR", help="continue an interrupted run, or the runs of a --seeds OUT, "
+                   "where they stopped")
     p.add_argument("overrides", nargs="*", metavar="section.KEY=VALUE",
                    help="e.g. train.lr=3e-4 model.n_layers=4 train.monitor=false; every key and its default is "
                    "listed below")
@@ -59,12 +68,6 @@ def parse_seeds(text: str) -> list[int]:
     return seeds
 
 
-def group_members(parent: Path) -> list[Path]:
-    """The run directories DIR/seed* of a ``--seeds`` parent, in seed order."""
-    found = [p for p in parent.glob("seed*") if (p / CONFIG).is_file() and p.name[4:].isdigit()]
-    return sorted(found, key=lambda p: int(p.name[4:]))
-
-
 def open_or_create(args: argparse.Namespace, overrides: list[str]) -> RunDir:
     if not args.task or not args.out:
         raise PossymError("give --task and --out for a new run, or --resume RUN")
@@ -82,40 +85,43 @@ def format_eval(run: RunDir) -> str:
     return " ".join(f"hop{h}={a:.3f}" for h, a in sorted(final.hops.items())) + f" all={final.accuracy:.3f}"
 
 
-def _group(configs: list[RunConfig], outs: list[Path], stage: TrainStageConfig) -> int:
-    runs = train_models(configs, list(outs), monitor=stage.monitor, progress=stage.progress,
-                        memory_budget_mb=stage.memory_budget_mb, group=stage.group)
-    for r in runs:
-        print(f"test accuracy ({r.config.task.name}, {r.path.name}): {format_eval(r.dir)}")
-    return 0
+def _experiment(exp: Experiment, out: Path) -> int:
+    outcome = run_experiment(exp, out)
+    for note in outcome.migrated:
+        print(note)
+    for spec in exp.runs():
+        if spec.id in outcome.failed:
+            error = outcome.failed[spec.id]
+            print(f"FAILED {spec.id}: {error.splitlines()[-1] if error else ''} (see {out / 'logs' / spec.id}.log)")
+            continue
+        run = RunDir.open(out / "runs" / spec.id)
+        done = "" if (spec.id, "train") in outcome.ran else " (trained already)"
+        print(f"test accuracy ({spec.task}, {spec.id}){done}: {format_eval(run)}")
+    return 1 if outcome.failed else 0
 
 
 def run(args: argparse.Namespace) -> int:
     overrides, stage = train_overrides(args.overrides)
     if args.resume:
         if args.task or args.preset or args.out or overrides or args.seeds:
-            raise PossymError("--resume takes only the run directory (and train stage keys such as train.monitor); "
-                              "its config is fixed in RUN/config.yaml")
-        parent = Path(args.resume)
-        if not (parent / CONFIG).is_file() and parent.is_dir() and group_members(parent):
-            members = group_members(parent)
-            print(f"resuming {len(members)} runs in {parent}")
-            return _group([RunDir.open(p).config for p in members], members, stage)
-        run_dir = RunDir.open(args.resume)
+            raise PossymError("--resume takes only the run directory, or the OUT of --seeds (and train stage keys "
+                              "such as train.monitor); its config is fixed in RUN/config.yaml")
+        path = Path(args.resume)
+        if path.is_dir() and not (path / CONFIG).is_file():
+            exp = stored_training(path, args.overrides)
+            print(f"resuming {len(exp.runs())} runs in {path}/runs")
+            return _experiment(exp, path)
+        run_dir = RunDir.open(path)
     elif args.seeds is not None:
         if not args.task or not args.out:
-            raise PossymError("give --task and --out (the parent directory) with --seeds")
-        if any(o.startswith("seeds.") for o in overrides):
-            raise PossymError("--seeds sets every seed (seeds.data, init, order, dropout); drop the seeds.* overrides")
-        seeds = parse_seeds(args.seeds)
-        configs = [load_config(args.task, args.preset, [*overrides, *(f"seeds.{f}={s}" for f in SEED_FIELDS)])
-                   for s in seeds]
-        resolve_device(configs[0].train.device)
-        print(f"training seeds {seeds} into {args.out}/seed*")
-        return _group(configs, [Path(args.out) / f"seed{s}" for s in seeds], stage)
+            raise PossymError("give --task and --out (the experiment directory) with --seeds")
+        exp = training(args.task, parse_seeds(args.seeds), args.preset, args.overrides)
+        print(f"training seeds {list(exp.seeds)} into {args.out}/runs")
+        return _experiment(exp, Path(args.out))
     else:
         run_dir = open_or_create(args, overrides)
     print(f"run directory: {run_dir.path}")
-    train_run(run_dir, monitor=stage.monitor, progress=stage.progress)
+    # A resumed run trains whatever is left, whatever its memo says: that is what --resume asks.
+    run_stage(run_dir, CONTINUE, stage, redo=bool(args.resume))
     print(f"test accuracy ({run_dir.config.task.name}): {format_eval(run_dir)}")
     return 0

@@ -5,7 +5,9 @@
 (6, ('data', 'train', 'score'))
 
 ``run_experiment(exp, out="runs/quick")`` runs it, resumably: a rerun does only what is missing.
-``run_stage(run, "score", cfg)`` runs one stage on one run through the same memo (``RUN/resume.json``).
+``run_stage(run, "score", cfg)`` runs one stage on one run through the same memo (``RUN/resume.json``);
+``run_stage(out, "theory", cfg)`` an experiment-scope stage through the memo of ``out`` (``OUT/log/experiment.json``).
+``possym train --seeds`` is an experiment too (:func:`possym.experiment.training.training`).
 """
 
 from possym.experiment.config import (

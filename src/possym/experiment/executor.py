@@ -7,7 +7,8 @@ Layout of ``OUT``::
     runs/ID/resume.json  run ID's entries of the resume log (:mod:`possym.stages.log`), the one memo that
                          ``possym score RUN`` and :func:`run_stage` consult too
     log/experiment.json  the experiment-scope stages' entries
-    logs/ID.log          what each run's stages (and the experiment's) printed
+    logs/ID.log          what each run's stages (and the experiment's) printed, and each failure the executor
+                         reported for the run (also one the run's memo could not record: its lock held elsewhere)
     NAME/                each part (a sub-experiment, e.g. the canonical grid)
 
 Order. Parts run first. Then the stages, in the experiment's order: experiment-scope stages run
@@ -159,7 +160,6 @@ def _run_experiment(exp: Experiment, out: Path, engine: Any, progress: bool,
         # A small part's units cost more to ship to workers (a fresh process each) than to run here.
         big = len(sub.runs()) >= PART_ENGINE_RUNS
         outcome.parts[name] = run_experiment(sub, out / name, engine=engine if big else None, progress=progress)
-    log = ResumeLog(out)
     failed: set[str] = set()
     context = ExperimentDir(out, runs, {s.id: s.task for s in specs}, {s.id: s.seed for s in specs},
                             {s.id: s.variant for s in specs}, exp.preset)
@@ -170,7 +170,7 @@ def _run_experiment(exp: Experiment, out: Path, engine: Any, progress: bool,
                 # Every run failed: a report on no runs would replace the last good one with an empty one.
                 outcome.skipped.append((EXPERIMENT, stage.name))
                 continue
-            _experiment_stage(stage, cfg, context, log, outcome, exp.threads, stage.name in redo)
+            _experiment_stage(stage, cfg, context, outcome, exp.threads, stage.name in redo)
             continue
         alive = [s for s in specs if s.id not in failed]
         todo = [s for s in alive if not _runs_done(out, s, segment, outcome, redo)]
@@ -229,16 +229,19 @@ def _run_unit(unit: Unit) -> dict[str, Any]:
 
 def _run_together(log: ResumeLog, stage: Stage, runs: list[RunDir], cfg: Any) -> str | None:
     """A ``runs``-scope stage (training, which locks each run it writes) on ``runs`` at once, each run's entry
-    in its memo; returns the error, or None."""
+    in its memo; returns the error, or None. A run whose lock another writer holds (on another host, say)
+    fails the call before anything runs, and its memo is left as that writer keeps it."""
     key = stage.key_of(cfg)
-    for run in runs:
-        log.start(run.path.name, stage.name, key)
     t0 = time.perf_counter()
+    started: list[RunDir] = []
     try:
+        for run in runs:
+            log.start(run.path.name, stage.name, key)
+            started.append(run)
         stage.run(runs, cfg)
     except Exception as exc:
         error = _error(exc)
-        for run in runs:
+        for run in started:
             log.fail(run.path.name, stage.name, time.perf_counter() - t0, error)
         return error
     for run in runs:
@@ -259,31 +262,58 @@ class StageRun:
     result: Any = None
 
 
-def run_stage(run: RunDir | str | Path, stage: Stage | str, cfg: Any = None, *, redo: bool = False,
-              progress: Callable[..., None] | None = None) -> StageRun:
-    """Run the run-scope ``stage`` (a name or a :class:`~possym.stages.registry.Stage`) on ``run`` with
-    ``cfg`` (None: its defaults), unless the run's memo (``RUN/resume.json``, :mod:`possym.stages.log`) has
-    it done with these settings; ``redo`` runs it anyway. A per-step stage (``score``, ``lengthgen``) does
-    only the checkpoints the memo lacks (with ``redo``, every one it asks for) and keeps the others'
-    outputs. The one way a stage runs on a run: the executor, ``possym score|lengthgen|discrepancy`` and
-    :class:`possym.Run` call it, so that work done by one is never redone by another. ``progress`` goes
-    to the stage's function, if given.
+def run_stage(target: RunDir | ExperimentDir | str | Path, stage: Stage | str, cfg: Any = None, *,
+              redo: bool = False, progress: Callable[..., None] | None = None) -> StageRun:
+    """Run ``stage`` (a name or a :class:`~possym.stages.registry.Stage`) with ``cfg`` (None: its defaults) on
+    ``target``, unless its memo has it done with these settings; ``redo`` runs it anyway. The one way a stage
+    runs: the executor, ``possym score|lengthgen|discrepancy|theory|train`` and :class:`possym.Run` call it,
+    so that work done by one is never redone by another. ``progress`` goes to the stage's function, if given.
 
-    Holds the run's writer lock while it runs (a second writer is refused, naming this one); a stage the
-    memo has done is read back without it."""
+    - a run-scope stage (and ``train``, a ``runs``-scope stage, given the run alone): ``target`` is a run
+      directory, its memo ``RUN/resume.json`` (:mod:`possym.stages.log`), written under the run's writer lock.
+      A per-step stage (``score``, ``lengthgen``) does only the checkpoints the memo lacks (with ``redo``,
+      every one it asks for) and keeps the others' outputs;
+    - an experiment-scope stage: ``target`` is an experiment directory (a path, or the
+      :class:`~possym.stages.registry.ExperimentDir` the executor gives, with its runs), its memo
+      ``OUT/log/experiment.json``, written under the directory's writer lock; a stage that is ``always``
+      run (a report) runs on every call.
+
+    A second writer is refused, naming this one; a stage the memo has done is read back without the lock.
+
+    >>> import tempfile
+    >>> @dataclass(frozen=True)
+    ... class Count:
+    ...     n: int = 3
+    >>> count = Stage("count", Count, lambda exp, cfg: cfg.n, scope="experiment")  # theory is one such stage
+    >>> out = tempfile.mkdtemp()
+    >>> [(s.ran, s.result) for s in (run_stage(out, count, Count(5)), run_stage(out, count, Count(5)),
+    ...                              run_stage(out, count, Count(6)))]
+    [(True, 5), (False, None), (True, 6)]
+    """
     stage = get_stage(stage) if isinstance(stage, str) else stage
-    if stage.scope != "run":
-        raise PossymError(f"stage {stage.name!r} is {stage.scope}-scope; run_stage runs run-scope stages, "
-                          "an experiment runs the others (run_experiment)")
     cfg = stage.settings_from({}) if cfg is None else cfg
-    run = run if isinstance(run, RunDir) else RunDir.open(run)
-    memo, key, defaults = run_memo(run.path), stage.key_of(cfg), _defaults(stage)
+    call: Any
+    lock: contextlib.AbstractContextManager[Any]
+    if stage.scope == "experiment":
+        if isinstance(target, RunDir):
+            raise PossymError(f"stage {stage.name!r} is experiment-scope: give run_stage an experiment directory")
+        call = target if isinstance(target, ExperimentDir) else ExperimentDir(Path(target))
+        memo, lock = ResumeLog(call.path).memo(EXPERIMENT), writer_lock(call.path, "experiment")
+        wanted = None
+    else:
+        if isinstance(target, ExperimentDir):
+            raise PossymError(f"stage {stage.name!r} is {stage.scope}-scope: give run_stage a run directory")
+        run = target if isinstance(target, RunDir) else RunDir.open(target)
+        call = [run] if stage.scope == "runs" else run
+        memo, lock = run_memo(run.path), run.writing()
+        wanted = stage.steps_of(run, cfg) if stage.per_step else None
+    key, defaults = stage.key_of(cfg), _defaults(stage)
     extra: dict[str, Any] = {} if progress is None else {"progress": progress}
-    wanted = stage.steps_of(run, cfg) if stage.per_step else None
-    if not redo and memo.done(stage.name, key, defaults, wanted):  # read back: a reader takes no lock
+    again = redo or stage.always
+    if not again and memo.done(stage.name, key, defaults, wanted):  # read back: a reader takes no lock
         return StageRun(stage.name, False, (), tuple(wanted or ()))
-    with run.writing():
-        if not redo and memo.done(stage.name, key, defaults, wanted):  # another writer did it meanwhile
+    with lock:
+        if not again and memo.done(stage.name, key, defaults, wanted):  # another writer did it meanwhile
             return StageRun(stage.name, False, (), tuple(wanted or ()))
         keep: list[int] | None = None
         todo: list[int] = []
@@ -295,7 +325,7 @@ def run_stage(run: RunDir | str | Path, stage: Stage | str, cfg: Any = None, *, 
         memo.start(stage.name, key, keep, execution)
         t0 = time.perf_counter()
         try:
-            result = stage.run(run, cfg, **extra)
+            result = stage.run(call, cfg, **extra)
         except Exception as exc:
             memo.fail(stage.name, time.perf_counter() - t0, _error(exc))
             raise
@@ -415,6 +445,7 @@ def _attempt(units: list[Unit], stage: Stage, cfg: Any, outcome: ExperimentOutco
     if error is not None:
         for u in units:
             outcome.failed[u.run.id] = error
+        _log_failure(out, [u.run.id for u in units], stage.name, error)
         return units
     for u in units:
         outcome.ran.append((u.run.id, stage.name))
@@ -442,6 +473,7 @@ def _run_on(engine: Any, units: list[Unit], outcome: ExperimentOutcome, retries:
                 for rid in ids:
                     outcome.failed[rid] = error
                 _record_lost(unit, error)
+                _log_failure(outcome.out, ids, ", ".join(stage.name for stage, _ in unit.stages), error)
                 state = "failed" if attempt == retries else "retry"
                 if state == "retry":
                     again.append(dataclasses.replace(unit, runs=tuple(r for r in unit.runs if r.id in ids)))
@@ -449,6 +481,18 @@ def _run_on(engine: Any, units: list[Unit], outcome: ExperimentOutcome, retries:
             if on_unit:
                 on_unit(unit, state)
         todo = again
+
+
+def _log_failure(out: Path, rids: list[str], stages: str, error: str) -> None:
+    """Append the executor's account of a failure to each run's log, ``OUT/logs/ID.log``: the error stays on
+    disk beside what the run printed, also where the run's memo could not take it (a run whose lock a
+    process on another host holds is refused before anything is written into it)."""
+    stamp = datetime.now(UTC).isoformat(timespec="seconds")
+    for rid in rids:
+        path = out / "logs" / f"{rid}.log"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("a") as f:
+            f.write(f"[possym {stamp}] {stages} failed:\n{error}\n")
 
 
 def _check_picklable(units: list[Unit]) -> None:
@@ -477,24 +521,17 @@ def _record_lost(unit: Unit, error: str) -> None:
                     log.fail(spec.id, stage.name, (datetime.now(UTC) - started).total_seconds(), error)
 
 
-def _experiment_stage(stage: Stage, cfg: Any, context: ExperimentDir, log: ResumeLog, outcome: ExperimentOutcome,
+def _experiment_stage(stage: Stage, cfg: Any, context: ExperimentDir, outcome: ExperimentOutcome,
                       threads: int | None, redo: bool = False) -> None:
-    key = stage.key_of(cfg)
-    if not redo and log.done(EXPERIMENT, stage.name, key, _defaults(stage)) and not stage.always:
-        outcome.skipped.append((EXPERIMENT, stage.name))
-        return
-    log.start(EXPERIMENT, stage.name, key)
-    t0 = time.perf_counter()
     alive = ExperimentDir(context.path, {k: v for k, v in context.runs.items() if k not in outcome.failed},
                           context.tasks, context.seeds, context.variants, context.preset)
-    try:
-        with torch_threads(threads), _output_to(context.path / "logs" / f"{EXPERIMENT}.log"):
-            outcome.results[stage.name] = stage.run(alive, cfg)
-    except Exception as exc:
-        log.fail(EXPERIMENT, stage.name, time.perf_counter() - t0, _error(exc))
-        raise
-    log.finish(EXPERIMENT, stage.name, time.perf_counter() - t0)
-    outcome.ran.append((EXPERIMENT, stage.name))
+    with torch_threads(threads), _output_to(context.path / "logs" / f"{EXPERIMENT}.log"):
+        done = run_stage(alive, stage, cfg, redo=redo)
+    if done.ran:
+        outcome.results[stage.name] = done.result
+        outcome.ran.append((EXPERIMENT, stage.name))
+    else:
+        outcome.skipped.append((EXPERIMENT, stage.name))
 
 
 def _defaults(stage: Stage) -> dict[str, Any]:

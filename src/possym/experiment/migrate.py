@@ -1,6 +1,6 @@
 """Output directories written before the executor, read once into its layout: nothing finished is redone.
 
-Three older layouts, each recognised by a file only it had, and moved (renames within ``OUT``, never
+Older layouts, each recognised by a file only it had, and moved (renames within ``OUT``, never
 copies) and recorded in the resume log (:mod:`possym.stages.log`) with the settings it was made
 with. An entry is recorded only where those settings are today's: a finished stage whose settings
 have since changed runs again, as it would have then.
@@ -10,6 +10,9 @@ have since changed runs again, as it would have then.
   become the stages' typed settings; ``stages.json`` is kept as ``stages.v1.json``;
 - a sweep (``OUT/trials/ID/STAGE.done`` with ``trial.json``): the runs stay in ``OUT/runs/ID``; each
   marked stage is recorded with the settings ``trial.json`` holds; ``trials/`` becomes ``trials.v1/``;
+- a group of seeds trained by an older ``possym train --seeds`` (``OUT/seed{s}``, run directories beside no
+  ``runs/``): each run moves to ``OUT/runs/TASK-sS`` where the experiment has that run with its config (one
+  with another config stays, and the executor makes the experiment's own);
 - a canonical grid (``OUT/runs/TASK/CONDITION/seedS`` with ``canonical.json``): each cell moves to
   ``OUT/runs/CONDITION-TASK-sS`` and its analysis is rewritten as the ``canonical_cell`` stage's;
 - a run's table whose column has been renamed since (:data:`RENAMED_COLUMNS`) gets today's header;
@@ -31,7 +34,7 @@ from typing import Any
 
 from possym.errors import PossymError
 from possym.experiment.config import Experiment
-from possym.runs import RunDir, atomic_write_text
+from possym.runs import CONFIG, RunDir, atomic_write_text, config_differences
 from possym.stages.log import EXPERIMENT, ResumeLog, run_memo
 from possym.stages.registry import Stage, get_stage
 
@@ -47,10 +50,37 @@ def migrate(out: Path, exp: Experiment) -> list[str]:
         done += _reproduction(out, exp)
     if (out / "trials").is_dir():
         done += _sweep(out, exp)
+    if older_seed_runs(out):
+        done += _seeds(out, exp)
     if any(p.is_file() for p in (out / "runs").glob("*/*/seed*/canonical.json")):
         done += _canonical(out, exp)
     done += _run_logs(out)
     return done + _columns(out)  # after the moves: the runs are all in OUT/runs now
+
+
+def older_seed_runs(out: str | Path) -> list[Path]:
+    """The run directories ``OUT/seed{s}`` of an older ``possym train --seeds``, in seed order."""
+    found = [p for p in Path(out).glob("seed*") if p.name[4:].isdigit() and (p / CONFIG).is_file()]
+    return sorted(found, key=lambda p: int(p.name[4:]))
+
+
+def _seeds(out: Path, exp: Experiment) -> list[str]:
+    """Move each ``OUT/seed{s}`` to the experiment's run of its task and seed, where that run has its config."""
+    log, notes = ResumeLog(out), []
+    specs = {(spec.task, spec.seed): spec for spec in exp.runs() if spec.variant == ""}
+    for old in older_seed_runs(out):
+        run = RunDir.open(old)
+        spec = specs.get((run.config.task.name, int(old.name[4:])))
+        if spec is None or (out / "runs" / spec.id).exists() or config_differences(run.config, spec.config()):
+            notes.append(f"left {old}: the experiment has no run of its task, seed and config")
+            continue
+        new = out / "runs" / spec.id
+        new.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(old, new)
+        notes.append(f"moved {old} to {new}")
+        if RunDir.open(new).finished:
+            _mark(log, spec.id, "train", get_stage("train").settings_from({}), exp)
+    return notes
 
 
 def _run_logs(out: Path) -> list[str]:

@@ -1,6 +1,6 @@
 """The theory stage (Theorems 3.1–3.2, Remark 3.1 as code) and the trained heads' discrepancy.
 
-:func:`theory_tables` writes, in ``out``:
+:func:`theory_tables` writes, in ``out`` (the theory stage's: ``OUT/theory``; :func:`read_theory` reads them back):
   verification.csv     T_Index / T_Retrieval run through the model code, against the oracles (hard, softmax)
   violations.csv       the theorem's conditions violated: where the failures start
   beta.csv             the exact smallest softmax beta per n0, Lemma F.1's sufficient beta, the witness checks
@@ -48,7 +48,7 @@ from possym.records import (
     read_records,
     records_csv,
 )
-from possym.runs import ARTIFACTS, RunDir, StepSpec, atomic_write_text, csv_text, save_figure
+from possym.runs import ARTIFACTS, RunDir, StepSpec, atomic_write_text, csv_text, read_csv, save_figure, typed_row
 from possym.stages.registry import ExperimentDir, Stage
 
 Log = Callable[[str], None]
@@ -98,6 +98,23 @@ class TheoryResult:
     @property
     def ok(self) -> bool:
         return not self.off_expectation
+
+
+THEORY_TABLES = ("verification", "violations", "beta", "witnesses", "discrepancy", "bounds", "counterexamples", "fig5a")
+
+
+def read_theory(out: Path) -> TheoryResult:
+    """The tables :func:`theory_tables` wrote into ``out``, read back (a missing one as no rows), with 0 seconds:
+    what the theory stage gives when its memo has it done."""
+    tables: dict[str, list[dict[str, Any]]] = {}
+    for name in THEORY_TABLES:
+        path = Path(out) / f"{name}.csv"
+        kind = THEORY_RECORDS.get(name)
+        if kind is not None:
+            tables[name] = [r.to_dict() for r in read_records(path, kind)]
+        else:
+            tables[name] = [typed_row(r) for r in read_csv(path)] if path.is_file() else []
+    return TheoryResult(tables, 0.0)
 
 
 def _dense_grid(n_max: int) -> np.ndarray:

@@ -356,6 +356,19 @@ def _units(runs: list[RunDir], cfg: TrainStageConfig, workers: int = 1) -> list[
     return grouped + [[i] for i in range(len(runs)) if i not in taken]
 
 
+def continue_each(runs: list[RunDir], cfg: TrainStageConfig) -> list[dict[str, Any]]:
+    """Continue each run's loop whatever its metrics say (:func:`train_run`): it trains what is left,
+    re-creates a missing or corrupt final checkpoint from the resumable state, or, that state deleted, trains
+    the run again from scratch, as the errors about a damaged run advise; :func:`train_runs` leaves a
+    finished run alone."""
+    return [train_run(run, monitor=cfg.monitor, progress=cfg.progress) for run in runs]
+
+
 STAGE = Stage("train", TrainStageConfig, train_all, scope="runs", to_dict=_settings, plan=_units,
               summary="train every run to its last step (resuming a killed one), grouping those that share a "
                       "step, with the live score monitor")
+
+# The train stage as ``possym train --out RUN`` and ``--resume RUN`` run it on one run (through its memo,
+# possym.experiment.run_stage): not registered, it shares the stage's name and settings, so its entry is the
+# train stage's.
+CONTINUE = dataclasses.replace(STAGE, run=continue_each)

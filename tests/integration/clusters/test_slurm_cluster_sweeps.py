@@ -4,7 +4,8 @@ mid-run with scancel and another's process is SIGKILLed mid-run; the rerun takes
 left and resumes both from their last state; its own driver is SIGKILLed, leaving its jobs running, and
 the next call cancels them before it resumes the runs. Nothing is lost or trained twice, and the grid
 equals the local engine's. A lock left by a process on another host (one this node cannot check) is
-refused with the advice to delete it, and deleting it lets the sweep go on."""
+refused with the advice to delete it, kept in the run's log OUT/logs/ID.log, and deleting it lets the sweep go
+on."""
 
 from __future__ import annotations
 
@@ -155,8 +156,10 @@ def test_a_lock_left_on_another_host_is_refused_on_a_slurm_job_with_advice_that_
     assert advice in failed, refused.stdout
     # The run's memo is written under the run's lock, which the other host holds: nothing is recorded there
     # (no stale 'running', no 'failed' a lock holder elsewhere might contradict); the FAILED line above carries
-    # the advice.
+    # the advice, and the executor keeps it on disk in the run's log.
     assert "train" not in resume_log(out, run_spec.id)
+    log = (out / "logs" / f"{run_spec.id}.log").read_text()
+    assert "train, score failed:" in log and advice in log, log
     assert run.checkpoint_steps() == [], "refused before it trained"
     (run.path / LOCK_FILE).unlink()  # the advice
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)

@@ -1,4 +1,5 @@
-"""``possym discrepancy RUN`` on a run directory, and ``possym theory --quick`` end to end (about 5 s)."""
+"""``possym discrepancy RUN`` on a run directory, and ``possym theory --quick`` end to end (about 5 s), into
+OUT/theory as the theory stage of an experiment in OUT writes."""
 
 from __future__ import annotations
 
@@ -31,11 +32,12 @@ def test_discrepancy_cli_writes_per_layer_records_accuracy_and_a_figure(tmp_path
 
 def test_theory_cli_quick_writes_every_table_and_figure(tmp_path):
     assert main(["theory", "--out", str(tmp_path), "theory.quick=true"]) == 0
+    out = tmp_path / "theory"  # where the theory stage of an experiment in tmp_path writes
     for name in ("verification", "violations", "beta", "witnesses", "discrepancy", "bounds", "counterexamples"):
-        assert read_csv(tmp_path / f"{name}.csv"), name
-    rows = read_csv(tmp_path / "discrepancy.csv")
+        assert read_csv(out / f"{name}.csv"), name
+    rows = read_csv(out / "discrepancy.csv")
     assert {"function", "definition", "theta", "n", "discrepancy", "bound", "holds"} <= set(rows[0])
     assert {r["definition"] for r in rows} == {"max", "min", "proof"}
-    assert all(r["ok"] == "True" for r in read_csv(tmp_path / "verification.csv"))
+    assert all(r["ok"] == "True" for r in read_csv(out / "verification.csv"))
     for stem in ("theory_fig5a", "theory_discrepancy", "theory_beta"):
-        assert (tmp_path / f"{stem}.png").exists() and (tmp_path / f"{stem}.svg").exists()
+        assert (out / f"{stem}.png").exists() and (out / f"{stem}.svg").exists()

@@ -1,5 +1,5 @@
-"""``possym train --seeds``: a group into DIR/seed*, each seed meaning what it means in a sweep, and
-``--resume DIR`` after a real SIGKILL, bitwise."""
+"""``possym train --seeds``: an experiment whose runs go into OUT/runs/TASK-sS and train as one group, each seed
+meaning what it means in a sweep, and ``--resume OUT`` after a real SIGKILL, bitwise."""
 
 from __future__ import annotations
 
@@ -25,13 +25,12 @@ def test_train_seeds_makes_one_run_directory_per_seed_trained_as_one_group(tmp_p
     out = tmp_path / "g"
     assert main(["train", "--task", "number", "--seeds", "0,2", "--out", str(out), *tiny_overrides]) == 0
     printed = capsys.readouterr().out
-    assert "test accuracy (number, seed0)" in printed and "test accuracy (number, seed2)" in printed
-    runs = [RunDir.open(out / f"seed{s}") for s in (0, 2)]
+    assert "test accuracy (number, number-s0): " in printed and "test accuracy (number, number-s2): " in printed
+    runs = [RunDir.open(out / "runs" / f"number-s{s}") for s in (0, 2)]
     assert [r.config.seeds.__dict__ for r in runs] == [dict(data=s, init=s, order=s, dropout=s) for s in (0, 2)]
     assert all(r.load_state()["group"]["size"] == 2 for r in runs)
     assert main(["train", "--resume", str(out)]) == 0  # finished: nothing left to do
-    again = capsys.readouterr()
-    assert "finished already" in again.out + again.err
+    assert "test accuracy (number, number-s2) (trained already)" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("argv,message", [
@@ -56,17 +55,17 @@ def test_a_killed_group_resumes_from_its_parent_directory_to_the_same_weights(tm
 
     proc = subprocess.Popen([*cmd, "--out", str(tmp_path / "cut"), *overrides], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    marker = tmp_path / "cut" / "seed1" / "checkpoints" / "step_000100.safetensors"
+    marker = tmp_path / "cut" / "runs" / "letter-s1" / "checkpoints" / "step_000100.safetensors"
     deadline = time.time() + 300
     while not marker.exists() and proc.poll() is None and time.time() < deadline:
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert proc.returncode == -signal.SIGKILL
-    assert not (tmp_path / "cut" / "seed1" / "checkpoints" / "step_000300.safetensors").exists(), "killed too late"
+    assert not marker.with_name("step_000300.safetensors").exists(), "killed too late"
 
     resumed = subprocess.run([*cmd[:4], "--resume", str(tmp_path / "cut")], env=env, capture_output=True)
     assert resumed.returncode == 0, resumed.stderr.decode()[-2000:]
     for s in (0, 1):
-        wa, wb = (_weights(RunDir.open(tmp_path / d / f"seed{s}")) for d in ("ref", "cut"))
+        wa, wb = (_weights(RunDir.open(tmp_path / d / "runs" / f"letter-s{s}")) for d in ("ref", "cut"))
         assert all(torch.equal(wa[k], wb[k]) for k in wa)

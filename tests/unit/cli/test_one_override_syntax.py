@@ -38,7 +38,7 @@ def _capture(*args, **_kwargs):
 
 
 def test_a_run_config_is_the_same_from_the_command_line_yaml_and_python(tmp_path, monkeypatch):
-    monkeypatch.setattr("possym.cli.train.train_run", _capture)  # the run directory is written; no training
+    monkeypatch.setattr("possym.cli.train.run_stage", _capture)  # the run directory is written; no training
     with pytest.raises(Captured):
         main(["train", "--task", "number", "--out", str(tmp_path / "run"), *RUN])
     cli = RunDir.open(tmp_path / "run").config

@@ -1,0 +1,82 @@
+"""``possym train --seeds`` as an experiment: one task, its seeds, the train stage alone, in the executor's layout.
+
+Run by :func:`~possym.experiment.run_experiment`, seed s of :func:`training` trains into ``OUT/runs/TASK-sS``,
+the run a reproduction or a sweep with the same settings holds, so that a later experiment over ``OUT``
+finds it trained (the runs that can share a step train as one group, as in any experiment).
+:func:`stored_training` is the training a directory holds, to resume it: that of ``OUT/experiment.yaml``,
+or, for the layout of an older ``possym train --seeds`` (``OUT/seed{s}``, which
+:func:`~possym.experiment.migrate.migrate` moves into ``OUT/runs`` at open), one made from its runs' configs.
+
+Example:
+    >>> exp = training("number", (0, 2), "quick", ["train.lr=3e-4", "train.monitor=false"])
+    >>> [r.id for r in exp.runs()], exp.stage("train").monitor, exp.runs()[1].config().seeds.init
+    (['number-s0', 'number-s2'], False, 2)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import yaml
+
+from possym.devices import resolve_device
+from possym.errors import ConfigError, RunError
+from possym.experiment.config import Experiment, apply_overrides, experiment_from_dict, train_overrides
+from possym.experiment.executor import EXPERIMENT_FILE
+from possym.experiment.migrate import older_seed_runs
+from possym.runs import CONFIG, RunDir
+from possym.stages.registry import get_stage
+
+
+def training(task: str, seeds: Sequence[int], preset: str | None = None, overrides: Sequence[str] = ()) -> Experiment:
+    """The experiment that trains ``task`` at ``seeds`` (seed s sets ``seeds.data = seeds.init = seeds.order =
+    seeds.dropout = s``) with ``overrides``: the runs' (``train.lr=3e-4``) and the train stage's
+    (``train.monitor=false``, :class:`~possym.stages.train.TrainStageConfig`). A device this machine lacks is
+    refused here, before any run directory is made."""
+    run, stage = train_overrides(list(overrides))
+    if any(o.startswith("seeds.") for o in run):
+        raise ConfigError("--seeds sets every seed (seeds.data, init, order, dropout); drop the seeds.* overrides")
+    # threads=None: each run trains with its own train.threads, as a run trained alone does.
+    exp = Experiment(preset=preset, tasks=(task,), seeds=tuple(seeds), overrides=tuple(run),
+                     stages=(("train", stage),), retries=0, threads=None, name="train")
+    resolve_device(exp.runs()[0].config().train.device)
+    return exp
+
+
+def stored_training(out: str | Path, overrides: Sequence[str] = ()) -> Experiment:
+    """The training of the experiment in ``out`` (its runs and its train stage; its other stages left out),
+    with the train stage's ``overrides`` (``train.monitor=false``); a run's own keys would make other runs
+    and are refused."""
+    out = Path(out)
+    run, _ = train_overrides(list(overrides))
+    if run:
+        raise ConfigError(f"{run}: the runs of {out} are fixed by their config.yaml; give only the train stage's "
+                          "keys (train.monitor, train.group, train.memory_budget_mb, train.progress)")
+    if (out / EXPERIMENT_FILE).is_file():
+        exp = experiment_from_dict(yaml.safe_load((out / EXPERIMENT_FILE).read_text()))
+    elif older_seed_runs(out):
+        exp = _from_runs([RunDir.open(p) for p in older_seed_runs(out)])
+    else:
+        raise RunError(f"{out} is not a run directory (it has no {CONFIG}) nor an experiment directory (no "
+                       f"{EXPERIMENT_FILE}); give the directory `possym train --out` made")
+    train = dict(exp.stages).get("train", get_stage("train").settings_from({}))
+    return apply_overrides(dataclasses.replace(exp, stages=(("train", train),), parts=()), list(overrides))
+
+
+def _from_runs(runs: list[RunDir]) -> Experiment:
+    """The training whose runs are ``runs`` (one task, seed s in ``seed{s}``), each key of their configs an
+    override, so that every run is recognised as the experiment's (:func:`possym.runs.ensure_run`)."""
+    first = runs[0].config
+    seeds = tuple(int(r.path.name[4:]) for r in runs)
+    overrides = tuple(f"{section}.{key}={json.dumps(value)}" for section in ("task", "model", "train")
+                      for key, value in dataclasses.asdict(getattr(first, section)).items()
+                      if (section, key) != ("task", "name"))
+    return Experiment(preset=None, tasks=(first.task.name,), seeds=seeds, overrides=overrides,
+                      stages=(("train", get_stage("train").settings_from({})),), retries=0, threads=None,
+                      name="train")
+
+
+__all__ = ["stored_training", "training"]
