@@ -74,13 +74,18 @@ def _seeds(out: Path, exp: Experiment) -> list[str]:
         if spec is None or (out / "runs" / spec.id).exists() or config_differences(run.config, spec.config()):
             notes.append(f"left {old}: the experiment has no run of its task, seed and config")
             continue
-        new = out / "runs" / spec.id
-        new.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(old, new)
-        notes.append(f"moved {old} to {new}")
-        if RunDir.open(new).finished:
-            _mark(log, spec.id, "train", get_stage("train").settings_from({}), exp)
+        notes.append(_move_run(old, out, spec.id, log, exp))
     return notes
+
+
+def _move_run(old: Path, out: Path, run_id: str, log: ResumeLog, exp: Experiment) -> str:
+    """Move an older layout's run directory to ``OUT/runs/ID``, its training marked done if it finished."""
+    new = out / "runs" / run_id
+    new.parent.mkdir(parents=True, exist_ok=True)
+    os.replace(old, new)
+    if RunDir.open(new).finished:
+        _mark(log, run_id, "train", get_stage("train").settings_from({}), exp)
+    return f"moved {old} to {new}"
 
 
 def _run_logs(out: Path) -> list[str]:
@@ -189,12 +194,7 @@ def _reproduction(out: Path, exp: Experiment) -> list[str]:
         old = out / task
         if not (old / "config.yaml").is_file():
             continue
-        new = out / "runs" / spec.id
-        new.parent.mkdir(parents=True, exist_ok=True)
-        os.replace(old, new)
-        notes.append(f"moved {old} to {new}")
-        if RunDir.open(new).finished:
-            _mark(log, spec.id, "train", get_stage("train").settings_from({}), exp)
+        notes.append(_move_run(old, out, spec.id, log, exp))
         for name, cfg in typed.items():
             if status.get(f"{name}:{task}") == "done" and _mark(log, spec.id, name, cfg, exp):
                 notes.append(f"{spec.id}: {name} recognised as done")
