@@ -99,7 +99,8 @@ def train_model(config: RunConfig, out: str | Path, monitor: bool = True, progre
     Not ``possym.train``: that name is the training package (:mod:`possym.train`), which an import of
     its loop binds on ``possym`` whatever the API says.
     """
-    from possym.stages.train import train_run
+    from possym.experiment import run_stage
+    from possym.stages.train import CONTINUE, TrainStageConfig
 
     # The run's threads hold from before it records its environment (meta.json tells the truth) to the
     # end of training, and the caller's count comes back after.
@@ -107,7 +108,8 @@ def train_model(config: RunConfig, out: str | Path, monitor: bool = True, progre
     resolve_device(config.train.device)  # a device this machine lacks is refused before the run directory is made
     with torch_threads(config.train.threads):
         run = ensure_run(out, config, argv=["possym.train", str(out)])
-        train_run(run, monitor=monitor, progress=progress)
+        # Through the run's memo, as `possym train --out RUN` trains: an experiment over it later trains nothing.
+        run_stage(run, CONTINUE, TrainStageConfig(monitor=monitor, progress=progress))
     return Run(run)
 
 

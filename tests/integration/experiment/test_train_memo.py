@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from possym.api import train_models
+from possym.api import train_model, train_models
 from possym.cli import main
 from possym.config import load_config
 from possym.experiment import experiment_from_dict, run_experiment
@@ -53,6 +53,16 @@ def test_a_run_trained_alone_records_its_training_in_its_memo_and_resume_trains_
     trained = checkpoints(run)
     assert main(["train", "--resume", str(run)]) == 0  # finished: trains nothing, whatever the memo says
     assert checkpoints(run) == trained and run_memo(run).entry("train")["attempts"] == 2
+
+
+def test_a_run_trained_from_python_is_the_run_of_an_experiment_over_it(tmp_path, tiny_overrides):
+    cfg = load_config("number", None, tiny_overrides)
+    run = train_model(cfg, tmp_path / "runs" / "number-s0", monitor=False, progress=False)
+    assert run_memo(run.path).entry("train")["status"] == "done"
+    trained = checkpoints(tmp_path)
+    outcome = run_experiment(experiment(tiny_overrides, {"train": {"monitor": False}}), tmp_path, progress=False)
+    assert outcome.ran == [] and outcome.failed == {} and ("number-s0", "train") in outcome.skipped
+    assert checkpoints(tmp_path) == trained  # nothing retrained
 
 
 @pytest.fixture(scope="module")
