@@ -14,8 +14,8 @@ What it measures, in one run:
    as each revision's ``make demo`` runs it (HEAD with ``--workers``; 74e3a60's Makefile ran it in one
    process), one after the other on the same machine: each stage's seconds from the run's own stage
    log (``log/*.json`` now, ``stages.json`` then), the totals, their ratio, and the totals in baseline
-   units (total x baseline steps/s). The baseline revision's demo took 8 min 21 s on the day issue 24
-   was filed, so the ratio says what HEAD's demo would have taken that day.
+   units (total x baseline steps/s). The baseline revision's demo took 8 min 21 s on the 2-core Xeon where
+   the demo's speed goal was set, so the ratio says what HEAD's demo would take there.
 
     python benchmarks/bench_demo.py [--workers 2] [--steps 600] [--repeats 3] [--against 74e3a60]
                                     [--skip-training] [--skip-demo] [--skip-demo-against]
@@ -41,8 +41,8 @@ import torch
 import torch.nn.functional as F
 
 ROOT = Path(__file__).resolve().parents[1]
-# The demo's wall-clock seconds at a revision on the machine issue 24 was filed on (8 min 21 s), so that
-# a ratio against it says what HEAD would take there.
+# The demo's wall-clock seconds at a revision on the 2-core Xeon where the demo's speed goal was set
+# (8 min 21 s), so that a ratio against it says what HEAD would take there.
 FILED_DEMO_SECONDS = {"74e3a60": 501.0}
 
 
@@ -173,7 +173,7 @@ def main() -> None:
             print(f"  HEAD / {args.against} = {total / old:.3f}", end="")
             filed = FILED_DEMO_SECONDS.get(args.against)
             if filed is not None:
-                print(f": at {args.against}'s {filed:.0f} s on issue 24's machine, HEAD would take "
+                print(f": at {args.against}'s {filed:.0f} s on that Xeon, HEAD would take "
                       f"{total / old * filed:.0f} s", end="")
             print(" (goal: <= 480 s on 2 cores)")
 

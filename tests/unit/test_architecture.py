@@ -4,6 +4,7 @@ exists between files (imports inside functions count) or between packages (docs/
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import possym
@@ -133,3 +134,26 @@ def test_imports_flow_from_tasks_through_stages_to_the_command_line():
              if _part(m) != "__init__" and _part(d) not in ("__init__", _part(m))
              and LEVELS.get(_part(d), 0) > LEVELS.get(_part(m), 0)]
     assert sorted(wrong) == []
+
+
+# A reference to the tracker by number ("issue" then a number, "#" or "-" between), which a reader of the code
+# cannot follow.
+ISSUE_CITATION = re.compile(r"\bissue[\s#-]*\d", re.IGNORECASE)
+
+
+def issue_citations(text: str) -> list[int]:
+    """Lines of ``text`` that cite an issue by number."""
+    return [n for n, line in enumerate(text.splitlines(), 1) if ISSUE_CITATION.search(line)]
+
+
+def test_no_code_cites_an_issue_it_says_what_it_means_instead():
+    root = SRC.parents[1]
+    files = [p for folder in ("src", "tests", "benchmarks", "docs") for p in (root / folder).rglob("*.py")]
+    cited = [f"{p.relative_to(root)}:{n}" for p in files for n in issue_citations(p.read_text("utf-8"))]
+    assert files and not cited, "say what the code means, not which issue asked for it:\n" + "\n".join(cited)
+
+
+def test_the_citation_finder_finds_each_spelling_and_spares_other_uses_of_the_word():
+    word = "issue"  # spelled apart, so that this file does not cite one itself
+    assert issue_citations(f'"""Fixtures ({word} 36)."""\n# see {word.title()} #4\nx = 1  # {word}-12\n') == [1, 2, 3]
+    assert issue_citations("# we issue BEGIN ourselves\n# the issues list\n") == []

@@ -1,4 +1,4 @@
-"""Fig. 3's flow along the hops and Fig. 4B's geometry over many inputs, from trained checkpoints (issue 32 §5).
+"""Fig. 3's flow along the hops and Fig. 4B's geometry over many inputs, from trained checkpoints.
 
 Reads each run's best checkpoint (read-only; an unfinished run's best from its metrics log), draws 2,000 inputs
 of its task with numpy.random.default_rng(0), and keeps those with the most hops that the model answers right

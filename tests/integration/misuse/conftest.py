@@ -1,4 +1,4 @@
-"""Fixtures of the misuse probes (issue 36): a tiny run, and one trained undisturbed as the reference."""
+"""Fixtures of the misuse probes: a tiny run, and one trained undisturbed as the reference."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 36, parts 2 and 3: "final" means finished, and metrics that cannot double or vanish. Every
+"""Misuse: "final" means finished, and metrics that cannot double or vanish. Every
 piece of advice an error gives is followed here, and the run recovers."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Issue 36, part 1: one writer at a time, in a run directory and an experiment directory."""
+"""Misuse: one writer at a time, in a run directory and an experiment directory."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 36, parts 4 and 5: bad input refused before any work, leaving the filesystem as it was, and every
+"""Misuse: bad input refused before any work, leaving the filesystem as it was, and every
 user error a one-line sentence naming the user's path and what to do (exit 2, 130 for Ctrl-C)."""
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from possym.scores.swaps import (
     swap_attention,
 )
 
-TOL = 1e-6  # the bound; in float64 the two agree to ~1e-13
+TOL = 1e-6  # the bound the exact engine promises; in float64 the two agree to ~1e-13
 
 
 def assert_engine_matches_reference(model, tokens, layer, query, block_size):
