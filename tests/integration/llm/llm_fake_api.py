@@ -119,7 +119,11 @@ class FakeAPI:
                 self._send(200, {"object": "list", "data": []})
 
             def do_POST(self) -> None:  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))) or b"{}")
+                size = int(self.headers.get("content-length", 0))
+                raw = self.rfile.read(size)
+                if len(raw) < size:  # the client died mid-request (kill -9): it never sent this one, so not counted
+                    return
+                body = json.loads(raw or b"{}")
                 anthropic = self.path.rstrip("/").endswith("/messages")
                 # Anthropic's client sends x-api-key or, in recent versions, a bearer token; OpenAI's a bearer token.
                 bearer = self.headers.get("authorization", "").removeprefix("Bearer ").strip()
