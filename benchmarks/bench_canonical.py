@@ -1,9 +1,9 @@
 """The canonical grid's wall-clock: every band x 3 tasks x 3 seeds (108 toy heads) against the 15-minute goal.
 
-Runs :func:`possym.canonical.grid.run_grid` with the defaults into a fresh directory (or --out) and
-prints the total, the time spent training (summed over the cells, from each CellRecord's ``train_s``)
-and the rest (evaluation at 1x/2x/4x, scores, geometry, the report), per cell and in all. Goal:
-<= 15 minutes on 2 CPU cores with one torch thread (the other core free or busy: say which).
+Runs the packaged experiment ``canonical`` (``--quick``: ``canonical_quick``) through the executor into a
+fresh directory (or --out) and prints the total, the time spent training (summed over the cells, from each
+CellRecord's ``train_s``) and the rest (evaluation at 1x/2x/4x, scores, geometry, the report), per cell and
+in all. Goal: <= 15 minutes on 2 CPU cores with one torch thread (the other core free or busy: say which).
 
     python benchmarks/bench_canonical.py [--quick] [--out DIR] [--threads 1]
 """
@@ -15,7 +15,7 @@ import os
 import tempfile
 import time
 
-from possym.canonical.grid import GridConfig, run_grid
+from possym.experiment import load_experiment, run_experiment
 
 GOAL_S = 15 * 60
 
@@ -26,18 +26,19 @@ def main() -> None:
     ap.add_argument("--out", help="output directory (default: a fresh temporary one)")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
-    grid = GridConfig.quick(threads=args.threads) if args.quick else GridConfig(threads=args.threads)
+    threads = [f"experiment.threads={args.threads}", f"train.threads={args.threads}"]
+    exp = load_experiment("canonical_quick" if args.quick else "canonical", overrides=threads)
     out = args.out or tempfile.mkdtemp(prefix="bench_canonical_")
     load = os.getloadavg()[0]
     t0 = time.perf_counter()
-    result = run_grid(grid, out)
+    result = run_experiment(exp, out).results["canonical_report"]
     total = time.perf_counter() - t0
     train = sum(r.train_s for r in result.runs if r.head == 0)
     n = len({(r.task, r.condition, r.seed) for r in result.runs})
+    steps = exp.runs()[0].config().train.steps
     print(
-        f"grid: {len(grid.tasks)} tasks x {len(grid.condition_names)} conditions x {len(grid.seeds)} seeds = "
-        f"{n} toy heads, "
-        f"{grid.steps} steps each, {grid.threads} thread(s); load average before: {load:.2f} on {os.cpu_count()} cores"
+        f"grid: {len(exp.tasks)} tasks x {len(exp.variants)} conditions x {len(exp.seeds)} seeds = {n} toy heads, "
+        f"{steps} steps each, {args.threads} thread(s); load average before: {load:.2f} on {os.cpu_count()} cores"
     )
     print(f"total {total:.0f} s = {total / 60:.1f} min (goal {GOAL_S / 60:.0f} min: {total / GOAL_S:.2f} of it)")
     print(

@@ -25,7 +25,7 @@ __version__ = "0.1.0"
 
 _API = ("Run", "head_scores", "load_config", "load_model", "open_run", "to_hooked_transformer",
         "to_transformer_bridge", "train_model", "train_models")
-_EXPERIMENT = ("load_experiment", "run_experiment", "run_canonical_grid")
+_EXPERIMENT = ("load_experiment", "run_experiment")
 __all__ = [*_API, *_EXPERIMENT, "PossymError", "reproduce", "__version__"]
 
 

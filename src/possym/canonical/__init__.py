@@ -1,7 +1,7 @@
 """The metric paper's canonical tasks and toy heads (arXiv 2511.11579; docs/canonical.md).
 
-The grid's config, the analysis of a cell and the grid's report are :mod:`possym.canonical.grid`; the
-grid runs as an experiment (:func:`possym.experiment.run_canonical_grid`).
+The grid is an experiment file (``possym/configs/sweeps/canonical.yaml``) run by the one executor; the
+analysis of a cell and its records are :mod:`possym.canonical.grid`, the two stages :mod:`possym.stages.canonical`.
 
 The tasks themselves are task modules like any other (:mod:`possym.tasks.index`,
 :mod:`possym.tasks.retrieval`, :mod:`possym.tasks.induction`).

@@ -18,20 +18,15 @@ The rules of each claim are in :func:`canonical_claims`' code and repeated in ea
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Mapping, Sequence
 
 import numpy as np
-
-if TYPE_CHECKING:  # the grid's config imports this module's records' package
-    from possym.canonical.grid import CanonicalGridConfig
 
 from possym.canonical.records import CellRecord, PositionRecord, WmaxRecord
 from possym.canonical.theorem7 import UNCENTRED
 from possym.canonical.ushape import u_test
 from possym.records import GAMMA, SOLVED, ClaimRecord
 from possym.tasks import get_task
-from possym.tasks.canonical import CANONICAL_TASKS
 
 ABOVE_CHANCE = 0.05
 SECTION = "metric paper (2511.11579), canonical tasks"
@@ -418,17 +413,17 @@ def length_claim(runs: Sequence[CellRecord], length: int) -> ClaimRecord:
 
 
 def canonical_claims(
-    grid: CanonicalGridConfig, runs: Sequence[CellRecord], positions: Sequence[PositionRecord],
-    wmax: Sequence[WmaxRecord], rng: np.random.Generator,
+    conditions: Sequence[str], length: int, chance: Mapping[str, float], runs: Sequence[CellRecord],
+    positions: Sequence[PositionRecord], wmax: Sequence[WmaxRecord], rng: np.random.Generator,
 ) -> list[ClaimRecord]:
-    """Every claim's record, in the metric paper's order (1-6, then length)."""
+    """Every claim's record, in the metric paper's order (1-6, then length), from the grid's ``conditions`` (in
+    its order), its training ``length`` and each canonical task's ``chance`` (1/values)."""
     acc = _mean_acc(runs)
-    chance = {t: get_task(t).chance(grid.spec(t)) for t in CANONICAL_TASKS}
     return [
-        *frequency_claims(acc, grid.condition_names, runs),
-        *shape_claims(acc, positions, grid.length, chance, rng),
+        *frequency_claims(acc, conditions, runs),
+        *shape_claims(acc, positions, length, dict(chance), rng),
         *theorem7_claims(wmax),
         *score_claims(runs, acc),
         geometry_claim(runs),
-        length_claim(runs, grid.length),
+        length_claim(runs, length),
     ]

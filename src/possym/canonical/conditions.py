@@ -30,8 +30,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from possym.config import ModelConfig
 
 SPECIAL = ("nope", "two_angle", "fast_slow", "all")
 
@@ -114,6 +118,33 @@ def frequency_conditions(d_head: int, length: int, width: int = 2, base: float =
     """Every band from the fastest to the slowest, then :data:`SPECIAL`."""
     names = [f"band{b}" for b in range(1, d_head // 2 // width + 1)] + list(SPECIAL)
     return [condition(n, d_head, length, width, base) for n in names]
+
+
+def run_condition(name: str, model: ModelConfig, length: int) -> Condition:
+    """The condition ``name`` of a toy head trained with ``model`` at ``length``, checked against the planes that
+    ``model`` lets into the logits and turns: a variant is named after its condition, and a name that does not
+    say what the head was allowed is an error, not a mislabelled row. The width is the number of planes let in.
+
+    >>> from possym.config import ModelConfig
+    >>> head = ModelConfig(n_layers=1, n_heads=1, d_model=32, p_rope=0.9375, freq_gate="0@5,16")
+    >>> run_condition("two_angle", head, 8).planes
+    (5, 16)
+    >>> run_condition("band1", head, 8)  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    ValueError: a head named band1 lets in planes (5, 16) (turning 0.1, 0 rad per position); band1 is planes (1, 2)...
+    """
+    allowed, rotates = model.plane_allowed(0), model.plane_rotates(0)
+    thetas = plane_thetas(model.rot_dim, model.rope_base)
+    planes = tuple(k + 1 for k in range(model.n_planes) if allowed[k])
+    turns = tuple(float(thetas[k - 1]) if rotates[k - 1] else 0.0 for k in planes)
+    width = 2 if name == "all" else len(planes)
+    want = condition(name, model.rot_dim, length, width, model.rope_base)
+    if (want.planes, want.thetas) != (planes, turns):
+        raise ValueError(f"a head named {name} lets in planes {planes} (turning "
+                         f"{', '.join(f'{t:.2g}' for t in turns)} rad per position); {name} is planes {want.planes} "
+                         f"({', '.join(f'{t:.2g}' for t in want.thetas)})")
+    return want
 
 
 def band_centre_theta(c: Condition) -> float:

@@ -127,13 +127,15 @@ def wmax_curves(wmax: Sequence[WmaxRecord]) -> Figure:
 
 
 def save_figures(
-    grid, runs: Sequence[CellRecord], positions: Sequence[PositionRecord], wmax: Sequence[WmaxRecord], out: Path
+    conditions: Sequence[str], length: int, runs: Sequence[CellRecord], positions: Sequence[PositionRecord],
+    wmax: Sequence[WmaxRecord], out: Path,
 ) -> list[Path]:
-    """Write the four figures into ``out`` as PNG and SVG; returns the paths."""
-    conditions = list(grid.condition_names)
+    """Write the four figures of the grid (its ``conditions`` in order, training ``length``) into ``out`` as PNG and
+    SVG; returns the paths."""
+    conditions = list(conditions)
     figs = {
         "fig_accuracy_by_band": accuracy_by_band(runs, conditions),
-        "fig_accuracy_by_position": accuracy_by_position(positions, conditions, grid.length),
+        "fig_accuracy_by_position": accuracy_by_position(positions, conditions, length),
         "fig_plane": positional_symbolic_plane(runs),
         "fig_theorem7_wmax": wmax_curves(wmax),
     }

@@ -1,11 +1,11 @@
-"""``possym canonical --out DIR [canonical.KEY=VALUE ...]``: the metric paper's canonical tasks on
+"""``possym canonical --out DIR [--quick] [section.KEY=VALUE ...]``: the metric paper's canonical tasks on
 frequency-controlled toy heads.
 
-A shell over :func:`possym.experiment.run_canonical_grid`: parses, calls it, prints the verdicts. The
-grid's settings (:class:`~possym.canonical.grid.CanonicalGridConfig`) are overrides, as in a
-reproduction's canonical part: ``canonical.grid=quick`` (5 conditions, 1 seed, 1,000 steps; about a
-minute), ``canonical.seeds=[0,1] canonical.conditions=[band1,band8,nope] canonical.steps=500``. Rerun
-the same command to resume; finished cells are neither retrained nor re-analysed.
+A shell over the executor: loads the packaged experiment ``canonical`` (``--quick``: ``canonical_quick``, 5
+conditions, 1 seed, 1,000 steps; about a minute), applies the overrides, runs it into DIR and prints the
+verdicts. The overrides are every experiment's: ``experiment.seeds=[0,1]
+experiment.variants=[band1,band8,nope] train.steps=500 canonical_cell.n_score=32``. Rerun the same command
+to resume; finished cells are neither retrained nor re-analysed.
 """
 
 from __future__ import annotations
@@ -15,30 +15,33 @@ import time
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from possym.canonical.grid import CanonicalGridConfig, grid_to_dict
-    from possym.cli._args import add_overrides
-
     p = sub.add_parser("canonical", help="Index / Retrieval / partial induction on frequency-controlled toy heads",
-                       description=__doc__)
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True, help="output directory (rerun the same command to resume)")
-    defaults = grid_to_dict(CanonicalGridConfig())["grid"]
-    quick = {k: v for k, v in grid_to_dict(CanonicalGridConfig.quick())["grid"].items() if v != defaults[k]}
-    add_overrides(p, "canonical", {"grid": "default", **defaults}, "canonical.grid=quick canonical.seeds=[0,1]",
-                  CanonicalGridConfig)
-    p.epilog += f"\n\ncanonical.grid: default, or quick, whose defaults differ in {quick}"
+    p.add_argument("--quick", action="store_true",
+                   help="the quick grid (possym/configs/sweeps/canonical_quick.yaml) instead of the full one")
+    p.add_argument("overrides", nargs="*", metavar="section.KEY=VALUE",
+                   help="e.g. experiment.seeds=[0,1] experiment.variants=[band1,nope] train.steps=500 "
+                        "canonical_cell.n_score=32 canonical_report.claims_seed=0")
+    p.epilog = ("the grid's settings are possym/configs/sweeps/canonical.yaml; the stages' keys and defaults: "
+                "canonical_cell (n_eval_per_position, length_factors, n_score, n_geometry, analysis_seed), "
+                "canonical_report (claims_seed), train (monitor, progress); the runs' keys: `possym train --help`.")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from possym.canonical.grid import grid_from_dict
-    from possym.experiment import run_canonical_grid
-    from possym.settings import section_values
+    from possym.experiment import load_experiment, run_experiment
 
-    grid = grid_from_dict(section_values(args.overrides, "canonical"))
+    exp = load_experiment("canonical_quick" if args.quick else "canonical", overrides=list(args.overrides))
     t0 = time.perf_counter()
-    result = run_canonical_grid(grid, args.out, progress=True)
+    outcome = run_experiment(exp, args.out, progress=True)
+    for rid, error in outcome.failed.items():
+        print(f"FAILED {rid}: {error.splitlines()[-1] if error else ''}")
+    result = outcome.results.get("canonical_report")
+    if result is None:
+        return 1
     width = max(len(c.claim) for c in result.claims)
     for c in result.claims:
         print(f"{c.verdict:8s} {c.claim:{width}s}  {c.ours}")
     print(f"{len(result.runs)} toy heads, {time.perf_counter() - t0:.0f} s; results in {args.out}")
-    return 0
+    return 1 if outcome.failed else 0

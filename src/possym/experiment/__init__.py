@@ -24,7 +24,6 @@ from possym.experiment.config import (
 from possym.experiment.executor import (
     ExperimentOutcome,
     StageRun,
-    run_canonical_grid,
     run_experiment,
     run_stage,
     run_unit,
@@ -42,7 +41,6 @@ __all__ = [
     "experiment_names",
     "experiment_to_dict",
     "load_experiment",
-    "run_canonical_grid",
     "run_experiment",
     "run_stage",
     "run_unit",

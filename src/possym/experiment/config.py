@@ -9,14 +9,18 @@ An experiment holds
   ``OUT/runs/ID``;
 - its stages, in order, each with its typed settings (:mod:`possym.stages.registry`): ``train``
   comes first unless listed; run-scope stages run on every run, experiment-scope ones once;
-- its parts: named sub-experiments run into ``OUT/NAME`` (a reproduction's canonical grid);
+- its parts: named sub-experiments run into ``OUT/NAME`` (a reproduction's canonical grid), each a mapping
+  of experiment keys or the name of a packaged experiment;
 - ``retries`` for a failed run and ``threads``, the torch threads of each run's work.
 
 The same ``section.key=value`` overrides everything, from the command line, YAML or Python:
 ``task.*``, ``model.*``, ``train.*``, ``seeds.*`` override the runs' configs; ``STAGE.key`` a stage's
 settings (``score.n_inputs=50``, ``lengthgen.steps=[best,final]``); ``experiment.key`` the tree's own
-fields (``experiment.seeds=[0,1,2]``). A packaged experiment is ``possym/configs/experiments/NAME.yaml``
-(the reproductions) or ``possym/configs/sweeps/NAME.yaml`` (the sweeps); a path names any file.
+fields (``experiment.seeds=[0,1,2]``; ``experiment.variants=[band1,nope]`` keeps those variants). A packaged
+experiment is ``possym/configs/experiments/NAME.yaml`` (the reproductions) or ``possym/configs/sweeps/NAME.yaml``
+(the sweeps, the canonical grid); a path names any file. A file may instead name another experiment and
+override it (``{experiment: canonical, overrides: [train.steps=1000]}``): a smaller version states only
+what it changes.
 
 Example:
     >>> exp = load_experiment("quick", seeds=(0, 1), overrides=["score.n_inputs=50", "train.steps=500"])
@@ -36,7 +40,6 @@ from typing import Any
 
 import yaml
 
-from possym.canonical.grid import CanonicalGridConfig, grid_from_dict, grid_to_dict
 from possym.config import PRESET_DIR, RunConfig, load_config
 from possym.errors import ConfigError, named_options, require
 from possym.settings import check_overrides, parse_override
@@ -93,7 +96,7 @@ def run_id(variant: str, task: str, seed: int) -> str:
 @dataclass(frozen=True)
 class Experiment:
     """The tree (see the module docstring). ``stages`` is ``((name, typed settings), ...)`` in order;
-    ``parts`` is ``((name, Experiment or part settings), ...)``."""
+    ``parts`` is ``((name, Experiment), ...)``."""
 
     preset: str | None = None
     tasks: tuple[str, ...] = PAPER_TASKS
@@ -237,11 +240,9 @@ def _parts(data: Any) -> tuple[tuple[str, Any], ...]:
     out: list[tuple[str, Any]] = []
     for name, value in data.items():
         require(bool(_NAME.match(str(name))), f"part name {name!r} may hold only letters, digits, _ and .")
-        require(isinstance(value, dict), f"parts.{name} must be a mapping")
-        if "grid" in value:  # the metric paper's canonical grid, as its settings
-            out.append((str(name), grid_from_dict(value)))
-        else:
-            out.append((str(name), experiment_from_dict(value)))
+        require(isinstance(value, dict | str),
+                f"parts.{name} must be a mapping of experiment keys or a packaged experiment's name, not {value!r}")
+        out.append((str(name), load_experiment(value) if isinstance(value, str) else experiment_from_dict(value)))
     return tuple(out)
 
 
@@ -273,8 +274,7 @@ def experiment_to_dict(exp: Experiment) -> dict[str, Any]:
         variants = {v.name: {"overrides": list(v.overrides),
                              **({"tasks": list(v.tasks)} if v.tasks is not None else {}),
                              **({"seeds": list(v.seeds)} if v.seeds is not None else {})} for v in exp.variants}
-    parts = {name: grid_to_dict(p) if isinstance(p, CanonicalGridConfig) else experiment_to_dict(p)
-             for name, p in exp.parts}
+    parts = {name: experiment_to_dict(p) for name, p in exp.parts}
     out: dict[str, Any] = {
         "name": exp.name,
         "preset": exp.preset,
@@ -328,9 +328,9 @@ def apply_overrides(exp: Experiment, overrides: list[str] | tuple[str, ...]) -> 
         if section in RUN_SECTIONS and not is_train_stage_key(section, name):
             run_overrides.append(item)
         elif section == "experiment":
-            allowed = ("preset", "tasks", "seeds", "retries", "threads")
+            allowed = ("preset", "tasks", "seeds", "variants", "retries", "threads")
             require(name in allowed, f"unknown key 'experiment.{name}'; known experiment keys: {list(allowed)}")
-            fields[name] = value
+            fields[name] = _kept_variants(exp, value) if name == "variants" else value
         elif section in stages or section == "train":
             stages[section] = {**stages.get(section, {}), name: value}
         else:
@@ -340,6 +340,17 @@ def apply_overrides(exp: Experiment, overrides: list[str] | tuple[str, ...]) -> 
     plain.update(overrides=run_overrides, stages=stages)
     plain.update(fields)
     return experiment_from_dict(plain)
+
+
+def _kept_variants(exp: Experiment, names: Any) -> dict[str, Any]:
+    """``experiment.variants=[a,b]``: the variants named, as plain data, in the experiment's order (the order
+    a report lists them in is the experiment's, whichever order the command line gave)."""
+    known = [v.name for v in exp.variants]
+    require(isinstance(names, list) and len(names) > 0 and all(isinstance(n, str) for n in names),
+            f"experiment.variants={names!r} must be a non-empty list of variant names from {known}")
+    unknown = [n for n in names if n not in known]
+    require(not unknown, f"experiment.variants: {unknown} are not variants of this experiment; known: {known}")
+    return {k: v for k, v in (experiment_to_dict(exp).get("variants") or {}).items() if k in names}
 
 
 def experiment_names() -> list[str]:
@@ -376,6 +387,14 @@ def load_experiment(name: str | Path, seeds: tuple[int, ...] | list[int] | None 
     require(isinstance(data, dict) or data is None,
             f"experiment file {path} must be a mapping of experiment keys ({sorted(_FIELDS)}), "
             f"not a {type(data).__name__}")
+    if data and "experiment" in data:  # another experiment, overridden
+        extra = sorted(set(data) - {"experiment", "overrides"})
+        require(not extra, f"experiment file {path} names another experiment ({data['experiment']!r}), so its only "
+                           f"other key is overrides; got {extra}")
+        require(Path(str(data["experiment"])).stem != path.stem, f"experiment file {path} names itself")
+        base = _strings(data.get("overrides"), f"{path}: overrides")
+        asked = [f"experiment.seeds={list(seeds)}"] if seeds is not None else []  # after the file's own
+        return load_experiment(str(data["experiment"]), None, [*base, *asked, *overrides])
     # An empty spec would silently run the defaults, a paper-scale experiment.
     require(bool(set(data or {}) - {"name"}), f"experiment file {path} sets nothing, and its defaults are a "
             f"paper-scale experiment; give at least a preset (e.g. preset: quick) and tasks, keys from "

@@ -42,13 +42,12 @@ from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 import yaml
 from tqdm import tqdm
 
-from possym.canonical.grid import CanonicalGridConfig
 from possym.config import EXECUTION_KEYS
 from possym.devices import torch_threads
 from possym.errors import PossymError, named_options
@@ -58,9 +57,6 @@ from possym.locks import lock_holder, on_behalf_of, writer_lock
 from possym.runs import RunDir, atomic_write_text, ensure_run
 from possym.stages.log import EXPERIMENT, ResumeLog, ResumeRecord, run_memo
 from possym.stages.registry import ExperimentDir, Stage, get_stage
-
-if TYPE_CHECKING:
-    from possym.canonical.grid import GridResults
 
 EXPERIMENT_FILE = "experiment.yaml"
 PART_ENGINE_RUNS = 40  # parts with fewer runs run in this process even when the experiment has an engine
@@ -155,8 +151,7 @@ def _run_experiment(exp: Experiment, out: Path, engine: Any, progress: bool,
     runs = {spec.id: ensure_run(out / "runs" / spec.id, spec.config(), argv=["possym.run_experiment", str(out)])
             for spec in specs}
     outcome.changed = _record_experiment(out, exp)
-    for name, part in exp.parts:
-        sub = _part_experiment(part)
+    for name, sub in exp.parts:
         # A small part's units cost more to ship to workers (a fresh process each) than to run here.
         big = len(sub.runs()) >= PART_ENGINE_RUNS
         outcome.parts[name] = run_experiment(sub, out / name, engine=engine if big else None, progress=progress)
@@ -542,14 +537,6 @@ def _defaults(stage: Stage) -> dict[str, Any]:
         return {}
 
 
-def _part_experiment(part: Any) -> Experiment:
-    if isinstance(part, CanonicalGridConfig):
-        from possym.experiment.canonical import canonical_experiment
-
-        return canonical_experiment(part)
-    return part
-
-
 def _record_experiment(out: Path, exp: Experiment) -> list[str]:
     """Write ``OUT/experiment.yaml``; return the keys on which it differs from the one there before."""
     file = out / EXPERIMENT_FILE
@@ -577,22 +564,10 @@ def _output_to(path: Path, stderr: bool = False) -> Iterator[None]:
             yield
 
 
-def run_canonical_grid(grid: CanonicalGridConfig, out: str | Path, *, progress: bool = False) -> GridResults:
-    """Train, analyse and report the canonical grid into ``out``, resumably (a finished cell is neither
-    retrained nor re-analysed); returns the grid's records (:class:`~possym.canonical.grid.GridResults`)."""
-    from possym.experiment.canonical import canonical_experiment
-
-    outcome = run_experiment(canonical_experiment(grid), out, progress=progress)
-    if outcome.failed:
-        raise PossymError(f"{len(outcome.failed)} canonical cell(s) failed: {next(iter(outcome.failed.items()))}")
-    return outcome.results["canonical_report"]
-
-
 def stage_rows(out: str | Path) -> list[dict[str, Any]]:
     """The resume log as plain rows (the report's timing table)."""
     return [{"owner": r.owner, "stage": r.stage, "status": r.status, "seconds": r.seconds, "runs": r.attempts}
             for r in ResumeLog(Path(out)).records()]
 
 
-__all__ = ["ExperimentOutcome", "StageRun", "Unit", "run_canonical_grid", "run_experiment", "run_stage", "run_unit",
-           "stage_rows"]
+__all__ = ["ExperimentOutcome", "StageRun", "Unit", "run_experiment", "run_stage", "run_unit", "stage_rows"]

@@ -233,7 +233,7 @@ def _sweep(out: Path, exp: Experiment) -> list[str]:
 
 
 def _canonical(out: Path, exp: Experiment) -> list[str]:
-    from possym.canonical.grid import CellConfig
+    from possym.canonical.grid import CanonicalCellConfig
 
     log, notes = ResumeLog(out), []
     for cache in sorted((out / "runs").glob("*/*/seed*/canonical.json")):
@@ -244,7 +244,8 @@ def _canonical(out: Path, exp: Experiment) -> list[str]:
         notes.append(f"moved {cell} to {new}")
         data = json.loads((new / "canonical.json").read_text())
         key, runs, positions = data["grid"], data["runs"], data["positions"]
-        cfg = CellConfig(key["n_eval_per_position"], tuple(key["length_factors"]), key["n_score"], key["n_geometry"])
+        cfg = CanonicalCellConfig(key["n_eval_per_position"], tuple(key["length_factors"]), key["n_score"],
+                                  key["n_geometry"])
         first = runs[0]
         heads = {k: [float(r[k]) if k not in ("dominant_id",) else int(r[k]) for r in runs]
                  for k in ("s_pos", "s_sym", "entropy", "dominant_id", "dominant_s_pos", "dominant_s_sym",

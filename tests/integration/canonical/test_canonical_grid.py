@@ -11,8 +11,8 @@ from possym.cli import main
 from possym.records import ClaimRecord, read_records
 from possym.runs import RunDir
 
-ARGS = ["canonical", "canonical.grid=quick", "canonical.tasks=[index,retrieval]", "canonical.conditions=[band1,nope]",
-        "canonical.steps=300"]
+ARGS = ["canonical", "--quick", "experiment.tasks=[index,retrieval]", "experiment.variants=[band1,nope]",
+        "train.steps=300"]
 
 
 @pytest.fixture(scope="module")
@@ -77,11 +77,14 @@ def test_the_exact_engine_equals_swap_and_rerun_on_the_trained_toy_heads(grid_di
         assert torch.allclose(fast.s_pos, slow.s_pos, atol=1e-9) and torch.allclose(fast.s_sym, slow.s_sym, atol=1e-9)
 
 
-def test_a_grid_config_names_what_is_wrong() -> None:
-    from possym.canonical.grid import CanonicalGridConfig
-    from possym.config import ConfigError
+def test_the_report_refuses_a_variant_that_does_not_let_in_the_planes_it_is_named_after(grid_dir: Path) -> None:
+    from possym.canonical.grid import CanonicalReportConfig
+    from possym.errors import PossymError
+    from possym.stages.canonical import canonical_report
+    from possym.stages.registry import ExperimentDir
 
-    with pytest.raises(ConfigError, match="n_symbols >= 32"):
-        CanonicalGridConfig(n_symbols=16)  # Retrieval at 4x the length needs 32 distinct symbols
-    with pytest.raises(ConfigError, match="band1..band8"):
-        CanonicalGridConfig(conditions=("band9",))
+    runs = {"band8-index-s0": RunDir.open(grid_dir / "runs" / "band1-index-s0")}  # trained with planes 1, 2
+    exp = ExperimentDir(grid_dir / "elsewhere", runs, {"band8-index-s0": "index"}, {"band8-index-s0": 0},
+                        {"band8-index-s0": "band8"})
+    with pytest.raises(PossymError, match="band8 is planes \\(15, 16\\)"):
+        canonical_report(exp, CanonicalReportConfig())

@@ -10,9 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from possym.canonical.grid import CanonicalGridConfig
-from possym.experiment import apply_overrides, experiment_from_dict, run_experiment
-from possym.experiment.canonical import canonical_experiment
+from possym.experiment import apply_overrides, experiment_from_dict, load_experiment, run_experiment
 from possym.experiment.reproduce import reproduction
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "layouts_v1.tar.gz"
@@ -64,9 +62,12 @@ def test_an_old_sweep_keeps_its_runs_and_its_marked_stages_are_recognised(old):
 
 
 def test_an_old_canonical_grid_is_recognised_cell_by_cell(old):
-    grid = CanonicalGridConfig.quick(tasks=("index",), conditions=("band1", "nope"), steps=30)
+    # The quick grid at 30 steps, as the fixture was made (its steps, data and evaluation follow the steps).
+    grid = load_experiment("canonical_quick", overrides=[
+        "experiment.tasks=[index]", "experiment.variants=[band1,nope]", "train.steps=30", "task.n_train=1920",
+        "train.eval_every=10", "train.checkpoint_every=30", "train.state_every=10"])
     before = {k.split("/")[-3:][0]: v for k, v in mtimes(old / "canonical").items()}
-    outcome = run_experiment(canonical_experiment(grid), old / "canonical", progress=False)
+    outcome = run_experiment(grid, old / "canonical", progress=False)
     assert [s for _, s in outcome.ran] == ["canonical_report"], outcome.ran
     assert sorted(p.name for p in (old / "canonical" / "runs").iterdir()) == ["band1-index-s0", "nope-index-s0"]
     assert len(outcome.results["canonical_report"].runs) == 2 and before

@@ -184,18 +184,18 @@ def test_a_sweep_given_to_the_report_becomes_a_section_with_its_figures(tiny_rep
 
 def test_the_canonical_part_is_the_grid_of_its_preset():
     """A reproduction's canonical part is the quick grid for the quick preset and the default grid otherwise."""
-    from possym.canonical.grid import CanonicalGridConfig
+    from possym.experiment import load_experiment
     from possym.experiment.reproduce import reproduction
 
-    assert dict(reproduction("quick").parts) == {"canonical": CanonicalGridConfig.quick()}
-    assert dict(reproduction("paper").parts) == {"canonical": CanonicalGridConfig()}
+    assert dict(reproduction("quick").parts) == {"canonical": load_experiment("canonical_quick")}
+    assert dict(reproduction("paper").parts) == {"canonical": load_experiment("canonical")}
     assert dict(reproduction("quick", skip=("canonical",)).parts) == {}
 
 
 def test_a_canonical_grid_in_the_directory_becomes_a_section_of_the_report(tiny_reproduction, tiny_session_overrides):
     out = tiny_reproduction
-    tiny_grid = ["canonical", "canonical.grid=quick", "canonical.tasks=[index,retrieval]",
-                 "canonical.conditions=[band1,nope]", "canonical.steps=100"]
+    tiny_grid = ["canonical", "--quick", "experiment.tasks=[index,retrieval]", "experiment.variants=[band1,nope]",
+                 "train.steps=100"]
     assert main([*tiny_grid, "--out", str(out / "canonical")]) == 0
     assert main(reproduce_args(out, tiny_session_overrides)) == 0
     page = (out / "report.html").read_text()

@@ -7,17 +7,19 @@ import dataclasses
 import numpy as np
 
 from possym.canonical.claims import canonical_claims, length_claim
-from possym.canonical.grid import CanonicalGridConfig, wmax_rows
+from possym.canonical.grid import wmax_rows
 from possym.canonical.records import CellRecord, PositionRecord
 
-GRID = CanonicalGridConfig(conditions=("band1", "band2", "band3", "nope", "two_angle"), seeds=(0, 1, 2))
+CONDITIONS = ("band1", "band2", "band3", "nope", "two_angle")
+SEEDS = (0, 1, 2)
+CHANCE = {"index": 1 / 32, "retrieval": 1 / 8, "induction": 1 / 8}  # 1/values at the grid's sizes
 U = np.array([1.0, 0.5, 0.3, 0.25, 0.25, 0.3, 0.5, 1.0])
 
 
 def _grid(acc: dict[tuple[str, str], float], curve: dict[tuple[str, str], np.ndarray] | None = None):
     runs, positions = [], []
     for (task, cond), a in acc.items():
-        for seed in GRID.seeds:
+        for seed in SEEDS:
             positional = task == "index"
             runs.append(
                 CellRecord(
@@ -50,7 +52,7 @@ def _grid(acc: dict[tuple[str, str], float], curve: dict[tuple[str, str], np.nda
 def _claims(acc, curve=None, wmax=None):
     runs, positions = _grid(acc, curve)
     wmax = wmax_rows(n_content=8) if wmax is None else wmax
-    return canonical_claims(GRID, runs, positions, wmax, np.random.default_rng(0))
+    return canonical_claims(CONDITIONS, 8, CHANCE, runs, positions, wmax, np.random.default_rng(0))
 
 
 def _verdicts(acc, curve=None, wmax=None):

@@ -73,7 +73,8 @@ def test_stage_settings_are_the_same_from_the_command_line_yaml_and_python(tmp_p
         (["score", "RUN", "score.hops=maybe"], "score.hops='maybe' has the wrong type; expected bool"),
         (["lengthgen", "RUN", "lengthgen.grid=5"], "lengthgen.grid=5 has the wrong type; expected tuple[int, ...]"),
         (["theory", "--out", "OUT", "theory.n_maxx=3"], "unknown key 'theory.n_maxx'; known theory keys: ['n_max', "),
-        (["canonical", "--out", "OUT", "canonical.seed=1"], "unknown key 'canonical.seed'; known canonical keys"),
+        (["canonical", "--out", "OUT", "canonical_cell.seed=1"],
+         "unknown key 'canonical_cell.seed'; known canonical_cell keys"),
         (["discrepancy", "RUN", "discrepancy.step"], "must look like section.key=value"),
     ],
 )
@@ -104,13 +105,12 @@ def test_every_config_class_has_field_types_the_reader_can_resolve():
     import dataclasses
     import typing
 
-    from possym.canonical.grid import CanonicalGridConfig
     from possym.config import ModelConfig, Seeds, TrainConfig
     from possym.stages.heads import HeadsConfig
     from possym.stages.registry import stages
     from possym.tasks import TASKS, get_task
 
-    classes = [s.config for s in stages().values()] + [ModelConfig, TrainConfig, Seeds, CanonicalGridConfig,
+    classes = [s.config for s in stages().values()] + [ModelConfig, TrainConfig, Seeds,
                                                       HeadsConfig] + [get_task(t).config for t in TASKS]
     for cls in classes:
         assert set(typing.get_type_hints(cls)) >= {f.name for f in dataclasses.fields(cls)}, cls.__name__

@@ -146,3 +146,15 @@ def test_train_names_both_the_runs_section_and_the_stage_and_each_key_goes_where
     assert exp.stage("train").group is False and all(r.config().train.lr == 3e-4 for r in exp.runs())
     with pytest.raises(ConfigError, match="unknown key 'train.grup'"):
         load_experiment("quick", overrides=["train.grup=false"])
+
+
+def test_a_file_that_names_another_experiment_holds_only_its_overrides(tmp_path):
+    small = tmp_path / "small.yaml"
+    small.write_text("experiment: canonical_quick\noverrides: [train.steps=30]\n")
+    assert load_experiment(small).runs()[0].config().train.steps == 30
+    small.write_text("experiment: canonical_quick\nseeds: [1]\n")
+    with pytest.raises(ConfigError, match="its only other key is overrides; got \\['seeds'\\]"):
+        load_experiment(small)
+    small.write_text(f"experiment: {small}\n")
+    with pytest.raises(ConfigError, match="names itself"):
+        load_experiment(small)
