@@ -75,7 +75,14 @@ class CanonicalCellConfig:
         Traceback (most recent call last):
         ...
         possym.errors.ConfigError: canonical_cell.length_factors=(1, 2, 4) on retrieval: ... needs n_symbols >= 32 ...
+        >>> CanonicalCellConfig().check(task_config("number"))  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        possym.errors.ConfigError: canonical_cell analyses a run of a canonical task (...), not of 'number'
         """
+        if not isinstance(spec, CanonicalTaskConfig):
+            raise ConfigError(f"canonical_cell analyses a run of a canonical task {CANONICAL_TASKS}, "
+                              f"not of {spec.name!r}")
         for f in self.length_factors:
             try:
                 spec.check_length(f * spec.length)
@@ -97,8 +104,8 @@ def analyse_cell(run: RunDir, cfg: CanonicalCellConfig) -> dict[str, Any]:
     settings: ``{"accuracy": {factor: acc}, "positions": [{length, position, correct, total}], "heads":
     {...}}``. Holds the run's writer lock (:meth:`RunDir.writing`). Whether a cell is analysed is the
     run's memo's to say (the ``canonical_cell`` stage, :func:`possym.experiment.run_stage`)."""
-    cfg.check(run.config.task)  # type: ignore[arg-type]
-    with run.writing():
+    with run.writing():  # a second writer is refused first, naming the holder, as by every stage that writes
+        cfg.check(run.config.task)  # type: ignore[arg-type]
         return _analyse_cell(run, cfg, run.artifact("canonical"), _cell_key(cfg))
 
 
