@@ -35,8 +35,8 @@ def run(args: argparse.Namespace) -> int:
     exp = load_experiment("canonical_quick" if args.quick else "canonical", overrides=list(args.overrides))
     t0 = time.perf_counter()
     outcome = run_experiment(exp, args.out, progress=True)
-    for rid, error in outcome.failed.items():
-        print(f"FAILED {rid}: {error.splitlines()[-1] if error else ''}")
+    for line in outcome.failure_lines():
+        print(line)
     result = outcome.results.get("canonical_report")
     if result is None:
         return 1

@@ -73,6 +73,6 @@ def run(args: argparse.Namespace) -> int:
     for c in read_records(out / "claims.csv", ClaimRecord):
         at = f" [{c.step}]" if c.step else ""
         print(f"  {c.verdict:<8} {c.claim}{at}: paper {c.paper}; ours {c.ours}")
-    for rid, error in outcome.failed.items():
-        print(f"FAILED {rid}: {error.splitlines()[-1] if error else ''}")
+    for line in outcome.failure_lines():
+        print(line)
     return 1 if outcome.failed else 0

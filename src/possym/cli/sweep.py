@@ -98,8 +98,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"{done}/{len(specs)} runs done, {len(outcome.failed)} failed, "
               f"{len(outcome.retried)} retried ({', '.join(outcome.retried) or 'none'}), engine {args.engine}, "
               f"{wall:.0f} s wall-clock")
-        for rid, error in outcome.failed.items():
-            print(f"FAILED {rid}: {error.splitlines()[-1] if error else ''}")
+        for line in outcome.failure_lines():
+            print(line)
     paths = write_summary(exp, out)
     print(f"summary -> {', '.join(str(p) for p in paths)}")
     return 1 if outcome is not None and outcome.failed else 0

@@ -89,11 +89,9 @@ def _experiment(exp: Experiment, out: Path) -> int:
     outcome = run_experiment(exp, out)
     for note in outcome.migrated:
         print(note)
-    for spec in exp.runs():
-        if spec.id in outcome.failed:
-            error = outcome.failed[spec.id]
-            print(f"FAILED {spec.id}: {error.splitlines()[-1] if error else ''} (see {out / 'logs' / spec.id}.log)")
-            continue
+    for line in outcome.failure_lines():
+        print(line)
+    for spec in (s for s in exp.runs() if s.id not in outcome.failed):
         run = RunDir.open(out / "runs" / spec.id)
         done = "" if (spec.id, "train") in outcome.ran else " (trained already)"
         print(f"test accuracy ({spec.task}, {spec.id}){done}: {format_eval(run)}")

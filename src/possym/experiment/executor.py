@@ -78,6 +78,17 @@ class ExperimentOutcome:
     parts: dict[str, ExperimentOutcome] = field(default_factory=dict)
     seconds: float = 0.0
 
+    def failure_lines(self) -> list[str]:
+        """One line a failed run (its parts' too), the line every command prints: the error's last line and the
+        log that holds the whole of it, which the executor wrote (``OUT/logs/ID.log``).
+
+        >>> ExperimentOutcome(Path("runs/x"), failed={"number-s0": "Traceback ...\\nValueError: boom"}).failure_lines()
+        ['FAILED number-s0: ValueError: boom (see runs/x/logs/number-s0.log)']
+        """
+        lines = [f"FAILED {rid}: {error.strip().splitlines()[-1] if error.strip() else '(no message)'} "
+                 f"(see {self.out / 'logs' / rid}.log)" for rid, error in self.failed.items()]
+        return lines + [line for part in self.parts.values() for line in part.failure_lines()]
+
     def log(self) -> pd.DataFrame:
         """The resume log of the directory as a table: owner, stage, status, seconds, attempts, ..."""
         columns = [f.name for f in dataclasses.fields(ResumeRecord)]

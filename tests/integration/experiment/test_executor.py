@@ -122,6 +122,10 @@ def test_a_failing_run_is_retried_then_reported_and_the_others_and_the_experimen
     assert not (tmp_path / "runs" / "number-s1" / "count.json").exists()  # later stages leave it out
     entry = ResumeLog(tmp_path).entry("number-s1", "fails_for_seed_1")
     assert entry["status"] == "failed" and entry["attempts"] == 2
+    # the line every command prints names the error and the log that holds all of it
+    log = tmp_path / "logs" / "number-s1.log"
+    assert outcome.failure_lines() == [f"FAILED number-s1: RuntimeError: seed 1 fails on purpose (see {log})"]
+    assert "seed 1 fails on purpose" in log.read_text()
 
 
 def test_the_executor_leaves_the_callers_thread_count_as_it_found_it(tmp_path, tiny_overrides):
