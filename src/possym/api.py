@@ -124,7 +124,8 @@ def train_models(configs: list[RunConfig], outs: list[str | Path], monitor: bool
     >>> cfgs = [possym.load_config("number", "quick", [f"seeds.init={s}"]) for s in (0, 1, 2)]   # doctest: +SKIP
     >>> runs = possym.train_models(cfgs, [f"runs/seeds/seed{s}" for s in (0, 1, 2)])          # doctest: +SKIP
     """
-    from possym.stages.train import DEFAULT_MEMORY_BUDGET_MB, train_runs
+    from possym.experiment import run_stage
+    from possym.stages.train import DEFAULT_MEMORY_BUDGET_MB, STAGE, TrainStageConfig
 
     if isinstance(configs, RunConfig) or isinstance(outs, str | Path):
         raise PossymError("train_models takes a list of configs and a list of output directories; for one run "
@@ -140,7 +141,9 @@ def train_models(configs: list[RunConfig], outs: list[str | Path], monitor: bool
         with torch_threads(config.train.threads):  # meta.json records the threads the run trains with
             runs.append(ensure_run(out, config, argv=["possym.train_models", str(out)]))
     budget = DEFAULT_MEMORY_BUDGET_MB if memory_budget_mb is None else memory_budget_mb
-    train_runs(runs, monitor=monitor, progress=progress, memory_budget_mb=budget, group=group)
+    # Through each run's memo, as an experiment trains them: an experiment over these runs later trains nothing.
+    run_stage(runs, STAGE, TrainStageConfig(monitor=monitor, progress=progress, group=group,
+                                            memory_budget_mb=budget))
     return [Run(r) for r in runs]
 
 

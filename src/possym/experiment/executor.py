@@ -208,7 +208,6 @@ def run_unit(unit: Unit) -> dict[str, Any]:
 
 def _run_unit(unit: Unit) -> dict[str, Any]:
     out = Path(unit.out)
-    log = ResumeLog(out)
     dirs = {spec.id: RunDir.open(out / "runs" / spec.id) for spec in unit.runs}
     ran: list[tuple[str, str]] = []
     errors: dict[str, str] = {}
@@ -225,7 +224,7 @@ def _run_unit(unit: Unit) -> dict[str, Any]:
                         errors[rid] = _error(exc)
                 continue
             if todo:
-                error = _run_together(log, stage, [dirs[rid] for rid in todo], cfg)
+                error = _run_together(stage, [dirs[rid] for rid in todo], cfg)
                 errors |= dict.fromkeys(todo, error) if error else {}
                 ran += [] if error else [(rid, stage.name) for rid in todo]
     if errors:
@@ -233,26 +232,35 @@ def _run_unit(unit: Unit) -> dict[str, Any]:
     return {"unit": unit.id, "ran": ran}
 
 
-def _run_together(log: ResumeLog, stage: Stage, runs: list[RunDir], cfg: Any) -> str | None:
+def _run_together(stage: Stage, runs: list[RunDir], cfg: Any) -> str | None:
+    """:func:`_together` for the executor: returns the error, or None."""
+    try:
+        _together(stage, runs, cfg)
+    except Exception as exc:
+        return _error(exc)
+    return None
+
+
+def _together(stage: Stage, runs: list[RunDir], cfg: Any) -> float:
     """A ``runs``-scope stage (training, which locks each run it writes) on ``runs`` at once, each run's entry
-    in its memo; returns the error, or None. A run whose lock another writer holds (on another host, say)
-    fails the call before anything runs, and its memo is left as that writer keeps it."""
+    in its own memo; returns the seconds. A run whose lock another writer holds (on another host, say) fails
+    the call before anything runs, and its memo is left as that writer keeps it."""
     key = stage.key_of(cfg)
     t0 = time.perf_counter()
     started: list[RunDir] = []
     try:
         for run in runs:
-            log.start(run.path.name, stage.name, key)
+            run_memo(run.path).start(stage.name, key)
             started.append(run)
         stage.run(runs, cfg)
     except Exception as exc:
-        error = _error(exc)
         for run in started:
-            log.fail(run.path.name, stage.name, time.perf_counter() - t0, error)
-        return error
+            run_memo(run.path).fail(stage.name, time.perf_counter() - t0, _error(exc))
+        raise
+    seconds = time.perf_counter() - t0
     for run in runs:
-        log.finish(run.path.name, stage.name, (time.perf_counter() - t0) / len(runs))
-    return None
+        run_memo(run.path).finish(stage.name, seconds / len(runs))
+    return seconds
 
 
 @dataclass(frozen=True)
@@ -268,7 +276,7 @@ class StageRun:
     result: Any = None
 
 
-def run_stage(target: RunDir | ExperimentDir | str | Path, stage: Stage | str, cfg: Any = None, *,
+def run_stage(target: RunDir | ExperimentDir | str | Path | list[RunDir], stage: Stage | str, cfg: Any = None, *,
               redo: bool = False, progress: Callable[..., None] | None = None) -> StageRun:
     """Run ``stage`` (a name or a :class:`~possym.stages.registry.Stage`) with ``cfg`` (None: its defaults) on
     ``target``, unless its memo has it done with these settings; ``redo`` runs it anyway. The one way a stage
@@ -279,6 +287,8 @@ def run_stage(target: RunDir | ExperimentDir | str | Path, stage: Stage | str, c
       directory, its memo ``RUN/resume.json`` (:mod:`possym.stages.log`), written under the run's writer lock.
       A per-step stage (``score``, ``lengthgen``) does only the checkpoints the memo lacks (with ``redo``,
       every one it asks for) and keeps the others' outputs;
+    - a ``runs``-scope stage given a list of run directories (:func:`possym.train_models`): those whose memo
+      lacks it run at once (training groups those that share a step), each run's memo recording it;
     - an experiment-scope stage: ``target`` is an experiment directory (a path, or the
       :class:`~possym.stages.registry.ExperimentDir` the executor gives, with its runs), its memo
       ``OUT/log/experiment.json``, written under the directory's writer lock; a stage that is ``always``
@@ -298,6 +308,8 @@ def run_stage(target: RunDir | ExperimentDir | str | Path, stage: Stage | str, c
     """
     stage = get_stage(stage) if isinstance(stage, str) else stage
     cfg = stage.settings_from({}) if cfg is None else cfg
+    if isinstance(target, list | tuple):
+        return _run_stage_together(list(target), stage, cfg, redo)
     call: Any
     lock: contextlib.AbstractContextManager[Any]
     if stage.scope == "experiment":
@@ -305,7 +317,7 @@ def run_stage(target: RunDir | ExperimentDir | str | Path, stage: Stage | str, c
             raise PossymError(f"stage {stage.name!r} is experiment-scope: give run_stage an experiment directory")
         call = target if isinstance(target, ExperimentDir) else ExperimentDir(Path(target))
         memo, lock = ResumeLog(call.path).memo(EXPERIMENT), writer_lock(call.path, "experiment")
-        wanted = None
+        wanted, at = None, None
     else:
         if isinstance(target, ExperimentDir):
             raise PossymError(f"stage {stage.name!r} is {stage.scope}-scope: give run_stage a run directory")
@@ -313,13 +325,17 @@ def run_stage(target: RunDir | ExperimentDir | str | Path, stage: Stage | str, c
         call = [run] if stage.scope == "runs" else run
         memo, lock = run_memo(run.path), run.writing()
         wanted = stage.steps_of(run, cfg) if stage.per_step else None
+        try:
+            at = stage.checkpoints_of(run, cfg)
+        except PossymError:  # a checkpoint it names is not there: the stage runs, refuses it, the memo records that
+            at, redo = None, True
     key, defaults = stage.key_of(cfg), _defaults(stage)
     extra: dict[str, Any] = {} if progress is None else {"progress": progress}
     again = redo or stage.always
-    if not again and memo.done(stage.name, key, defaults, wanted):  # read back: a reader takes no lock
+    if not again and memo.done(stage.name, key, defaults, wanted, at):  # read back: a reader takes no lock
         return StageRun(stage.name, False, (), tuple(wanted or ()))
     with lock:
-        if not again and memo.done(stage.name, key, defaults, wanted):  # another writer did it meanwhile
+        if not again and memo.done(stage.name, key, defaults, wanted, at):  # another writer did it meanwhile
             return StageRun(stage.name, False, (), tuple(wanted or ()))
         keep: list[int] | None = None
         todo: list[int] = []
@@ -328,7 +344,7 @@ def run_stage(target: RunDir | ExperimentDir | str | Path, stage: Stage | str, c
             todo = [s for s in wanted if s not in keep]
             cfg, extra = stage.narrowed(cfg, todo), {**extra, "keep": tuple(keep)}
         execution = {k: v for k, v in stage.settings_of(cfg).items() if k in EXECUTION_KEYS}
-        memo.start(stage.name, key, keep, execution)
+        memo.start(stage.name, key, keep, execution, at)
         t0 = time.perf_counter()
         try:
             result = stage.run(call, cfg, **extra)
@@ -338,6 +354,18 @@ def run_stage(target: RunDir | ExperimentDir | str | Path, stage: Stage | str, c
         seconds = time.perf_counter() - t0
         memo.finish(stage.name, seconds, todo if stage.per_step else None)
     return StageRun(stage.name, True, tuple(todo), tuple(keep or ()), seconds, result)
+
+
+def _run_stage_together(runs: list[RunDir], stage: Stage, cfg: Any, redo: bool) -> StageRun:
+    """:func:`run_stage` on several runs: a ``runs``-scope stage (training, grouping those that share a step)
+    on those whose memo lacks it, at once."""
+    if stage.scope != "runs":
+        raise PossymError(f"stage {stage.name!r} is {stage.scope}-scope: give run_stage one directory, not a list")
+    key, defaults = stage.key_of(cfg), _defaults(stage)
+    todo = [r for r in runs if redo or not run_memo(r.path).done(stage.name, key, defaults)]
+    if not todo:
+        return StageRun(stage.name, False)
+    return StageRun(stage.name, True, seconds=_together(stage, todo, cfg))
 
 
 # ---- the parts of one call -------------------------------------------------------------------------
@@ -359,13 +387,17 @@ def _done(out: Path, rid: str, stage: Stage, cfg: Any, redo: bool = False) -> bo
     if redo:
         return False
     key, defaults = stage.key_of(cfg), _defaults(stage)
-    if not stage.per_step:
-        return ResumeLog(out).done(rid, stage.name, key, defaults)
+    memo = ResumeLog(out).memo(rid)
+    if not memo.done(stage.name, key, defaults):  # settings first: cheap, and a run not yet made is not done
+        return False
+    if stage.scope == "runs":
+        return True
     try:
-        steps = stage.steps_of(RunDir.open(out / "runs" / rid), cfg)
+        run = RunDir.open(out / "runs" / rid)
+        steps, at = (stage.steps_of(run, cfg) if stage.per_step else None), stage.checkpoints_of(run, cfg)
     except PossymError:  # no checkpoints yet, or "final" of a run not finished: not done
         return False
-    return ResumeLog(out).memo(rid).done(stage.name, key, defaults, steps)
+    return memo.done(stage.name, key, defaults, steps, at)
 
 
 def _all_done(out: Path, spec: RunSpec, segment: tuple[tuple[Stage, Any], ...]) -> bool:
@@ -438,7 +470,7 @@ def _attempt(units: list[Unit], stage: Stage, cfg: Any, outcome: ExperimentOutco
     error: str | None = None
     with torch_threads(units[0].threads), _output_to(out / "logs" / f"{owner}.log"):
         if stage.scope == "runs":
-            error = _run_together(ResumeLog(out), stage, runs, cfg)
+            error = _run_together(stage, runs, cfg)
         else:
             try:
                 ran = run_stage(runs[0], stage, cfg, redo=stage.name in units[0].redo).ran

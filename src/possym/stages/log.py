@@ -97,9 +97,12 @@ class StageMemo:
         return self.read().get(stage)
 
     def done(self, stage: str, settings: dict[str, Any], defaults: dict[str, Any] | None = None,
-             steps: list[int] | None = None) -> bool:
-        """Whether ``stage`` finished with these settings (and, for a per-step stage, at every one of ``steps``)."""
-        if self._valid(stage, settings, defaults) is None:
+             steps: list[int] | None = None, checkpoints: list[int] | None = None) -> bool:
+        """Whether ``stage`` finished with these settings (and, for a per-step stage, at every one of ``steps``;
+        for a stage that measures named checkpoints, at the ``checkpoints`` they name now: "best" moves when a
+        run trains on). An entry written before checkpoints were recorded is taken at its word."""
+        e = self._valid(stage, settings, defaults)
+        if e is None or (checkpoints is not None and e.get("checkpoints", checkpoints) != checkpoints):
             return False
         return steps is None or not self.todo(stage, settings, defaults, steps)
 
@@ -127,15 +130,18 @@ class StageMemo:
         return [s for s in steps or [] if s not in kept]
 
     def start(self, stage: str, settings: dict[str, Any], keep: list[int] | None = None,
-              execution: dict[str, Any] | None = None) -> None:
+              execution: dict[str, Any] | None = None, checkpoints: list[int] | None = None) -> None:
         """``stage`` runs now with ``settings``; a per-step stage keeps the steps ``keep`` done before.
-        ``execution``: how it runs (threads, device: not part of the key), recorded beside it."""
+        ``execution``: how it runs (threads, device: not part of the key), recorded beside it; ``checkpoints``:
+        the step numbers its ``step``/``steps`` name now."""
         with self.update() as stages:
             attempts = stages.get(stage, {}).get("attempts", 0) + 1
             stages[stage] = {"status": "running", "settings": settings, "started": _now(), "finished": None,
                              "seconds": None, "attempts": attempts, "error": None}
             if execution:
                 stages[stage]["execution"] = execution
+            if checkpoints is not None:
+                stages[stage]["checkpoints"] = checkpoints
             if keep is not None:
                 stages[stage]["steps"] = sorted(keep)
 

@@ -160,6 +160,18 @@ class Stage:
                         run.missing_checkpoints(), self.name, len(steps))
         return list(dict.fromkeys(steps))
 
+    def checkpoints_of(self, run: RunDir, cfg: Any) -> list[int] | None:
+        """The checkpoints a run-scope stage that measures named ones (a ``step`` or ``steps`` setting, not
+        per-step: the cliff, dilution, l0, ...) measures now, resolved (``"best"`` to a number), in order and
+        once each; None for any other stage. The memo records them beside the settings (which keep the names
+        asked: the stages label their rows with them), so that such a stage is redone when ``"best"`` has moved
+        (a run trained on) instead of read back from the checkpoint it named before."""
+        names = {f.name for f in dataclasses.fields(self.config)}
+        if self.scope != "run" or self.per_step or not names & {"step", "steps"}:
+            return None
+        asked = (cfg.step,) if "step" in names else tuple(cfg.steps)
+        return list(dict.fromkeys(run.resolve_step(s) for s in asked))
+
     def narrowed(self, cfg: Any, steps: list[int]) -> Any:
         """``cfg`` asking for ``steps`` alone (what a per-step stage still has to do)."""
         return dataclasses.replace(cfg, steps=tuple(steps))

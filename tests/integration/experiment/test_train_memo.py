@@ -65,6 +65,22 @@ def test_a_run_trained_from_python_is_the_run_of_an_experiment_over_it(tmp_path,
     assert checkpoints(tmp_path) == trained  # nothing retrained
 
 
+def test_runs_trained_together_from_python_are_the_runs_of_an_experiment_over_them(tmp_path, tiny_overrides):
+    configs = [load_config("number", None, [*tiny_overrides, *(f"seeds.{f}={s}" for f in ("data", "init", "order",
+                                                                                             "dropout"))])
+               for s in (0, 1)]
+    runs = train_models(configs, [tmp_path / "runs" / f"number-s{s}" for s in (0, 1)], monitor=False, progress=False)
+    assert [run_memo(r.path).entry("train")["status"] for r in runs] == ["done", "done"]
+    trained = checkpoints(tmp_path)
+    again = train_models(configs, [r.path for r in runs], monitor=False, progress=False)  # done: read back
+    assert [run_memo(r.path).entry("train")["attempts"] for r in again] == [1, 1]
+    outcome = run_experiment(experiment(tiny_overrides, {"train": {"monitor": False}}, (0, 1)), tmp_path,
+                             progress=False)
+    assert outcome.ran == [] and outcome.failed == {}
+    assert {("number-s0", "train"), ("number-s1", "train")} <= set(outcome.skipped)
+    assert checkpoints(tmp_path) == trained  # nothing retrained
+
+
 @pytest.fixture(scope="module")
 def older_seeds(tmp_path_factory, tiny_session_overrides) -> Path:
     """An OUT/seed{s} group as an older ``possym train --seeds 0,1`` left it."""
