@@ -273,16 +273,20 @@ def final_kinds(scores: Sequence[ScoreRecord]) -> dict[int, str]:
     return kinds_at(scores, last) if last is not None else {}
 
 
+def _purity0(purity_rows: Sequence[PurityRecord], gamma: float = GAMMA) -> list[PurityRecord]:
+    """The purity table's rows that every claim reads: head 0, last-token query, at ``gamma``."""
+    return [r for r in purity_rows if r.gamma == gamma and r.query == "last" and r.head == 0]
+
+
 def _final_straddlers(te: TaskEvidence) -> set[int]:
     if te.scores:
         return straddling_at(te.scores, max(r.step for r in te.scores))
-    return {r.layer for r in te.purity if r.gamma == GAMMA and r.query == "last" and r.head == 0 and r.final_straddles}
+    return {r.layer for r in _purity0(te.purity) if r.final_straddles}
 
 
 def ever_pure(purity_rows: Sequence[PurityRecord], kind: str, gamma: float = GAMMA) -> set[int]:
     """Layers (head 0, last-token query, γ) that are pure ``kind`` at some checkpoint (the purity table)."""
-    return {r.layer for r in purity_rows
-            if r.gamma == gamma and r.query == "last" and r.head == 0 and kind in (r.kind, r.final_kind)}
+    return {r.layer for r in _purity0(purity_rows, gamma) if kind in (r.kind, r.final_kind)}
 
 
 def _per_checkpoint(te: TaskEvidence) -> bool:
@@ -313,9 +317,7 @@ def onsets(te: TaskEvidence, kind: str, queries: Collection[str] = ("last",)) ->
                 out.setdefault(r.layer, r.step)
         return out
     out = {}
-    for row in te.purity:
-        if row.gamma != GAMMA or row.query != "last" or row.head != 0:
-            continue
+    for row in _purity0(te.purity):
         if row.kind == kind and row.step is not None:
             out[row.layer] = row.step
         elif row.final_kind == kind and row.final_kind_step is not None:
@@ -329,15 +331,14 @@ def final_kind_onsets(te: TaskEvidence) -> dict[int, tuple[str, int | None]]:
         final = {layer: k for layer, k in final_kinds(te.scores).items() if k}
         first = {k: onsets(te, k) for k in set(final.values())}
         return {layer: (k, first[k].get(layer)) for layer, k in final.items()}
-    return {r.layer: (r.final_kind, r.final_kind_step) for r in te.purity
-            if r.gamma == GAMMA and r.query == "last" and r.head == 0 and r.final_kind}
+    return {r.layer: (r.final_kind, r.final_kind_step) for r in _purity0(te.purity) if r.final_kind}
 
 
 def end_kinds(te: TaskEvidence) -> dict[int, str]:
     """Per layer, its purity at the end: the last scored step's scores, else the purity table's."""
     if te.scores:
         return final_kinds(te.scores)
-    return {r.layer: r.final_kind for r in te.purity if r.gamma == GAMMA and r.query == "last" and r.head == 0}
+    return {r.layer: r.final_kind for r in _purity0(te.purity)}
 
 
 def _straddle_text(per_seed: Sequence[tuple[TaskEvidence, set[int]]]) -> str:
@@ -471,14 +472,20 @@ def _step_of_maximum(ev: Evidence) -> list[ClaimRecord]:
             continue
         seeds = [Estimate(r.best_step, r.best_step - r.eval_every, r.best_step + r.eval_every)
                  for r in runs if r.best_step is not None]
-        grade = rules.grade_step(seeds, paper)
-        values = [e.value for e in seeds]
-        out.append(_claim(name, "Sec. 3.1, Fig. 2A (dashed line)", f"{paper.value:g}",
-                          f"{summarise(values).text('.0f')}: {grade.detail}", grade.verdict, rule, runs=runs,
-                          per_seed=[f"{r.best_step}" for r in runs], paper_value=float(paper.value), values=values,
-                          seed_verdicts=[rules.grade_step([e], paper).verdict for e in seeds], p_value=grade.p_value,
-                          paper_uncertainty=f"±{STEP_READ} steps read off Fig. 2A's dashed line"))
+        out.append(_step_claim(name, "Sec. 3.1, Fig. 2A (dashed line)", f"{paper.value:g}", paper, runs, seeds, rule,
+                               f"±{STEP_READ} steps read off Fig. 2A's dashed line"))
     return out
+
+
+def _step_claim(name: str, section: str, paper_text: str, paper: PaperValue, runs: Sequence[TaskEvidence],
+                seeds: Sequence[Estimate], rule: str, uncertainty: str) -> ClaimRecord:
+    """A step graded over the seeds (:func:`~possym.report.rules.grade_step`), each seed also graded alone."""
+    grade = rules.grade_step(seeds, paper)
+    values = [e.value for e in seeds]
+    return _claim(name, section, paper_text, f"{summarise(values).text('.0f')}: {grade.detail}", grade.verdict, rule,
+                  runs=runs, per_seed=[f"{v:.0f}" for v in values], paper_value=float(paper.value), values=values,
+                  seed_verdicts=[rules.grade_step([e], paper).verdict for e in seeds], p_value=grade.p_value,
+                  paper_uncertainty=uncertainty)
 
 
 def _solved_step_claims(ev: Evidence) -> list[ClaimRecord]:
@@ -500,13 +507,9 @@ def _solved_step_claims(ev: Evidence) -> list[ClaimRecord]:
         paper = PaperValue(first - FIG2A_SPACING / 2, FIG2A_SPACING / 2)
         steps = [int(solved_steps(r)[key]) for r in runs]  # type: ignore[arg-type]
         seeds = [Estimate(s, s - _solved_spacing(r), s) for s, r in zip(steps, runs, strict=True)]
-        grade = rules.grade_step(seeds, paper)
-        out.append(_claim(
-            f"{task} task: step at which {label} accuracy first reaches {SOLVED}", "Sec. 3.2, Fig. 2A",
-            f"in ({first - FIG2A_SPACING}, {first}]", f"{summarise(steps).text('.0f')}: {grade.detail}",
-            grade.verdict, rule, runs=runs, per_seed=[str(s) for s in steps], paper_value=float(paper.value),
-            values=[float(s) for s in steps], seed_verdicts=[rules.grade_step([e], paper).verdict for e in seeds],
-            p_value=grade.p_value, paper_uncertainty=f"Fig. 2A digitised every {FIG2A_SPACING} steps"))
+        out.append(_step_claim(f"{task} task: step at which {label} accuracy first reaches {SOLVED}",
+                               "Sec. 3.2, Fig. 2A", f"in ({first - FIG2A_SPACING}, {first}]", paper, runs, seeds, rule,
+                               f"Fig. 2A digitised every {FIG2A_SPACING} steps"))
     return out
 
 
@@ -521,7 +524,7 @@ def convergence_claims(ev: Evidence) -> list[ClaimRecord]:
     of maximum accuracy (the paper's dashed line), within one evaluation."""
     out = []
     for task in ("number", "letter"):
-        have = [r for r in ev.seeds(task) if (r.scores or r.purity) and r.best_step is not None]
+        have = [r for r in _scored(ev, task) if r.best_step is not None]
         runs = [r for r in have if _max_accuracy(r) >= SOLVED]
         name = f"{task} task: accuracy converges only once the heads are pure"
         rule = (f"{HOLDS_RULE}, over the seeds whose global validation accuracy reaches {SOLVED}; it holds at a seed "
@@ -596,12 +599,24 @@ def _judge_seeds(where: Mapping[str, tuple[Sequence[TaskEvidence], Callable[[Tas
     return results, texts, used
 
 
+def _places(used: Mapping[str, Sequence[TaskEvidence]]) -> tuple[str, str | None]:
+    """The place that grades a claim read at two (the hop queries where any run has them, else the last token) and
+    the other place read, if any."""
+    at = "hop queries" if "hop queries" in used else "last token"
+    return at, next((a for a in used if a != at), None)
+
+
+def _scored(ev: Evidence, task: str) -> list[TaskEvidence]:
+    """The seeds of ``task`` with scores or a purity table."""
+    return [r for r in ev.seeds(task) if r.scores or r.purity]
+
+
 def hop_claims(ev: Evidence) -> list[ClaimRecord]:
     """Sec. 3.3: solving n hops needs positional heads, compared as onsets: by the step at which k hops first reach
     0.9 (plus one evaluation), how many layers have become pure positional. Read at the last token (the query of
     every figure of the paper) and at the hop queries, where the paper's mechanism works: a layer that resolves a
     hop attends from that hop's position (Sec. 3.2, Fig. 3). The hop queries are graded where a run has them."""
-    last = [r for r in ev.seeds("number") if (r.scores or r.purity) and solved_steps(r)]
+    last = [r for r in _scored(ev, "number") if solved_steps(r)]
     hops = [r for r in ev.hop_seeds("number") if solved_steps(r)]
     need = {"k − 1": 1, "k": 0}
 
@@ -618,7 +633,7 @@ def hop_claims(ev: Evidence) -> list[ClaimRecord]:
     paper = ("reliably solving n hops requires sufficiently many positional heads (Sec. 3.3); the paper's own "
              "Fig. 2A/2C solve 1 hop at 2000 before L1 turns pure (2200) and 4 hops at 3500 with 3 pure positional "
              "layers")
-    at = "hop queries" if "hop queries" in used else "last token"
+    at, other = _places(used)
     graded = f"k − 1 layers at the {at}"
     rule = (f"{HOLDS_RULE}; it holds at a seed if, whenever k hops first reach {SOLVED} (step s), at least k − 1 "
             "layers have become pure positional (point estimates, head 0) by s plus one evaluation: at the last "
@@ -634,7 +649,6 @@ def hop_claims(ev: Evidence) -> list[ClaimRecord]:
     names = {"k − 1 layers at the last token": "k − 1 layers (calibrated on Fig. 2A/2C)",
              "k layers at the last token": "k layers (pre-registered)"}
     readings = {names.get(n, n): rules.grade_holds(v) for n, v in results.items()}
-    other = next((a for a in used if a != at), None)
     extra = (f"; {_holds_text(results[f'k − 1 layers at the {other}'])} at the {other}" if other else "")
     return [_claim(name, section, paper, _holds_text(results[graded]) + f" ({at})" + extra,
                    rules.grade_holds(results[graded]), rule, runs=used[at], per_seed=texts[at],
@@ -656,13 +670,11 @@ def purify_claims(ev: Evidence) -> list[ClaimRecord]:
         return ({at: last is not None and last <= s + _solved_spacing(r)},
                 f"global 0.9 at {s}; last layer pure symbolic at {last} ({len(first)} layers)")
 
-    results, texts, used = _judge_seeds({"last token": ([r for r in ev.seeds("letter") if r.scores or r.purity],
-                                                        lambda r: ("last",)),
+    results, texts, used = _judge_seeds({"last token": (_scored(ev, "letter"), lambda r: ("last",)),
                                          "hop queries": (ev.hop_seeds("letter"), hop_query_names)}, judge)
     if not used:
         return []
-    at = "hop queries" if "hop queries" in used else "last token"
-    other = next((a for a in used if a != at), None)
+    at, other = _places(used)
     extra = f"; {_holds_text(results[other])} at the {other}" if other else ""
     return [_holds_claim(
         "letter task: the hops are learned as the layers purify", "Sec. 3.3, Fig. 7",
@@ -708,7 +720,7 @@ def head_claims(ev: Evidence) -> list[ClaimRecord]:
     ]
     for task, kind, paper_set, section in settings:
         name = f"{task} task: layers that become pure {kind} (γ = 0.1)"
-        runs = [r for r in ev.seeds(task) if r.scores or r.purity]
+        runs = _scored(ev, task)
         if not runs:
             out.append(_claim(name, section, _layers(paper_set), "no scores", NA, SET_RULE))
             continue
@@ -724,7 +736,7 @@ def head_claims(ev: Evidence) -> list[ClaimRecord]:
                               runs, strict, frozenset({1, 2}), [],
                               rule=SET_RULE + "; purity at γ = 0.05 from the purity table"))
 
-    runs = [r for r in ev.seeds("number") if r.scores or r.purity]
+    runs = _scored(ev, "number")
     if runs:
         holds = [4 in ever_set(r, "symbolic")[0] for r in runs]
         out.append(_holds_claim(
@@ -732,7 +744,7 @@ def head_claims(ev: Evidence) -> list[ClaimRecord]:
             f"{HOLDS_RULE}; it holds at a seed if L4 is pure symbolic (point estimate) at some scored step",
             runs=runs, per_seed=["L4 pure symbolic" if h else "L4 never pure symbolic" for h in holds]))
 
-    runs = [r for r in ev.seeds("letter") if r.scores or r.purity]
+    runs = _scored(ev, "letter")
     if runs:
         positional = [ever_set(r, "positional")[0] for r in runs]
         holds = [not s for s in positional]
@@ -1042,15 +1054,10 @@ def length_claims(ev: Evidence) -> list[ClaimRecord]:
                 readings[reading + curve_seeds] = rules.grade_accuracy(est, pv, chance).verdict
             for reading, est in protocol_readings(ev.protocol, name).items():
                 readings[reading] = rules.grade_accuracy(est, pv, chance).verdict
-            if kept:
-                texts = [f"{e.value:.2f} [{e.low:.2f}, {e.high:.2f}]" for e in estimates]
-            else:
-                texts = []
-                for r, e in zip(runs, estimates, strict=True):
-                    final_point = _at(r.lengthgen_final, extra)
-                    texts.append(f"{e.value:.2f} [{e.low:.2f}, {e.high:.2f}]"
-                                 + (f" (final checkpoint {final_point.accuracy:.2f})"
-                                    if final_point is not None else ""))
+            texts = [f"{e.value:.2f} [{e.low:.2f}, {e.high:.2f}]" for e in estimates]
+            if not kept:  # the curves' own seeds: the final checkpoint beside the best
+                texts = [t + ("" if (f := _at(r.lengthgen_final, extra)) is None else
+                              f" (final checkpoint {f.accuracy:.2f})") for t, r in zip(texts, runs, strict=True)]
             acc = [e.value for e in estimates]
             uncertainty = (f"±{DIGITISATION:g} read off Fig. 5B; binomial at n = {GRADING_N} (graded); verdict at "
                            + ", ".join(f"n = {n}: {v}" for n, v in by_n.items()))

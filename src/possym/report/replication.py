@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 from collections import Counter
@@ -76,15 +77,10 @@ def evidence(tables: Sequence[Path], runs: Mapping[str, Sequence[RunDir]] | None
             merged.setdefault(task, []).extend(seeds)
     for task, dirs in (runs or {}).items():
         merged.setdefault(task, []).extend(task_evidence(r) for r in dirs)
-    return Evidence({t: sorted(v, key=lambda te: te.seed) for t, v in merged.items()},
-                    bounds=[b for ev in found for b in ev.bounds],
-                    verification=[v for ev in found for v in ev.verification],
-                    fig5a=[f for ev in found for f in ev.fig5a],
-                    length_seeds=[x for ev in found for x in ev.length_seeds],
-                    protocol=[x for ev in found for x in ev.protocol],
-                    witnesses=[w for ev in found for w in ev.witnesses],
-                    hop_flow=[r for ev in found for r in ev.hop_flow],
-                    geometry=[r for ev in found for r in ev.geometry],
+    # Every table of records (bounds, witnesses, hop_flow, ...), concatenated over the directories.
+    tables_of: dict[str, Any] = {f.name: [x for ev in found for x in getattr(ev, f.name)]
+                                 for f in dataclasses.fields(Evidence) if f.name not in ("tasks", "hop_queries")}
+    return Evidence({t: sorted(v, key=lambda te: te.seed) for t, v in merged.items()}, **tables_of,
                     hop_queries={t: sorted((te for ev in found for te in ev.hop_queries.get(t, ())),
                                            key=lambda te: te.seed)
                                  for t in {t for ev in found for t in ev.hop_queries}})
@@ -118,11 +114,6 @@ def table_rows(claims: Sequence[ClaimRecord]) -> list[dict[str, str]]:
     return [{"claim": c.claim, "paper": c.paper, "ours over seeds": claim_summary(c), "verdict": f"**{c.verdict}**",
              "per seed": c.seed_verdict_counts, "readings": c.robustness or "one reading",
              "p": "" if c.p_value is None else f"{c.p_value:.2g}", "evidence": _evidence(c.per_seed)} for c in claims]
-
-
-def summary_frame(claims: Sequence[ClaimRecord]) -> pd.DataFrame:
-    """The whole table as a DataFrame (:func:`table_rows`, the verdict without its emphasis)."""
-    return pd.DataFrame(table_rows(claims)).assign(verdict=[c.verdict for c in claims])
 
 
 def _figure(c: ClaimRecord, figures: Path) -> str:
@@ -297,10 +288,7 @@ def export_tables(runs: Sequence[RunDir], out: Path, experiment: Path | None = N
             if f.name != "claims.csv":
                 shutil.copyfile(f, out / f.name)
     if every_checkpoint:
-        import dataclasses
-
-        from possym.records import ScoreRecord, records_csv
-        from possym.runs import atomic_write_text
+        from possym.records import ScoreRecord
 
         # The point estimates decide every onset; the spread columns would triple the committed size.
         spread: dict[str, Any] = dict.fromkeys(("entropy_norm", "s_pos_sd", "s_pos_low", "s_pos_high", "s_sym_sd",

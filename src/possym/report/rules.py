@@ -247,10 +247,6 @@ def floor_ceiling(chance: float) -> float:
     return expit(logit(chance) + math.log(ODDS_FLOOR))
 
 
-def _in(x: float, lo: float, hi: float) -> bool:
-    return lo <= x <= hi
-
-
 def _overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
     return a[0] <= b[1] and b[0] <= a[1]
 
