@@ -42,7 +42,6 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -1152,9 +1151,9 @@ def decay_curves(ev: Evidence) -> dict[int, tuple[Curve, Curve, Curve, Curve]]:
     letter accuracy), the curves :func:`decay_claims` grades (for drawing them)."""
     out: dict[int, tuple[Curve, Curve, Curve, Curve]] = {}
     for n, le in _pairs(ev, "number", "letter"):
-        ids, acc = (_layer_angle(n), _layer_angle(le)), (_accuracy_curve(n), _accuracy_curve(le))
-        if ids[0] is not None and ids[1] is not None and all(acc):
-            out[n.seed] = (theory_curve("index", ids[0][1]), theory_curve("retrieval", ids[1][1]), *acc)
+        if (pair := _decay_pair(n, le, TABLE1_ANGLES)) is not None:
+            (index, retrieval), (number, letter), _ = pair
+            out[n.seed] = (index, retrieval, number, letter)
     return out
 
 
@@ -1171,17 +1170,21 @@ DECAY_RULE = (
 )
 
 
-def _decay_seed(number: TaskEvidence, letter: TaskEvidence,
-                angles: tuple[float, float] | None) -> tuple[rules.DecayShape, rules.DecayShape, str] | None:
-    """(Fig. 5A's shape, Fig. 5B's shape, the angles used) for one seed pair; ``angles``: fixed (θ_Index,
-    θ_Retrieval), else the curves given (``decay_bound``), else Table 1's layer 2. None: a curve is missing."""
+TABLE1_ANGLES = "table 1"  # Fig. 5A's bounds at the angles of Table 1's layer 2, whatever curves are given
+
+
+def _decay_pair(number: TaskEvidence, letter: TaskEvidence, angles: tuple[float, float] | str = ""
+                ) -> tuple[tuple[Curve, Curve], tuple[Curve, Curve], str] | None:
+    """(Fig. 5A's two curves, Fig. 5B's two curves, the angles used) for one seed pair; ``angles``: fixed (θ_Index,
+    θ_Retrieval); :data:`TABLE1_ANGLES`: Table 1's layer 2; "": the curves given (``decay_bound``) where both runs
+    have them, else Table 1's layer 2. None: a curve is missing."""
     acc = _accuracy_curve(number), _accuracy_curve(letter)
     if not all(acc):
         return None
-    if angles is not None:
+    if isinstance(angles, tuple):
         curves = theory_curve("index", angles[0]), theory_curve("retrieval", angles[1])
         used = f"θ = {angles[0]:g} / {angles[1]:g}"
-    elif number.decay_bound and letter.decay_bound:
+    elif not angles and number.decay_bound and letter.decay_bound:
         curves = list(number.decay_bound), list(letter.decay_bound)
         used = "Fig. 5A as digitised"
     else:
@@ -1190,7 +1193,7 @@ def _decay_seed(number: TaskEvidence, letter: TaskEvidence,
             return None
         curves = theory_curve("index", ids[0][1]), theory_curve("retrieval", ids[1][1])
         used = f"L{FIG5A_LAYER} IDs {ids[0][0]} / {ids[1][0]} (θ = {ids[0][1]:.3g} / {ids[1][1]:.3g})"
-    return rules.decay_shape(*curves), rules.decay_shape(*acc), used
+    return curves, acc, used
 
 
 def decay_claims(ev: Evidence) -> list[ClaimRecord]:
@@ -1201,7 +1204,7 @@ def decay_claims(ev: Evidence) -> list[ClaimRecord]:
     theory when both figures show that pattern (:func:`possym.report.rules.decay_shape`): the number curve halves
     at least twice as early on its figure's range as the letter one, and lies below it from there on. The paper's
     own figures give ×4.1 (Fig. 5A, digitised) and ×7.4 (Fig. 5B)."""
-    pairs = [(n, le) for n, le in _pairs(ev, "number", "letter") if _decay_seed(n, le, None) is not None]
+    pairs = [(n, le) for n, le in _pairs(ev, "number", "letter") if _decay_pair(n, le) is not None]
     if not pairs:
         return []
     name, section = "the decay of accuracy with length resembles the theory (Fig. 5A against Fig. 5B)", \
@@ -1210,22 +1213,18 @@ def decay_claims(ev: Evidence) -> list[ClaimRecord]:
              "accuracy (Fig. 5B)")
     graded = "Fig. 5A as digitised" if all(n.decay_bound for n, _ in pairs) else \
         f"theory at Table 1's L{FIG5A_LAYER} angles (pre-registered)"
-    settings: dict[str, tuple[float, float] | None] = {graded: None}
+    settings: dict[str, tuple[float, float] | str] = {graded: ""}
     if graded == "Fig. 5A as digitised":
-        settings[f"theory at Table 1's L{FIG5A_LAYER} angles"] = (-1.0, -1.0)  # marker: Table 1 below
+        settings[f"theory at Table 1's L{FIG5A_LAYER} angles"] = TABLE1_ANGLES
     settings["theory at Fig. 5A's angles (θ = 0.8, 0.0027)"] = FIG5A_ANGLES
     results: dict[str, tuple[list[bool], list[bool]]] = {}
     texts = []
     for reading, angles in settings.items():
         holds, weak = [], []
         for n, le in pairs:
-            if angles == (-1.0, -1.0):
-                shaped = _decay_seed(dataclasses.replace(n, decay_bound=()), dataclasses.replace(le, decay_bound=()),
-                                     None)
-            else:
-                shaped = _decay_seed(n, le, angles)
-            assert shaped is not None
-            theory, accuracy, used = shaped
+            pair = _decay_pair(n, le, angles)
+            assert pair is not None
+            theory, accuracy, used = rules.decay_shape(*pair[0]), rules.decay_shape(*pair[1]), pair[2]
             holds.append(theory.holds and accuracy.holds)
             weak.append(theory.weak and accuracy.weak)
             if reading == graded:
