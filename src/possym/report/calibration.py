@@ -35,9 +35,8 @@ from possym.records import (
     Record,
     ScoreRecord,
     Table1Record,
-    first_step_at,
 )
-from possym.report.claims import FIG2A_SPACING, PAPER_STEPS, Evidence, TaskEvidence, check_claims
+from possym.report.claims import FIG2A_SPACING, PAPER_STEPS, Evidence, TaskEvidence, check_claims, fig2a_first
 from possym.report.evidence import chance
 from possym.report.rules import CEILING, DIGITISATION, MATCH, NA, UNINFORMATIVE
 
@@ -96,10 +95,6 @@ def _fig5a(function: str) -> list[tuple[float, float | None]]:
     return [(float(n), b) for n, b in zip(fig["n"], fig[function], strict=True)]
 
 
-def _first(steps: list[int], acc: list[float | None]) -> int | None:
-    return first_step_at(zip(steps, acc, strict=True))
-
-
 def _paper_seed(task: str, bound: str, purity: list[PurityRecord], scores: list[ScoreRecord],
                 solved: dict[str, int | None], best_step: int) -> TaskEvidence:
     """One task's reported numbers as one seed: Table 1's IDs, Fig. 5B's curve and Fig. 5A's ``bound`` with what
@@ -131,8 +126,8 @@ def paper_evidence() -> Evidence:
     number_purity += [_purity(layer, "positional", pos_onsets[layer], "positional", gamma=0.05) for layer in (1, 2)]
     number_scores = [_final_score(int(k[1:]), *v) for k, v in fig6["number_task"].items() if k[1:].isdigit()]
     number_scores += [_final_score(layer, 0.06, 0.99) for layer in range(4, 12)]  # "s_pos <= 0.06, s_sym >= 0.99"
-    solved = {f"acc_hop{h}": _first(fig2a["step"], fig2a[f"hop{h}"]) for h in range(1, 5)}
-    solved["accuracy"] = _first(fig2a["step"], fig2a["global"])
+    solved = {f"acc_hop{h}": fig2a_first(fig2a, f"hop{h}") for h in range(1, 5)}
+    solved["accuracy"] = fig2a_first(fig2a, "global")
     number = _paper_seed("number", "index", number_purity, number_scores, solved, fig2a["max_accuracy_step"])
 
     # Letter task. Fig. 7: 3, 7, 11 layers pure symbolic at 2000, 2500, 3000 (which layers turn first is not
@@ -148,7 +143,7 @@ def paper_evidence() -> Evidence:
     letter_scores = [_final_score(0, *fig6["letter_task"]["L0"])] + [_final_score(layer, 0.04, 1.0)
                                                                       for layer in range(1, 12)]
     letter = _paper_seed("letter", "retrieval", letter_purity, letter_scores,
-                         {"accuracy": _first(fig2a_l["step"], fig2a_l["global"])}, fig2a_l["max_accuracy_step"])
+                         {"accuracy": fig2a_first(fig2a_l, "global")}, fig2a_l["max_accuracy_step"])
     return Evidence({"number": [number], "letter": [letter]})
 
 

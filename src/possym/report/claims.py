@@ -256,20 +256,11 @@ def hop_query_names(te: TaskEvidence) -> list[str]:
     return sorted({r.query for r in te.scores} - {"last"})
 
 
-def kinds_at(scores: Sequence[ScoreRecord], step: int) -> dict[int, str]:
-    """Per layer (head 0, last-token query), the point estimate's purity kind at ``step`` ("" if mixed)."""
-    return {r.layer: purity(r.s_pos, r.s_sym, GAMMA) for r in _head0(scores) if r.step == step}
-
-
-def straddling_at(scores: Sequence[ScoreRecord], step: int) -> set[int]:
-    """Layers whose interval box at ``step`` admits more than one purity verdict."""
-    return {r.layer for r in _head0(scores) if r.step == step and len(record_kinds(r, GAMMA)) > 1}
-
-
 def final_kinds(scores: Sequence[ScoreRecord]) -> dict[int, str]:
-    """Per layer (head 0), the purity kind at the last scored step ("" if mixed)."""
+    """Per layer (head 0, last-token query), the point estimate's purity kind at the last scored step ("" if
+    mixed)."""
     last = max((r.step for r in scores), default=None)
-    return kinds_at(scores, last) if last is not None else {}
+    return {r.layer: purity(r.s_pos, r.s_sym, GAMMA) for r in _head0(scores) if r.step == last}
 
 
 def _purity0(purity_rows: Sequence[PurityRecord], gamma: float = GAMMA) -> list[PurityRecord]:
@@ -278,8 +269,10 @@ def _purity0(purity_rows: Sequence[PurityRecord], gamma: float = GAMMA) -> list[
 
 
 def _final_straddlers(te: TaskEvidence) -> set[int]:
+    """Layers whose interval box at the last scored step admits more than one purity verdict."""
     if te.scores:
-        return straddling_at(te.scores, max(r.step for r in te.scores))
+        last = max(r.step for r in te.scores)
+        return {r.layer for r in _head0(te.scores) if r.step == last and len(record_kinds(r, GAMMA)) > 1}
     return {r.layer for r in _purity0(te.purity) if r.final_straddles}
 
 
@@ -366,7 +359,7 @@ def _holds_claim(name: str, section: str, paper: str, holds: Sequence[bool], rul
 # ---- learning (Sec. 3.1-3.2, Fig. 2A) ----------------------------------------------------------
 
 
-def _fig2a_first(curve: Mapping[str, Any], key: str) -> int | None:
+def fig2a_first(curve: Mapping[str, Any], key: str) -> int | None:
     """The first digitised step of Fig. 2A at which ``key`` reaches 0.9."""
     return first_step_at(zip(curve["step"], curve[key], strict=True))
 
@@ -500,7 +493,7 @@ def _solved_step_claims(ev: Evidence) -> list[ClaimRecord]:
     out = []
     for task, key, curve, paper_key, label in settings:
         runs = [r for r in ev.seeds(task) if solved_steps(r).get(key) is not None]
-        first = _fig2a_first(curve, paper_key)
+        first = fig2a_first(curve, paper_key)
         if not runs or first is None:
             continue
         paper = PaperValue(first - FIG2A_SPACING / 2, FIG2A_SPACING / 2)
@@ -573,18 +566,20 @@ def _hop_counts(r: TaskEvidence, queries: Collection[str]) -> list[tuple[int, in
 Judge = Callable[[TaskEvidence, str, Collection[str]], tuple[dict[str, bool], str] | None]
 
 
-def _judge_seeds(where: Mapping[str, tuple[Sequence[TaskEvidence], Callable[[TaskEvidence], Collection[str]]]],
-                 judge: Judge) -> tuple[dict[str, list[bool]], dict[str, list[str]], dict[str, list[TaskEvidence]]]:
-    """Grade each seed at each place a claim is read (the last token, the hop queries): ``where`` maps a place to
-    its runs and the query names to read in a run; ``judge(run, place, queries)`` gives None to leave the run out
-    there, else whether the claim holds under each reading (named with the place) and the seed's text.
+def _judge_seeds(last: Sequence[TaskEvidence], hops: Sequence[TaskEvidence], judge: Judge
+                 ) -> tuple[dict[str, list[bool]], dict[str, list[str]], dict[str, list[TaskEvidence]]]:
+    """Grade each seed at each place a claim is read: the runs ``last`` at the last token, the runs ``hops`` at their
+    hop queries; ``judge(run, place, queries)`` gives None to leave the run out there, else whether the claim holds
+    under each reading (named with the place) and the seed's text.
 
     Returns (per reading, the seeds' holds), (per place, the seeds' texts) and (per place, the runs judged), each
-    in the order of ``where`` and its runs, as the claims' per-seed columns list them.
+    in the order of the places and their runs, as the claims' per-seed columns list them.
     """
     results: dict[str, list[bool]] = {}
     texts: dict[str, list[str]] = {}
     used: dict[str, list[TaskEvidence]] = {}
+    where: dict[str, tuple[Sequence[TaskEvidence], Callable[[TaskEvidence], Collection[str]]]] = {
+        "last token": (last, lambda r: ("last",)), "hop queries": (hops, hop_query_names)}
     for at, (runs, queries) in where.items():
         for r in runs:
             judged = judge(r, at, queries(r))
@@ -626,8 +621,7 @@ def hop_claims(ev: Evidence) -> list[ClaimRecord]:
         return ({f"{n} layers at the {at}": all(c >= k - slack for k, _, c in counts) for n, slack in need.items()},
                 "; ".join(f"{k}-hop at {s}: {c} pure positional by then" for k, s, c in counts))
 
-    results, texts, used = _judge_seeds({"last token": (last, lambda r: ("last",)),
-                                         "hop queries": (hops, hop_query_names)}, judge)
+    results, texts, used = _judge_seeds(last, hops, judge)
     name, section = "number task: n hops need n pure positional layers", "Sec. 3.3, Fig. 2C"
     paper = ("reliably solving n hops requires sufficiently many positional heads (Sec. 3.3); the paper's own "
              "Fig. 2A/2C solve 1 hop at 2000 before L1 turns pure (2200) and 4 hops at 3500 with 3 pure positional "
@@ -669,8 +663,7 @@ def purify_claims(ev: Evidence) -> list[ClaimRecord]:
         return ({at: last is not None and last <= s + _solved_spacing(r)},
                 f"global 0.9 at {s}; last layer pure symbolic at {last} ({len(first)} layers)")
 
-    results, texts, used = _judge_seeds({"last token": (_scored(ev, "letter"), lambda r: ("last",)),
-                                         "hop queries": (ev.hop_seeds("letter"), hop_query_names)}, judge)
+    results, texts, used = _judge_seeds(_scored(ev, "letter"), ev.hop_seeds("letter"), judge)
     if not used:
         return []
     at, other = _places(used)

@@ -104,6 +104,11 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _row(cells: Sequence[str]) -> str:
+    """One Markdown table row."""
+    return "| " + " | ".join(_cell(x) for x in cells) + " |"
+
+
 def _evidence(text: str, limit: int = 140) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -145,15 +150,14 @@ def render(claims: Sequence[ClaimRecord], calibration: Sequence[CalibrationRecor
         "| claim | paper | ours over seeds | verdict | per seed | readings | p | evidence |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    lines += ["| " + " | ".join(_cell(x) for x in row.values()) + " |" for row in table_rows(empirical)]
+    lines += [_row(list(row.values())) for row in table_rows(empirical)]
     lines += ["", "Verifications (checks of our code or of a formula; they reproduce nothing):", "",
               "| check | paper | ours | verdict |", "|---|---|---|---|"]
-    lines += ["| " + " | ".join(_cell(x) for x in (c.claim, c.paper, c.ours, f"**{c.verdict}**")) + " |"
-              for c in checks]
+    lines += [_row((c.claim, c.paper, c.ours, f"**{c.verdict}**")) for c in checks]
     ungraded = [(name, why) for key, name, why in UNGRADED if not any(key in c.claim for c in claims)]
     if ungraded:
         lines += ["", "Not graded, and why:", "", "| claim | why not |", "|---|---|"]
-        lines += ["| " + " | ".join(_cell(x) for x in row) + " |" for row in ungraded]
+        lines += [_row(row) for row in ungraded]
     lines += [
         "", "## How to read it", "",
         "- **Verdicts.** *match*: the paper's value is not significantly unlike a new seed of ours (p ≥ 0.05, our "
@@ -181,20 +185,15 @@ def render(claims: Sequence[ClaimRecord], calibration: Sequence[CalibrationRecor
         "| claim | the paper's data | verdict |",
         "|---|---|---|",
     ]
-    lines += ["| " + " | ".join(_cell(x) for x in (r.claim, r.data, f"**{r.verdict}**")) + " |" for r in calibration]
+    lines += [_row((r.claim, r.data, f"**{r.verdict}**")) for r in calibration]
     lines += ["", "## The claims, one by one", ""]
     for c in claims:
         lines += [f"### {c.claim}", "", f"*{c.section}.* Paper: {c.paper}. Verdict: **{c.verdict}**"
                   + (f" ({c.seed_verdict_counts})" if c.seed_verdict_counts else "") + ".", "",
                   f"- Ours: {c.ours}"]
-        if c.per_seed:
-            lines.append(f"- Per seed: {c.per_seed}")
-        if c.seed_verdicts:
-            lines.append(f"- Per-seed verdicts: {c.seed_verdicts}")
-        if c.step:
-            lines.append(f"- Checkpoint: {c.step}")
-        if c.paper_uncertainty:
-            lines.append(f"- The paper's uncertainty: {c.paper_uncertainty}")
+        lines += [f"- {name}: {value}" for name, value in (
+            ("Per seed", c.per_seed), ("Per-seed verdicts", c.seed_verdicts), ("Checkpoint", c.step),
+            ("The paper's uncertainty", c.paper_uncertainty)) if value]
         if c.readings:
             lines.append(f"- Graded reading: {c.reading or 'the only one'}; every reading: {c.readings} "
                          f"(**{c.robustness}**)")
