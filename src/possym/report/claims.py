@@ -749,8 +749,7 @@ def head_claims(ev: Evidence) -> list[ClaimRecord]:
     if pairs:
         holds, texts = [], []
         for n, le in pairs:
-            n_pos = {layer for layer, k in end_kinds(n).items() if k == "positional"}
-            l_pos = {layer for layer, k in end_kinds(le).items() if k == "positional"}
+            n_pos, l_pos = ({layer for layer, k in end_kinds(te).items() if k == "positional"} for te in (n, le))
             holds.append(bool(n_pos) and not l_pos)
             n_st, l_st = _final_straddlers(n), _final_straddlers(le)
             st = (f" (straddling γ, counted by its point estimate: number {_layers(n_st)}, letter {_layers(l_st)})"
@@ -837,8 +836,8 @@ def frequency_claims(ev: Evidence) -> list[ClaimRecord]:
         if not (r.table1 and end_kinds(r)):
             continue
         kinds, ids = end_kinds(r), valid_ids(r)
-        pos = [ids[layer] for layer, k in sorted(kinds.items()) if k == "positional" and layer in ids]
-        sym = [ids[layer] for layer, k in sorted(kinds.items()) if k == "symbolic" and layer in ids]
+        pos, sym = ([ids[layer] for layer, k in sorted(kinds.items()) if k == kind and layer in ids]
+                    for kind in ("positional", "symbolic"))
         if not (pos and sym):
             continue
         runs.append(r)
