@@ -35,9 +35,8 @@ from possym.records import (
     Record,
     ScoreRecord,
     Table1Record,
-    first_step_at,
 )
-from possym.report.claims import FIG2A_SPACING, PAPER_STEPS, Evidence, TaskEvidence, check_claims
+from possym.report.claims import FIG2A_SPACING, PAPER_STEPS, Evidence, TaskEvidence, check_claims, fig2a_first
 from possym.report.evidence import chance
 from possym.report.rules import CEILING, DIGITISATION, MATCH, NA, UNINFORMATIVE
 
@@ -96,16 +95,24 @@ def _fig5a(function: str) -> list[tuple[float, float | None]]:
     return [(float(n), b) for n, b in zip(fig["n"], fig[function], strict=True)]
 
 
-def _first(steps: list[int], acc: list[float | None]) -> int | None:
-    return first_step_at(zip(steps, acc, strict=True))
+def _paper_seed(task: str, bound: str, purity: list[PurityRecord], scores: list[ScoreRecord],
+                solved: dict[str, int | None], best_step: int) -> TaskEvidence:
+    """One task's reported numbers as one seed: Table 1's IDs, Fig. 5B's curve and Fig. 5A's ``bound`` with what
+    is given (the purity table, the final scores, the first steps at 0.9 and the step of maximum accuracy)."""
+    ids = paper_numbers()["table1_weighted_frequency_id"][f"{task}_task"]
+    return TaskEvidence(
+        n_layers=12, seed=0, chance=_chance(task), purity=purity, scores=scores,
+        table1=[Table1Record(FIG6_STEP, layer, 0, float(i), int(i), math.nan, int(i)) for layer, i in enumerate(ids)],
+        lengthgen=_curve(task), decay_bound=_fig5a(bound), best_step=best_step, eval_every=PAPER_EVAL_EVERY,
+        solved=solved, trained_steps=PAPER_STEPS, solved_spacing=FIG2A_SPACING,
+        lengthgen_step="the paper's evaluated model", scores_step=f"step {FIG6_STEP}", table1_step="Table 1")
 
 
 def paper_evidence() -> Evidence:
     """The paper's reported numbers as one seed of each task (seed label 0): what our rules read from a run."""
     d = paper_numbers()
     fig2a, fig2a_l = d["fig2a_number_task_test_accuracy_by_hop"], d["fig2a_letter_task_test_accuracy_global"]
-    fig2c, fig6, table1 = d["fig2c_purity_gamma_0.1"], d["fig6_final_scores_last_token_step_6000"], \
-        d["table1_weighted_frequency_id"]
+    fig2c, fig6 = d["fig2c_purity_gamma_0.1"], d["fig6_final_scores_last_token_step_6000"]
 
     # Number task. Fig. 2C: L0-L3 become pure positional (onsets read off the figure), L4-L11 pure symbolic
     # between steps 2500 and 3000 (the later end taken); Fig. 6: L0 ends mixed, the rest pure; at γ = 0.05
@@ -119,16 +126,9 @@ def paper_evidence() -> Evidence:
     number_purity += [_purity(layer, "positional", pos_onsets[layer], "positional", gamma=0.05) for layer in (1, 2)]
     number_scores = [_final_score(int(k[1:]), *v) for k, v in fig6["number_task"].items() if k[1:].isdigit()]
     number_scores += [_final_score(layer, 0.06, 0.99) for layer in range(4, 12)]  # "s_pos <= 0.06, s_sym >= 0.99"
-    solved = {f"acc_hop{h}": _first(fig2a["step"], fig2a[f"hop{h}"]) for h in range(1, 5)}
-    solved["accuracy"] = _first(fig2a["step"], fig2a["global"])
-    number = TaskEvidence(
-        n_layers=12, seed=0, chance=_chance("number"), purity=number_purity, scores=number_scores,
-        table1=[Table1Record(FIG6_STEP, layer, 0, float(i), int(i), math.nan, int(i))
-                for layer, i in enumerate(table1["number_task"])],
-        lengthgen=_curve("number"), decay_bound=_fig5a("index"), best_step=fig2a["max_accuracy_step"],
-        eval_every=PAPER_EVAL_EVERY,
-        solved=solved, trained_steps=PAPER_STEPS, solved_spacing=FIG2A_SPACING,
-        lengthgen_step="the paper's evaluated model", scores_step=f"step {FIG6_STEP}", table1_step="Table 1")
+    solved = {f"acc_hop{h}": fig2a_first(fig2a, f"hop{h}") for h in range(1, 5)}
+    solved["accuracy"] = fig2a_first(fig2a, "global")
+    number = _paper_seed("number", "index", number_purity, number_scores, solved, fig2a["max_accuracy_step"])
 
     # Letter task. Fig. 7: 3, 7, 11 layers pure symbolic at 2000, 2500, 3000 (which layers turn first is not
     # legible: taken in layer order); L0 never pure; no layer ever pure positional.
@@ -142,15 +142,8 @@ def paper_evidence() -> Evidence:
     letter_purity.append(_purity(0, "", None, ""))
     letter_scores = [_final_score(0, *fig6["letter_task"]["L0"])] + [_final_score(layer, 0.04, 1.0)
                                                                       for layer in range(1, 12)]
-    letter = TaskEvidence(
-        n_layers=12, seed=0, chance=_chance("letter"), purity=letter_purity, scores=letter_scores,
-        table1=[Table1Record(FIG6_STEP, layer, 0, float(i), int(i), math.nan, int(i))
-                for layer, i in enumerate(table1["letter_task"])],
-        lengthgen=_curve("letter"), decay_bound=_fig5a("retrieval"), best_step=fig2a_l["max_accuracy_step"],
-        eval_every=PAPER_EVAL_EVERY,
-        solved={"accuracy": _first(fig2a_l["step"], fig2a_l["global"])}, trained_steps=PAPER_STEPS,
-        solved_spacing=FIG2A_SPACING, lengthgen_step="the paper's evaluated model", scores_step=f"step {FIG6_STEP}",
-        table1_step="Table 1")
+    letter = _paper_seed("letter", "retrieval", letter_purity, letter_scores,
+                         {"accuracy": fig2a_first(fig2a_l, "global")}, fig2a_l["max_accuracy_step"])
     return Evidence({"number": [number], "letter": [letter]})
 
 

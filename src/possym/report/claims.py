@@ -42,7 +42,6 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -257,32 +256,29 @@ def hop_query_names(te: TaskEvidence) -> list[str]:
     return sorted({r.query for r in te.scores} - {"last"})
 
 
-def kinds_at(scores: Sequence[ScoreRecord], step: int) -> dict[int, str]:
-    """Per layer (head 0, last-token query), the point estimate's purity kind at ``step`` ("" if mixed)."""
-    return {r.layer: purity(r.s_pos, r.s_sym, GAMMA) for r in _head0(scores) if r.step == step}
-
-
-def straddling_at(scores: Sequence[ScoreRecord], step: int) -> set[int]:
-    """Layers whose interval box at ``step`` admits more than one purity verdict."""
-    return {r.layer for r in _head0(scores) if r.step == step and len(record_kinds(r, GAMMA)) > 1}
-
-
 def final_kinds(scores: Sequence[ScoreRecord]) -> dict[int, str]:
-    """Per layer (head 0), the purity kind at the last scored step ("" if mixed)."""
+    """Per layer (head 0, last-token query), the point estimate's purity kind at the last scored step ("" if
+    mixed)."""
     last = max((r.step for r in scores), default=None)
-    return kinds_at(scores, last) if last is not None else {}
+    return {r.layer: purity(r.s_pos, r.s_sym, GAMMA) for r in _head0(scores) if r.step == last}
+
+
+def _purity0(purity_rows: Sequence[PurityRecord], gamma: float = GAMMA) -> list[PurityRecord]:
+    """The purity table's rows that every claim reads: head 0, last-token query, at ``gamma``."""
+    return [r for r in purity_rows if r.gamma == gamma and r.query == "last" and r.head == 0]
 
 
 def _final_straddlers(te: TaskEvidence) -> set[int]:
+    """Layers whose interval box at the last scored step admits more than one purity verdict."""
     if te.scores:
-        return straddling_at(te.scores, max(r.step for r in te.scores))
-    return {r.layer for r in te.purity if r.gamma == GAMMA and r.query == "last" and r.head == 0 and r.final_straddles}
+        last = max(r.step for r in te.scores)
+        return {r.layer for r in _head0(te.scores) if r.step == last and len(record_kinds(r, GAMMA)) > 1}
+    return {r.layer for r in _purity0(te.purity) if r.final_straddles}
 
 
 def ever_pure(purity_rows: Sequence[PurityRecord], kind: str, gamma: float = GAMMA) -> set[int]:
     """Layers (head 0, last-token query, γ) that are pure ``kind`` at some checkpoint (the purity table)."""
-    return {r.layer for r in purity_rows
-            if r.gamma == gamma and r.query == "last" and r.head == 0 and kind in (r.kind, r.final_kind)}
+    return {r.layer for r in _purity0(purity_rows, gamma) if kind in (r.kind, r.final_kind)}
 
 
 def _per_checkpoint(te: TaskEvidence) -> bool:
@@ -313,9 +309,7 @@ def onsets(te: TaskEvidence, kind: str, queries: Collection[str] = ("last",)) ->
                 out.setdefault(r.layer, r.step)
         return out
     out = {}
-    for row in te.purity:
-        if row.gamma != GAMMA or row.query != "last" or row.head != 0:
-            continue
+    for row in _purity0(te.purity):
         if row.kind == kind and row.step is not None:
             out[row.layer] = row.step
         elif row.final_kind == kind and row.final_kind_step is not None:
@@ -329,15 +323,14 @@ def final_kind_onsets(te: TaskEvidence) -> dict[int, tuple[str, int | None]]:
         final = {layer: k for layer, k in final_kinds(te.scores).items() if k}
         first = {k: onsets(te, k) for k in set(final.values())}
         return {layer: (k, first[k].get(layer)) for layer, k in final.items()}
-    return {r.layer: (r.final_kind, r.final_kind_step) for r in te.purity
-            if r.gamma == GAMMA and r.query == "last" and r.head == 0 and r.final_kind}
+    return {r.layer: (r.final_kind, r.final_kind_step) for r in _purity0(te.purity) if r.final_kind}
 
 
 def end_kinds(te: TaskEvidence) -> dict[int, str]:
     """Per layer, its purity at the end: the last scored step's scores, else the purity table's."""
     if te.scores:
         return final_kinds(te.scores)
-    return {r.layer: r.final_kind for r in te.purity if r.gamma == GAMMA and r.query == "last" and r.head == 0}
+    return {r.layer: r.final_kind for r in _purity0(te.purity)}
 
 
 def _straddle_text(per_seed: Sequence[tuple[TaskEvidence, set[int]]]) -> str:
@@ -366,7 +359,7 @@ def _holds_claim(name: str, section: str, paper: str, holds: Sequence[bool], rul
 # ---- learning (Sec. 3.1-3.2, Fig. 2A) ----------------------------------------------------------
 
 
-def _fig2a_first(curve: Mapping[str, Any], key: str) -> int | None:
+def fig2a_first(curve: Mapping[str, Any], key: str) -> int | None:
     """The first digitised step of Fig. 2A at which ``key`` reaches 0.9."""
     return first_step_at(zip(curve["step"], curve[key], strict=True))
 
@@ -471,14 +464,20 @@ def _step_of_maximum(ev: Evidence) -> list[ClaimRecord]:
             continue
         seeds = [Estimate(r.best_step, r.best_step - r.eval_every, r.best_step + r.eval_every)
                  for r in runs if r.best_step is not None]
-        grade = rules.grade_step(seeds, paper)
-        values = [e.value for e in seeds]
-        out.append(_claim(name, "Sec. 3.1, Fig. 2A (dashed line)", f"{paper.value:g}",
-                          f"{summarise(values).text('.0f')}: {grade.detail}", grade.verdict, rule, runs=runs,
-                          per_seed=[f"{r.best_step}" for r in runs], paper_value=float(paper.value), values=values,
-                          seed_verdicts=[rules.grade_step([e], paper).verdict for e in seeds], p_value=grade.p_value,
-                          paper_uncertainty=f"±{STEP_READ} steps read off Fig. 2A's dashed line"))
+        out.append(_step_claim(name, "Sec. 3.1, Fig. 2A (dashed line)", f"{paper.value:g}", paper, runs, seeds, rule,
+                               f"±{STEP_READ} steps read off Fig. 2A's dashed line"))
     return out
+
+
+def _step_claim(name: str, section: str, paper_text: str, paper: PaperValue, runs: Sequence[TaskEvidence],
+                seeds: Sequence[Estimate], rule: str, uncertainty: str) -> ClaimRecord:
+    """A step graded over the seeds (:func:`~possym.report.rules.grade_step`), each seed also graded alone."""
+    grade = rules.grade_step(seeds, paper)
+    values = [e.value for e in seeds]
+    return _claim(name, section, paper_text, f"{summarise(values).text('.0f')}: {grade.detail}", grade.verdict, rule,
+                  runs=runs, per_seed=[f"{v:.0f}" for v in values], paper_value=float(paper.value), values=values,
+                  seed_verdicts=[rules.grade_step([e], paper).verdict for e in seeds], p_value=grade.p_value,
+                  paper_uncertainty=uncertainty)
 
 
 def _solved_step_claims(ev: Evidence) -> list[ClaimRecord]:
@@ -494,19 +493,15 @@ def _solved_step_claims(ev: Evidence) -> list[ClaimRecord]:
     out = []
     for task, key, curve, paper_key, label in settings:
         runs = [r for r in ev.seeds(task) if solved_steps(r).get(key) is not None]
-        first = _fig2a_first(curve, paper_key)
+        first = fig2a_first(curve, paper_key)
         if not runs or first is None:
             continue
         paper = PaperValue(first - FIG2A_SPACING / 2, FIG2A_SPACING / 2)
         steps = [int(solved_steps(r)[key]) for r in runs]  # type: ignore[arg-type]
         seeds = [Estimate(s, s - _solved_spacing(r), s) for s, r in zip(steps, runs, strict=True)]
-        grade = rules.grade_step(seeds, paper)
-        out.append(_claim(
-            f"{task} task: step at which {label} accuracy first reaches {SOLVED}", "Sec. 3.2, Fig. 2A",
-            f"in ({first - FIG2A_SPACING}, {first}]", f"{summarise(steps).text('.0f')}: {grade.detail}",
-            grade.verdict, rule, runs=runs, per_seed=[str(s) for s in steps], paper_value=float(paper.value),
-            values=[float(s) for s in steps], seed_verdicts=[rules.grade_step([e], paper).verdict for e in seeds],
-            p_value=grade.p_value, paper_uncertainty=f"Fig. 2A digitised every {FIG2A_SPACING} steps"))
+        out.append(_step_claim(f"{task} task: step at which {label} accuracy first reaches {SOLVED}",
+                               "Sec. 3.2, Fig. 2A", f"in ({first - FIG2A_SPACING}, {first}]", paper, runs, seeds, rule,
+                               f"Fig. 2A digitised every {FIG2A_SPACING} steps"))
     return out
 
 
@@ -521,7 +516,7 @@ def convergence_claims(ev: Evidence) -> list[ClaimRecord]:
     of maximum accuracy (the paper's dashed line), within one evaluation."""
     out = []
     for task in ("number", "letter"):
-        have = [r for r in ev.seeds(task) if (r.scores or r.purity) and r.best_step is not None]
+        have = [r for r in _scored(ev, task) if r.best_step is not None]
         runs = [r for r in have if _max_accuracy(r) >= SOLVED]
         name = f"{task} task: accuracy converges only once the heads are pure"
         rule = (f"{HOLDS_RULE}, over the seeds whose global validation accuracy reaches {SOLVED}; it holds at a seed "
@@ -571,18 +566,20 @@ def _hop_counts(r: TaskEvidence, queries: Collection[str]) -> list[tuple[int, in
 Judge = Callable[[TaskEvidence, str, Collection[str]], tuple[dict[str, bool], str] | None]
 
 
-def _judge_seeds(where: Mapping[str, tuple[Sequence[TaskEvidence], Callable[[TaskEvidence], Collection[str]]]],
-                 judge: Judge) -> tuple[dict[str, list[bool]], dict[str, list[str]], dict[str, list[TaskEvidence]]]:
-    """Grade each seed at each place a claim is read (the last token, the hop queries): ``where`` maps a place to
-    its runs and the query names to read in a run; ``judge(run, place, queries)`` gives None to leave the run out
-    there, else whether the claim holds under each reading (named with the place) and the seed's text.
+def _judge_seeds(last: Sequence[TaskEvidence], hops: Sequence[TaskEvidence], judge: Judge
+                 ) -> tuple[dict[str, list[bool]], dict[str, list[str]], dict[str, list[TaskEvidence]]]:
+    """Grade each seed at each place a claim is read: the runs ``last`` at the last token, the runs ``hops`` at their
+    hop queries; ``judge(run, place, queries)`` gives None to leave the run out there, else whether the claim holds
+    under each reading (named with the place) and the seed's text.
 
     Returns (per reading, the seeds' holds), (per place, the seeds' texts) and (per place, the runs judged), each
-    in the order of ``where`` and its runs, as the claims' per-seed columns list them.
+    in the order of the places and their runs, as the claims' per-seed columns list them.
     """
     results: dict[str, list[bool]] = {}
     texts: dict[str, list[str]] = {}
     used: dict[str, list[TaskEvidence]] = {}
+    where: dict[str, tuple[Sequence[TaskEvidence], Callable[[TaskEvidence], Collection[str]]]] = {
+        "last token": (last, lambda r: ("last",)), "hop queries": (hops, hop_query_names)}
     for at, (runs, queries) in where.items():
         for r in runs:
             judged = judge(r, at, queries(r))
@@ -596,12 +593,24 @@ def _judge_seeds(where: Mapping[str, tuple[Sequence[TaskEvidence], Callable[[Tas
     return results, texts, used
 
 
+def _places(used: Mapping[str, Sequence[TaskEvidence]]) -> tuple[str, str | None]:
+    """The place that grades a claim read at two (the hop queries where any run has them, else the last token) and
+    the other place read, if any."""
+    at = "hop queries" if "hop queries" in used else "last token"
+    return at, next((a for a in used if a != at), None)
+
+
+def _scored(ev: Evidence, task: str) -> list[TaskEvidence]:
+    """The seeds of ``task`` with scores or a purity table."""
+    return [r for r in ev.seeds(task) if r.scores or r.purity]
+
+
 def hop_claims(ev: Evidence) -> list[ClaimRecord]:
     """Sec. 3.3: solving n hops needs positional heads, compared as onsets: by the step at which k hops first reach
     0.9 (plus one evaluation), how many layers have become pure positional. Read at the last token (the query of
     every figure of the paper) and at the hop queries, where the paper's mechanism works: a layer that resolves a
     hop attends from that hop's position (Sec. 3.2, Fig. 3). The hop queries are graded where a run has them."""
-    last = [r for r in ev.seeds("number") if (r.scores or r.purity) and solved_steps(r)]
+    last = [r for r in _scored(ev, "number") if solved_steps(r)]
     hops = [r for r in ev.hop_seeds("number") if solved_steps(r)]
     need = {"k − 1": 1, "k": 0}
 
@@ -612,13 +621,12 @@ def hop_claims(ev: Evidence) -> list[ClaimRecord]:
         return ({f"{n} layers at the {at}": all(c >= k - slack for k, _, c in counts) for n, slack in need.items()},
                 "; ".join(f"{k}-hop at {s}: {c} pure positional by then" for k, s, c in counts))
 
-    results, texts, used = _judge_seeds({"last token": (last, lambda r: ("last",)),
-                                         "hop queries": (hops, hop_query_names)}, judge)
+    results, texts, used = _judge_seeds(last, hops, judge)
     name, section = "number task: n hops need n pure positional layers", "Sec. 3.3, Fig. 2C"
     paper = ("reliably solving n hops requires sufficiently many positional heads (Sec. 3.3); the paper's own "
              "Fig. 2A/2C solve 1 hop at 2000 before L1 turns pure (2200) and 4 hops at 3500 with 3 pure positional "
              "layers")
-    at = "hop queries" if "hop queries" in used else "last token"
+    at, other = _places(used)
     graded = f"k − 1 layers at the {at}"
     rule = (f"{HOLDS_RULE}; it holds at a seed if, whenever k hops first reach {SOLVED} (step s), at least k − 1 "
             "layers have become pure positional (point estimates, head 0) by s plus one evaluation: at the last "
@@ -634,7 +642,6 @@ def hop_claims(ev: Evidence) -> list[ClaimRecord]:
     names = {"k − 1 layers at the last token": "k − 1 layers (calibrated on Fig. 2A/2C)",
              "k layers at the last token": "k layers (pre-registered)"}
     readings = {names.get(n, n): rules.grade_holds(v) for n, v in results.items()}
-    other = next((a for a in used if a != at), None)
     extra = (f"; {_holds_text(results[f'k − 1 layers at the {other}'])} at the {other}" if other else "")
     return [_claim(name, section, paper, _holds_text(results[graded]) + f" ({at})" + extra,
                    rules.grade_holds(results[graded]), rule, runs=used[at], per_seed=texts[at],
@@ -656,13 +663,10 @@ def purify_claims(ev: Evidence) -> list[ClaimRecord]:
         return ({at: last is not None and last <= s + _solved_spacing(r)},
                 f"global 0.9 at {s}; last layer pure symbolic at {last} ({len(first)} layers)")
 
-    results, texts, used = _judge_seeds({"last token": ([r for r in ev.seeds("letter") if r.scores or r.purity],
-                                                        lambda r: ("last",)),
-                                         "hop queries": (ev.hop_seeds("letter"), hop_query_names)}, judge)
+    results, texts, used = _judge_seeds(_scored(ev, "letter"), ev.hop_seeds("letter"), judge)
     if not used:
         return []
-    at = "hop queries" if "hop queries" in used else "last token"
-    other = next((a for a in used if a != at), None)
+    at, other = _places(used)
     extra = f"; {_holds_text(results[other])} at the {other}" if other else ""
     return [_holds_claim(
         "letter task: the hops are learned as the layers purify", "Sec. 3.3, Fig. 7",
@@ -708,7 +712,7 @@ def head_claims(ev: Evidence) -> list[ClaimRecord]:
     ]
     for task, kind, paper_set, section in settings:
         name = f"{task} task: layers that become pure {kind} (γ = 0.1)"
-        runs = [r for r in ev.seeds(task) if r.scores or r.purity]
+        runs = _scored(ev, task)
         if not runs:
             out.append(_claim(name, section, _layers(paper_set), "no scores", NA, SET_RULE))
             continue
@@ -724,7 +728,7 @@ def head_claims(ev: Evidence) -> list[ClaimRecord]:
                               runs, strict, frozenset({1, 2}), [],
                               rule=SET_RULE + "; purity at γ = 0.05 from the purity table"))
 
-    runs = [r for r in ev.seeds("number") if r.scores or r.purity]
+    runs = _scored(ev, "number")
     if runs:
         holds = [4 in ever_set(r, "symbolic")[0] for r in runs]
         out.append(_holds_claim(
@@ -732,7 +736,7 @@ def head_claims(ev: Evidence) -> list[ClaimRecord]:
             f"{HOLDS_RULE}; it holds at a seed if L4 is pure symbolic (point estimate) at some scored step",
             runs=runs, per_seed=["L4 pure symbolic" if h else "L4 never pure symbolic" for h in holds]))
 
-    runs = [r for r in ev.seeds("letter") if r.scores or r.purity]
+    runs = _scored(ev, "letter")
     if runs:
         positional = [ever_set(r, "positional")[0] for r in runs]
         holds = [not s for s in positional]
@@ -745,8 +749,7 @@ def head_claims(ev: Evidence) -> list[ClaimRecord]:
     if pairs:
         holds, texts = [], []
         for n, le in pairs:
-            n_pos = {layer for layer, k in end_kinds(n).items() if k == "positional"}
-            l_pos = {layer for layer, k in end_kinds(le).items() if k == "positional"}
+            n_pos, l_pos = ({layer for layer, k in end_kinds(te).items() if k == "positional"} for te in (n, le))
             holds.append(bool(n_pos) and not l_pos)
             n_st, l_st = _final_straddlers(n), _final_straddlers(le)
             st = (f" (straddling γ, counted by its point estimate: number {_layers(n_st)}, letter {_layers(l_st)})"
@@ -833,8 +836,8 @@ def frequency_claims(ev: Evidence) -> list[ClaimRecord]:
         if not (r.table1 and end_kinds(r)):
             continue
         kinds, ids = end_kinds(r), valid_ids(r)
-        pos = [ids[layer] for layer, k in sorted(kinds.items()) if k == "positional" and layer in ids]
-        sym = [ids[layer] for layer, k in sorted(kinds.items()) if k == "symbolic" and layer in ids]
+        pos, sym = ([ids[layer] for layer, k in sorted(kinds.items()) if k == kind and layer in ids]
+                    for kind in ("positional", "symbolic"))
         if not (pos and sym):
             continue
         runs.append(r)
@@ -1042,15 +1045,10 @@ def length_claims(ev: Evidence) -> list[ClaimRecord]:
                 readings[reading + curve_seeds] = rules.grade_accuracy(est, pv, chance).verdict
             for reading, est in protocol_readings(ev.protocol, name).items():
                 readings[reading] = rules.grade_accuracy(est, pv, chance).verdict
-            if kept:
-                texts = [f"{e.value:.2f} [{e.low:.2f}, {e.high:.2f}]" for e in estimates]
-            else:
-                texts = []
-                for r, e in zip(runs, estimates, strict=True):
-                    final_point = _at(r.lengthgen_final, extra)
-                    texts.append(f"{e.value:.2f} [{e.low:.2f}, {e.high:.2f}]"
-                                 + (f" (final checkpoint {final_point.accuracy:.2f})"
-                                    if final_point is not None else ""))
+            texts = [f"{e.value:.2f} [{e.low:.2f}, {e.high:.2f}]" for e in estimates]
+            if not kept:  # the curves' own seeds: the final checkpoint beside the best
+                texts = [t + ("" if (f := _at(r.lengthgen_final, extra)) is None else
+                              f" (final checkpoint {f.accuracy:.2f})") for t, r in zip(texts, runs, strict=True)]
             acc = [e.value for e in estimates]
             uncertainty = (f"±{DIGITISATION:g} read off Fig. 5B; binomial at n = {GRADING_N} (graded); verdict at "
                            + ", ".join(f"n = {n}: {v}" for n, v in by_n.items()))
@@ -1145,9 +1143,9 @@ def decay_curves(ev: Evidence) -> dict[int, tuple[Curve, Curve, Curve, Curve]]:
     letter accuracy), the curves :func:`decay_claims` grades (for drawing them)."""
     out: dict[int, tuple[Curve, Curve, Curve, Curve]] = {}
     for n, le in _pairs(ev, "number", "letter"):
-        ids, acc = (_layer_angle(n), _layer_angle(le)), (_accuracy_curve(n), _accuracy_curve(le))
-        if ids[0] is not None and ids[1] is not None and all(acc):
-            out[n.seed] = (theory_curve("index", ids[0][1]), theory_curve("retrieval", ids[1][1]), *acc)
+        if (pair := _decay_pair(n, le, TABLE1_ANGLES)) is not None:
+            (index, retrieval), (number, letter), _ = pair
+            out[n.seed] = (index, retrieval, number, letter)
     return out
 
 
@@ -1164,17 +1162,21 @@ DECAY_RULE = (
 )
 
 
-def _decay_seed(number: TaskEvidence, letter: TaskEvidence,
-                angles: tuple[float, float] | None) -> tuple[rules.DecayShape, rules.DecayShape, str] | None:
-    """(Fig. 5A's shape, Fig. 5B's shape, the angles used) for one seed pair; ``angles``: fixed (θ_Index,
-    θ_Retrieval), else the curves given (``decay_bound``), else Table 1's layer 2. None: a curve is missing."""
+TABLE1_ANGLES = "table 1"  # Fig. 5A's bounds at the angles of Table 1's layer 2, whatever curves are given
+
+
+def _decay_pair(number: TaskEvidence, letter: TaskEvidence, angles: tuple[float, float] | str = ""
+                ) -> tuple[tuple[Curve, Curve], tuple[Curve, Curve], str] | None:
+    """(Fig. 5A's two curves, Fig. 5B's two curves, the angles used) for one seed pair; ``angles``: fixed (θ_Index,
+    θ_Retrieval); :data:`TABLE1_ANGLES`: Table 1's layer 2; "": the curves given (``decay_bound``) where both runs
+    have them, else Table 1's layer 2. None: a curve is missing."""
     acc = _accuracy_curve(number), _accuracy_curve(letter)
     if not all(acc):
         return None
-    if angles is not None:
+    if isinstance(angles, tuple):
         curves = theory_curve("index", angles[0]), theory_curve("retrieval", angles[1])
         used = f"θ = {angles[0]:g} / {angles[1]:g}"
-    elif number.decay_bound and letter.decay_bound:
+    elif not angles and number.decay_bound and letter.decay_bound:
         curves = list(number.decay_bound), list(letter.decay_bound)
         used = "Fig. 5A as digitised"
     else:
@@ -1183,7 +1185,7 @@ def _decay_seed(number: TaskEvidence, letter: TaskEvidence,
             return None
         curves = theory_curve("index", ids[0][1]), theory_curve("retrieval", ids[1][1])
         used = f"L{FIG5A_LAYER} IDs {ids[0][0]} / {ids[1][0]} (θ = {ids[0][1]:.3g} / {ids[1][1]:.3g})"
-    return rules.decay_shape(*curves), rules.decay_shape(*acc), used
+    return curves, acc, used
 
 
 def decay_claims(ev: Evidence) -> list[ClaimRecord]:
@@ -1194,7 +1196,7 @@ def decay_claims(ev: Evidence) -> list[ClaimRecord]:
     theory when both figures show that pattern (:func:`possym.report.rules.decay_shape`): the number curve halves
     at least twice as early on its figure's range as the letter one, and lies below it from there on. The paper's
     own figures give ×4.1 (Fig. 5A, digitised) and ×7.4 (Fig. 5B)."""
-    pairs = [(n, le) for n, le in _pairs(ev, "number", "letter") if _decay_seed(n, le, None) is not None]
+    pairs = [(n, le) for n, le in _pairs(ev, "number", "letter") if _decay_pair(n, le) is not None]
     if not pairs:
         return []
     name, section = "the decay of accuracy with length resembles the theory (Fig. 5A against Fig. 5B)", \
@@ -1203,22 +1205,18 @@ def decay_claims(ev: Evidence) -> list[ClaimRecord]:
              "accuracy (Fig. 5B)")
     graded = "Fig. 5A as digitised" if all(n.decay_bound for n, _ in pairs) else \
         f"theory at Table 1's L{FIG5A_LAYER} angles (pre-registered)"
-    settings: dict[str, tuple[float, float] | None] = {graded: None}
+    settings: dict[str, tuple[float, float] | str] = {graded: ""}
     if graded == "Fig. 5A as digitised":
-        settings[f"theory at Table 1's L{FIG5A_LAYER} angles"] = (-1.0, -1.0)  # marker: Table 1 below
+        settings[f"theory at Table 1's L{FIG5A_LAYER} angles"] = TABLE1_ANGLES
     settings["theory at Fig. 5A's angles (θ = 0.8, 0.0027)"] = FIG5A_ANGLES
     results: dict[str, tuple[list[bool], list[bool]]] = {}
     texts = []
     for reading, angles in settings.items():
         holds, weak = [], []
         for n, le in pairs:
-            if angles == (-1.0, -1.0):
-                shaped = _decay_seed(dataclasses.replace(n, decay_bound=()), dataclasses.replace(le, decay_bound=()),
-                                     None)
-            else:
-                shaped = _decay_seed(n, le, angles)
-            assert shaped is not None
-            theory, accuracy, used = shaped
+            pair = _decay_pair(n, le, angles)
+            assert pair is not None
+            theory, accuracy, used = rules.decay_shape(*pair[0]), rules.decay_shape(*pair[1]), pair[2]
             holds.append(theory.holds and accuracy.holds)
             weak.append(theory.weak and accuracy.weak)
             if reading == graded:

@@ -72,10 +72,7 @@ def fig2a_compare(evals: Mapping[str, pd.DataFrame], paper: Mapping[str, Any]) -
                 ax.plot(ref["step"], ref[key[4:]], color=HOP_COLOURS[h], **PAPER_STYLE, label=f"{key[4:]} (paper)")
         if ref and "global" in ref:
             ax.plot(ref["step"], ref["global"], color=ACC, **PAPER_STYLE, label="global (paper)")
-        ax.set_title(f"{task} task (paper Fig. 2A)")
-        ax.set_xlabel("training step")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, ncol=2)
+        _dress(ax, "training step", f"{task} task (paper Fig. 2A)", legend=7, ncol=2)
     axes[0].set_ylabel("accuracy")
     fig.tight_layout()
     return fig
@@ -108,11 +105,8 @@ def fig6_compare(final_scores: Mapping[str, pd.DataFrame], paper: Mapping[str, A
             if "_to_" in key:
                 lo, hi = (int(x[1:]) for x in key.split("_to_"))
                 ax.axvspan(lo - 0.4, hi + 0.4, color="grey", alpha=0.12, label=f"paper: {text}")
-        ax.set_title(f"{task} task, final scores (paper Fig. 6)")
-        ax.set_xlabel("layer")
         ax.set_ylim(-0.05, 1.05)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        _dress(ax, "layer", f"{task} task, final scores (paper Fig. 6)", legend=7)
     axes[0].set_ylabel("score")
     fig.tight_layout()
     return fig
@@ -147,13 +141,20 @@ def fig5a_compare(bounds: Sequence[Fig5aRecord], paper: Mapping[str, Any]) -> Fi
     return _finish(fig, ax, "input length n", "discrepancy bound", "Theorem 3.2's bounds (paper Fig. 5A)")
 
 
-def _finish(fig: Figure, ax, xlabel: str, ylabel: str, title: str) -> Figure:
-    """Labels, grid and legend of a one-panel comparison."""
+def _dress(ax, xlabel: str, title: str, *, ylabel: str = "", legend: float = 8, ncol: int = 1,
+           **title_style: Any) -> None:
+    """Labels, title, grid and legend of one panel."""
     ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title)
+    if ylabel:
+        ax.set_ylabel(ylabel)
+    ax.set_title(title, **title_style)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=legend, ncol=ncol)
+
+
+def _finish(fig: Figure, ax, xlabel: str, ylabel: str, title: str) -> Figure:
+    """A one-panel comparison, dressed and laid out."""
+    _dress(ax, xlabel, title, ylabel=ylabel)
     fig.tight_layout()
     return fig
 
@@ -189,11 +190,7 @@ def decay_compare(theory: Mapping[str, Mapping[int, Sequence[tuple[float, float 
     for ax, xlabel, ylabel, title in ((left, "input length n", "discrepancy bound",
                                        "Fig. 5A: the bounds at layer 2's angles"),
                                       (right, "extra tokens K", "accuracy", "Fig. 5B: accuracy against length")):
-        ax.set_xlabel(xlabel)
-        ax.set_ylabel(ylabel)
-        ax.set_title(title, fontsize=10)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=6)
+        _dress(ax, xlabel, title, ylabel=ylabel, legend=6, fontsize=10)
     fig.tight_layout()
     return fig
 

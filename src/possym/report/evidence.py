@@ -73,16 +73,22 @@ def chance(cfg: RunConfig) -> float:
     return get_task(cfg.task.name).chance(cfg.task)
 
 
+def _curves(points: list[LengthRecord], best: int | None,
+            final: int | None) -> tuple[list[LengthRecord], list[LengthRecord], int | None]:
+    """(the length curve at the best checkpoint, else at the final one; the final one beside it where the two
+    differ; the step of the first)."""
+    at_best = points_at(points, best) if best is not None else []
+    at_final = points_at(points, final) if final is not None else []
+    step = best if at_best else final if at_final else None
+    return at_best or at_final, at_final if at_best and best != final else [], step
+
+
 def task_evidence(run: RunDir) -> TaskEvidence:
     """A run's tables; the length curve at the best checkpoint (as the authors evaluated), the final one beside."""
     steps = run.checkpoint_steps()
     final = steps[-1] if steps else None
-    points = run.read("lengthgen", LengthRecord)
     best = run.best() if steps else None
-    at_best = points_at(points, best) if best is not None and any(p.step == best for p in points) else []
-    at_final = points_at(points, final) if final is not None else []
-    curve = at_best or at_final
-    curve_step = best if at_best else (final if at_final else None)
+    curve, beside, curve_step = _curves(run.read("lengthgen", LengthRecord), best, final)
     scores = run.read("scores", ScoreRecord)
     table1 = run.read("table1", Table1Record)
     cfg = run.config
@@ -96,7 +102,7 @@ def task_evidence(run: RunDir) -> TaskEvidence:
         scores=scores,
         table1=table1,
         lengthgen=curve,
-        lengthgen_final=at_final if at_best and best != final else [],
+        lengthgen_final=beside,
         best_step=best,
         eval_every=cfg.train.eval_every,
         lengthgen_step=_label(run, curve_step),
@@ -160,17 +166,16 @@ def table_evidence(tables: Path, task: str, seed: int) -> TaskEvidence:
     final = max((p.step for p in points if p.step is not None), default=None)
     preset = yaml.safe_load((tables / "experiment.yaml").read_text("utf-8")).get("preset", "paper")
     cfg = load_config(task, preset)
-    at_best = points_at(points, best) if best is not None else []
-    at_final = points_at(points, final) if final is not None else []
+    curve, beside, step = _curves(points, best, final)
     return TaskEvidence(
         n_layers=cfg.model.n_layers, seed=seed, chance=chance(cfg), n_planes=cfg.model.n_planes,
         purity=purity, scores=every or finals, table1=table1,
-        lengthgen=at_best or at_final, lengthgen_final=at_final if at_best and best != final else [],
+        lengthgen=curve, lengthgen_final=beside,
         best_step=best, eval_every=cfg.train.eval_every,
         solved={str(r["accuracy"]): None if r["first_step_0.9"] in ("", None) else int(r["first_step_0.9"])
                 for r in learning},
         trained_steps=cfg.total_steps,
-        lengthgen_step=f"best {best}" if at_best else (f"final {final}" if at_final else ""),
+        lengthgen_step="" if step is None else f"{'best' if step == best else 'final'} {step}",
         scores_step=f"final {max(r.step for r in every or finals)}" if every or finals else "",
         table1_step=f"step {table1[0].step}" if table1 else "",
     )

@@ -19,9 +19,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from possym.report.rules import EMPIRICAL, NA
+
 VERDICT_COLOURS = {"match": "#d8f0d8", "partial": "#fff1c7", "differs": "#f6d3d3", "uninformative": "#dde6f3",
                    "ceiling": "#dde6f3", "verified": "#eef4ee", "n/a": "#e8e8e8"}
-EMPIRICAL_VERDICTS = ("match", "partial", "differs", "uninformative", "ceiling", "n/a")
+EMPIRICAL_VERDICTS = (*EMPIRICAL, NA)  # the page's tally: the empirical verdicts and n/a
 
 STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 1150px; margin: 2em auto; padding: 0 1em; color: #222; }

@@ -48,7 +48,7 @@ def plot_length_curves(curves: Mapping[str, pd.DataFrame], paper: dict[str, Any]
             px = [e for e, v in zip(paper["extra"], paper[f"{task}_task"], strict=True) if v is not None]
             py = [v for v in paper[f"{task}_task"] if v is not None]
             ax.plot(px, py, "o--", color=colour, alpha=0.6, markersize=4, label=f"{task} task (paper, digitised)")
-        if paper and f"{task}_task" in paper:  # the paper's pooled curve beside our per-hop ones as well
+            # the paper's pooled curve beside our per-hop ones as well
             ax_hops.plot(px, py, "o:", color=colour, alpha=0.5, markersize=3, label=f"{task} task (paper, pooled)")
         hops = df[df["n_hops"] > 0]
         for i, (h, rows) in enumerate(hops.groupby("n_hops", sort=True)):

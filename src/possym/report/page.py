@@ -77,6 +77,17 @@ def _save(fig, stem: Path) -> Path:
     return stem
 
 
+def _images(items: Sequence[tuple[Path, str]]) -> list[html.Image]:
+    """(figure stem, caption) pairs as the page's images (the PNG of each)."""
+    return [html.Image(caption, stem.with_suffix(".png").read_bytes()) for stem, caption in items]
+
+
+def _last_scores(te: TaskEvidence) -> list[ScoreRecord]:
+    """A run's scores at its last scored step, last-token query."""
+    step = max((r.step for r in te.scores), default=None)
+    return [r for r in te.scores if r.step == step and r.query == "last"]
+
+
 def learning_rows(evidence: Evidence) -> list[dict[str, Any]]:
     """Per task, seed and accuracy key: the first step reaching 0.9, the final test accuracy, and the
     training wall-clock from the run's own timestamps (blank for runs made before they existed)."""
@@ -98,10 +109,9 @@ def final_score_rows(evidence: Evidence) -> list[FinalScoreRecord]:
     rows = []
     for task, runs in evidence.tasks.items():
         for te in runs:
-            last = max((r.step for r in te.scores), default=None)
             kinds = final_kinds(te.scores)
             rows += [FinalScoreRecord(task, te.seed, r.step, r.layer, r.head, r.s_pos, r.s_sym, kinds.get(r.layer, ""))
-                     for r in te.scores if r.step == last and r.query == "last"]
+                     for r in _last_scores(te)]
     return rows
 
 
@@ -131,14 +141,6 @@ def eval_frame(runs: Sequence[TaskEvidence]) -> pd.DataFrame:
     """Every seed's eval events (``step``, ``accuracy``, ``acc_hop*``), with a ``seed`` column."""
     rows = [{"seed": te.seed, "step": r.step, **r.accuracies()} for te in runs for r in te.metrics.evals]
     return pd.DataFrame(rows)
-
-
-def _final_frame(runs: Sequence[TaskEvidence]) -> pd.DataFrame:
-    def last(te: TaskEvidence) -> list[ScoreRecord]:
-        step = max((r.step for r in te.scores), default=None)
-        return [r for r in te.scores if r.step == step and r.query == "last"]
-
-    return _seed_frame(runs, last, ScoreRecord)
 
 
 def _run_name(task: str, te: TaskEvidence) -> str:
@@ -200,7 +202,7 @@ def build_report(
         compared.append((_save(fig, figures / "compare_fig2a_accuracy"),
                          "Validation accuracy over training, every seed, beside the paper's digitised Fig. 2A"))
     if finals:
-        fig = compare_plots.fig6_compare({t: _final_frame(s) for t, s in tasks.items()},
+        fig = compare_plots.fig6_compare({t: _seed_frame(s, _last_scores, ScoreRecord) for t, s in tasks.items()},
                                          paper["fig6_final_scores_last_token_step_6000"])
         compared.append((_save(fig, figures / "compare_fig6_final_scores"),
                          "Final scores per layer, every seed, beside the paper's Fig. 6; checkpoints: "
@@ -238,9 +240,6 @@ def build_report(
     theory_figs = [(figures / stem, caption) for stem, caption in THEORY_FIGURES
                    if theory_dir is not None and _copy_figure(theory_dir / stem, figures / stem)]
 
-    def images(items: list[tuple[Path, str]]) -> list[html.Image]:
-        return [html.Image(caption, stem.with_suffix(".png").read_bytes()) for stem, caption in items]
-
     canonical = out / "canonical" if canonical is None else canonical
     sections = [
         html.Section(
@@ -248,7 +247,7 @@ def build_report(
             "Thin solid lines and filled markers are ours, one per seed; hollow markers on dashed lines "
             "are the paper's values, digitised from its figures (<code>possym/data/paper_numbers.json</code>, "
             "with its source).",
-            images(compared),
+            _images(compared),
         ),
         html.Section(
             "Learning",
@@ -257,12 +256,12 @@ def build_report(
         ),
         html.Section(
             "Scores, purity and frequency use, per run",
-            images=images(per_run),
+            images=_images(per_run),
             tables=[html.Table("final scores per layer and seed (γ = 0.1 purity)", [r.to_dict() for r in finals])],
         ),
         html.Section(
             "Theory",
-            images=images(theory_figs),
+            images=_images(theory_figs),
             tables=[html.Table("Theorem 3.2's bounds: where they hold",
                                table(theory_dir / "bounds.csv") if theory_dir is not None else [])],
         ),
@@ -317,7 +316,7 @@ def _canonical_section(canonical: Path, figures: Path, tables: Path) -> html.Sec
         "The metric paper's canonical tasks",
         "Index (positional), Retrieval (symbolic) and partial induction on one-layer, attention-only RoPE heads "
         f"whose planes are chosen by frequency gating (<code>possym canonical</code>; docs/canonical.md): {counts}.",
-        [html.Image(caption, stem.with_suffix(".png").read_bytes()) for stem, caption in shown],
+        _images(shown),
         tables=[html.Table("the metric paper's claims, with our verdicts", claims)],
     )
 
@@ -337,16 +336,13 @@ def _sweep_section(sweep: Path, figures: Path, tables: Path) -> html.Section:
     stems = sorted(p.with_suffix("") for p in (sweep / "figures").glob("*.png"))
     for stem in stems:
         _copy_figure(stem, figures / stem.name)
-    images = [
-        html.Image(f"sweep: {stem.name}", (figures / stem.name).with_suffix(".png").read_bytes()) for stem in stems
-    ]
     seeds = table(sweep / "seeds.csv")
     keep = ("variant", "task", "seed", "test_accuracy", "steps_to_90", "hop_order", "pure_positional", "pure_symbolic")
     return html.Section(
         f"Sweep: {sweep.name}",
         "Trials of <code>possym sweep</code> (one row per variant, task and seed); bands in the figures are ±1 sd "
         "across seeds.",
-        images,
+        _images([(figures / stem.name, f"sweep: {stem.name}") for stem in stems]),
         [
             html.Table("per trial", [{k: r.get(k, "") for k in keep} for r in seeds]),
             *(

@@ -18,6 +18,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 from collections import Counter
@@ -76,15 +77,10 @@ def evidence(tables: Sequence[Path], runs: Mapping[str, Sequence[RunDir]] | None
             merged.setdefault(task, []).extend(seeds)
     for task, dirs in (runs or {}).items():
         merged.setdefault(task, []).extend(task_evidence(r) for r in dirs)
-    return Evidence({t: sorted(v, key=lambda te: te.seed) for t, v in merged.items()},
-                    bounds=[b for ev in found for b in ev.bounds],
-                    verification=[v for ev in found for v in ev.verification],
-                    fig5a=[f for ev in found for f in ev.fig5a],
-                    length_seeds=[x for ev in found for x in ev.length_seeds],
-                    protocol=[x for ev in found for x in ev.protocol],
-                    witnesses=[w for ev in found for w in ev.witnesses],
-                    hop_flow=[r for ev in found for r in ev.hop_flow],
-                    geometry=[r for ev in found for r in ev.geometry],
+    # Every table of records (bounds, witnesses, hop_flow, ...), concatenated over the directories.
+    tables_of: dict[str, Any] = {f.name: [x for ev in found for x in getattr(ev, f.name)]
+                                 for f in dataclasses.fields(Evidence) if f.name not in ("tasks", "hop_queries")}
+    return Evidence({t: sorted(v, key=lambda te: te.seed) for t, v in merged.items()}, **tables_of,
                     hop_queries={t: sorted((te for ev in found for te in ev.hop_queries.get(t, ())),
                                            key=lambda te: te.seed)
                                  for t in {t for ev in found for t in ev.hop_queries}})
@@ -108,6 +104,11 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _row(cells: Sequence[str]) -> str:
+    """One Markdown table row."""
+    return "| " + " | ".join(_cell(x) for x in cells) + " |"
+
+
 def _evidence(text: str, limit: int = 140) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -118,11 +119,6 @@ def table_rows(claims: Sequence[ClaimRecord]) -> list[dict[str, str]]:
     return [{"claim": c.claim, "paper": c.paper, "ours over seeds": claim_summary(c), "verdict": f"**{c.verdict}**",
              "per seed": c.seed_verdict_counts, "readings": c.robustness or "one reading",
              "p": "" if c.p_value is None else f"{c.p_value:.2g}", "evidence": _evidence(c.per_seed)} for c in claims]
-
-
-def summary_frame(claims: Sequence[ClaimRecord]) -> pd.DataFrame:
-    """The whole table as a DataFrame (:func:`table_rows`, the verdict without its emphasis)."""
-    return pd.DataFrame(table_rows(claims)).assign(verdict=[c.verdict for c in claims])
 
 
 def _figure(c: ClaimRecord, figures: Path) -> str:
@@ -154,15 +150,14 @@ def render(claims: Sequence[ClaimRecord], calibration: Sequence[CalibrationRecor
         "| claim | paper | ours over seeds | verdict | per seed | readings | p | evidence |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    lines += ["| " + " | ".join(_cell(x) for x in row.values()) + " |" for row in table_rows(empirical)]
+    lines += [_row(list(row.values())) for row in table_rows(empirical)]
     lines += ["", "Verifications (checks of our code or of a formula; they reproduce nothing):", "",
               "| check | paper | ours | verdict |", "|---|---|---|---|"]
-    lines += ["| " + " | ".join(_cell(x) for x in (c.claim, c.paper, c.ours, f"**{c.verdict}**")) + " |"
-              for c in checks]
+    lines += [_row((c.claim, c.paper, c.ours, f"**{c.verdict}**")) for c in checks]
     ungraded = [(name, why) for key, name, why in UNGRADED if not any(key in c.claim for c in claims)]
     if ungraded:
         lines += ["", "Not graded, and why:", "", "| claim | why not |", "|---|---|"]
-        lines += ["| " + " | ".join(_cell(x) for x in row) + " |" for row in ungraded]
+        lines += [_row(row) for row in ungraded]
     lines += [
         "", "## How to read it", "",
         "- **Verdicts.** *match*: the paper's value is not significantly unlike a new seed of ours (p ≥ 0.05, our "
@@ -190,20 +185,15 @@ def render(claims: Sequence[ClaimRecord], calibration: Sequence[CalibrationRecor
         "| claim | the paper's data | verdict |",
         "|---|---|---|",
     ]
-    lines += ["| " + " | ".join(_cell(x) for x in (r.claim, r.data, f"**{r.verdict}**")) + " |" for r in calibration]
+    lines += [_row((r.claim, r.data, f"**{r.verdict}**")) for r in calibration]
     lines += ["", "## The claims, one by one", ""]
     for c in claims:
         lines += [f"### {c.claim}", "", f"*{c.section}.* Paper: {c.paper}. Verdict: **{c.verdict}**"
                   + (f" ({c.seed_verdict_counts})" if c.seed_verdict_counts else "") + ".", "",
                   f"- Ours: {c.ours}"]
-        if c.per_seed:
-            lines.append(f"- Per seed: {c.per_seed}")
-        if c.seed_verdicts:
-            lines.append(f"- Per-seed verdicts: {c.seed_verdicts}")
-        if c.step:
-            lines.append(f"- Checkpoint: {c.step}")
-        if c.paper_uncertainty:
-            lines.append(f"- The paper's uncertainty: {c.paper_uncertainty}")
+        lines += [f"- {name}: {value}" for name, value in (
+            ("Per seed", c.per_seed), ("Per-seed verdicts", c.seed_verdicts), ("Checkpoint", c.step),
+            ("The paper's uncertainty", c.paper_uncertainty)) if value]
         if c.readings:
             lines.append(f"- Graded reading: {c.reading or 'the only one'}; every reading: {c.readings} "
                          f"(**{c.robustness}**)")
@@ -297,10 +287,7 @@ def export_tables(runs: Sequence[RunDir], out: Path, experiment: Path | None = N
             if f.name != "claims.csv":
                 shutil.copyfile(f, out / f.name)
     if every_checkpoint:
-        import dataclasses
-
-        from possym.records import ScoreRecord, records_csv
-        from possym.runs import atomic_write_text
+        from possym.records import ScoreRecord
 
         # The point estimates decide every onset; the spread columns would triple the committed size.
         spread: dict[str, Any] = dict.fromkeys(("entropy_norm", "s_pos_sd", "s_pos_low", "s_pos_high", "s_sym_sd",

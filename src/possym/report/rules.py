@@ -247,10 +247,6 @@ def floor_ceiling(chance: float) -> float:
     return expit(logit(chance) + math.log(ODDS_FLOOR))
 
 
-def _in(x: float, lo: float, hi: float) -> bool:
-    return lo <= x <= hi
-
-
 def _overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
     return a[0] <= b[1] and b[0] <= a[1]
 
@@ -487,6 +483,12 @@ class GroupComparison:
                 f"(smallest possible {self.p_min:.2g}), {test} p = {self.p_welch:.2g}")
 
 
+def _exact_p(stats: np.ndarray, observed: float, tol: float) -> tuple[float, float]:
+    """An exact test's p over every arrangement's statistic ``stats`` (the share at least ``observed``, within
+    ``tol`` of rounding) and the smallest p those arrangements allow (the share at their maximum)."""
+    return float(np.mean(stats >= observed - tol)), float(np.mean(stats >= stats.max() - tol))
+
+
 def compare_groups(a: Sequence[float], b: Sequence[float], *, paired: bool = False) -> GroupComparison:
     """Compare per-seed values ``a`` and ``b`` (:class:`GroupComparison`); ``paired``: a[i] and b[i] share seed i.
 
@@ -516,9 +518,7 @@ def compare_groups(a: Sequence[float], b: Sequence[float], *, paired: bool = Fal
         spread = np.ptp(x) > 0 or np.ptp(y) > 0
         welch = float(stats.ttest_ind(y, x, equal_var=False).pvalue) if spread else math.nan
         separated = bool(y.min() > x.max() or y.max() < x.min())
-    tol = 1e-12 * max(1.0, float(stat.max()))
-    p = float(np.mean(stat >= observed - tol))
-    p_min = float(np.mean(stat >= stat.max() - tol))
+    p, p_min = _exact_p(stat, observed, 1e-12 * max(1.0, float(stat.max())))
     return GroupComparison(len(x), len(y), float(x.mean()), float(y.mean()), float(y.mean() - x.mean()), p, p_min,
                            welch, separated, paired)
 
@@ -566,10 +566,8 @@ def rank_correlation(x: Sequence[float], y: Sequence[float]) -> Correlation:
     if denom == 0:
         return Correlation(len(a), math.nan, math.nan, math.nan)
     stats = np.array([abs(float((ra * rb[list(p)]).sum())) / denom for p in permutations(range(len(a)))])
-    observed = abs(float((ra * rb).sum())) / denom
-    tol = 1e-12
-    return Correlation(len(a), float((ra * rb).sum()) / denom, float(np.mean(stats >= observed - tol)),
-                       float(np.mean(stats >= stats.max() - tol)))
+    return Correlation(len(a), float((ra * rb).sum()) / denom,
+                       *_exact_p(stats, abs(float((ra * rb).sum())) / denom, 1e-12))
 
 
 # ---- shapes of curves: "the qualitative patterns of decay" (Sec. 3.6, Fig. 5A against Fig. 5B) ---------------

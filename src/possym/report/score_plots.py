@@ -119,6 +119,17 @@ def tally_panel(ax, tally: Rows, first: Rows = (), title: str = "") -> None:
         ax.set_title(title, fontsize=9)
 
 
+def _panel_grid(n: int, height: float, sharey: bool = False) -> tuple[Figure, list[Any]]:
+    """A Figure of ``n`` panels sharing x, in rows of 4 (at least one), ``height`` inches a row; the rest off."""
+    cols = 4
+    rows = max(1, math.ceil(n / cols))
+    fig = Figure(figsize=(3 * cols, height * rows))
+    axes = list(fig.subplots(rows, cols, sharex=True, sharey=sharey, squeeze=False).flat)
+    for ax in axes[n:]:
+        ax.axis("off")
+    return fig, axes
+
+
 def fig2_dynamics(
     scores: Rows,
     metrics: MetricsLog,
@@ -151,15 +162,10 @@ def fig6_layer_scores(
     scores_t = table(scores)
     mine = scores_t[scores_t["query"] == query] if not scores_t.empty else scores_t
     keys = sorted(set(zip(mine["layer"], mine["head"], strict=True))) if not mine.empty else []
-    cols = 4
-    rows = max(1, math.ceil(len(keys) / cols))
-    fig = Figure(figsize=(3 * cols, 2.2 * rows))
-    axes = fig.subplots(rows, cols, sharex=True, sharey=True, squeeze=False)
-    for ax, (layer, head) in zip(axes.flat, keys, strict=False):
+    fig, axes = _panel_grid(len(keys), 2.2, sharey=True)
+    for ax, (layer, head) in zip(axes, keys, strict=False):
         _score_panel(ax, scores_t, layer, head, query, best_step)
-    for ax in list(axes.flat)[len(keys) :]:
-        ax.axis("off")
-    axes.flat[0].legend(fontsize=7)
+    axes[0].legend(fontsize=7)
     fig.suptitle(title or f"scores per layer (query: {query})", fontsize=10)
     fig.supxlabel("training step", fontsize=9)
     fig.tight_layout()
@@ -244,18 +250,13 @@ def fig8_frequency_use(use: Rows, table1: Rows = (), *, title: str = "") -> Figu
     use_t, ids = table(use), table(table1)
     keys = sorted(set(zip(use_t["layer"], use_t["head"], strict=True))) if not use_t.empty else []
     mean = {} if ids.empty else {(r.layer, r.head): r.weighted_id for r in ids.itertuples()}
-    cols = 4
-    rows = max(1, math.ceil(len(keys) / cols))
-    fig = Figure(figsize=(3 * cols, 2.0 * rows))
-    axes = fig.subplots(rows, cols, sharex=True, squeeze=False)
-    for ax, key in zip(axes.flat, keys, strict=False):
+    fig, axes = _panel_grid(len(keys), 2.0)
+    for ax, key in zip(axes, keys, strict=False):
         pts = use_t[(use_t["layer"] == key[0]) & (use_t["head"] == key[1])].sort_values("frequency_id")
         ax.plot(pts["frequency_id"], pts["use"], color="black", lw=1)
         if key in mean:
             ax.axvline(mean[key], color=POS, ls=":", lw=1.2)
             ax.set_title(f"L{key[0]}" + (f" H{key[1]}" if key[1] else "") + f"  mean ID {mean[key]:.1f}", fontsize=8)
-    for ax in list(axes.flat)[len(keys) :]:
-        ax.axis("off")
     fig.supxlabel("frequency ID", fontsize=9)
     fig.supylabel("max partial logit", fontsize=9)
     fig.suptitle(title or "frequency use", fontsize=10)
