@@ -29,7 +29,7 @@ def collect(expression: str) -> set[str]:
 
 sets = {name: collect(expression) for name, expression in TIERS.items()}
 for name, tests in sets.items():
-    print(f"{len(tests):5d}  {name}  (-m {TIERS[name]!r})")
+    sys.stdout.write(f"{len(tests):5d}  {name}  (-m {TIERS[name]!r})\n")
 fast, long, ci, every = (sets["make test (fast tier)"], sets["make test-long (second tier)"],
                          sets["not slow (what CI runs)"], sets["every test"])
 problems = []
@@ -45,6 +45,6 @@ if len(sys.argv) > 1:
         problems.append(f"against {sys.argv[1]} ({len(baseline)}): missing {sorted(baseline - ci)[:5]}, "
                         f"new {sorted(ci - baseline)[:5]}")
     else:
-        print(f"equal to the {len(baseline)} tests of {sys.argv[1]}")
-print("\n".join(problems) if problems else "the tiers are disjoint and lose no test")
+        sys.stdout.write(f"equal to the {len(baseline)} tests of {sys.argv[1]}\n")
+sys.stdout.write(("\n".join(problems) if problems else "the tiers are disjoint and lose no test") + "\n")
 sys.exit(1 if problems else 0)
