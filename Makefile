@@ -48,7 +48,7 @@ $(STAMP_TL4): pyproject.toml Makefile
 demo: setup
 	$(BIN)/possym reproduce --preset quick --out runs/demo --workers 2
 
-# The fast tier: every test not marked long or slow (pyproject's addopts), about 5 min of tests on 2 cores.
+# The fast tier: every test not marked long or slow (pyproject's addopts): about 4 min of tests on 2 idle cores.
 # The tests marked long (the cluster tests and the slowest end-to-end runs, docs/testing.md) are the second
 # tier: `make test-long`, which CI (.ci/run) runs after `make test`; `make test-all` runs both.
 test: setup browser
@@ -67,8 +67,8 @@ test-tl4: setup-tl4
 # The second tier, which CI runs after `make test`: the cluster tests (tests/integration/clusters): the Ray one
 # everywhere, the Slurm one as root (it installs slurm-wlm and munge with apt when absent); without root it
 # is skipped, and -rs prints why (with POSSYM_REQUIRE_CLUSTERS=1, as in CI, it fails instead); and the
-# slowest end-to-end tests. Needs chromium like `make test` (the browser target installs it).
-test-long: setup browser
+# slowest end-to-end tests (none of them opens a browser).
+test-long: setup
 	$(BIN)/python -m pytest -q -rs -m "long and not slow"
 
 # Every test CI runs: the README's `make test`, then the second tier.
