@@ -15,7 +15,7 @@ STAMP_TL4 := $(VENV_TL4)/.possym-installed
 # only `make test` installs it, with apt as root or through sudo. `make demo` never touches the system.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: setup setup-tl4 browser demo test test-tl4 test-slow test-slurm test-ray lint bench heads-gemma clean
+.PHONY: setup setup-tl4 browser demo test test-tl4 test-long test-all test-slow test-slurm test-ray lint bench heads-gemma clean
 
 setup: $(STAMP)
 
@@ -48,9 +48,9 @@ $(STAMP_TL4): pyproject.toml Makefile
 demo: setup
 	$(BIN)/possym reproduce --preset quick --out runs/demo --workers 2
 
-# The default suite includes the cluster tests (tests/integration/clusters): the Ray one everywhere, the
-# Slurm one as root (it installs slurm-wlm and munge with apt when absent); without root it is skipped,
-# and -rs prints why.
+# The fast tier: every test not marked long or slow (pyproject's addopts): about 4 min of tests on 2 idle cores.
+# The tests marked long (the cluster tests and the slowest end-to-end runs, docs/testing.md) are the second
+# tier: `make test-long`, which CI (.ci/run) runs after `make test`; `make test-all` runs both.
 test: setup browser
 	$(BIN)/python -m mypy
 	$(BIN)/python -m pytest -q -rs
@@ -63,6 +63,16 @@ test: setup browser
 test-tl4: setup-tl4
 	POSSYM_REQUIRE_TL4=1 $(BIN_TL4)/python -m pytest -q -rs -m tl4
 	$(BIN_TL4)/python .ci/tested_versions.py "make test-tl4"
+
+# The second tier, which CI runs after `make test`: the cluster tests (tests/integration/clusters): the Ray one
+# everywhere, the Slurm one as root (it installs slurm-wlm and munge with apt when absent); without root it
+# is skipped, and -rs prints why (with POSSYM_REQUIRE_CLUSTERS=1, as in CI, it fails instead); and the
+# slowest end-to-end tests (none of them opens a browser).
+test-long: setup
+	$(BIN)/python -m pytest -q -rs -m "long and not slow"
+
+# Every test CI runs: the README's `make test`, then the second tier.
+test-all: test test-long
 
 test-slow: setup
 	# exit code 5 is pytest's "no tests collected": no test is marked slow at present

@@ -161,6 +161,7 @@ def test_resume_from_a_state_older_than_the_newest_checkpoint_replays_to_the_sam
 
 
 @pytest.mark.skipif(cxx_compiler() is None, reason="Inductor needs a C++ compiler")
+@pytest.mark.long
 def test_compiled_training_resumes_bitwise_and_tracks_the_eager_run(tmp_path, tiny_overrides, cut_and_resume):
     """``train.compile=true`` end to end: an interrupted compiled run resumes to the same bits, and
     its weights stay within float32 rounding of the eager run's (the kernels fuse differently)."""
@@ -194,6 +195,7 @@ def test_batches_are_epoch_permutations():
     assert not (batch_indices(10, 100, 10, 3) == rows[0]).all(), "epoch 2 reshuffles"
 
 
+@pytest.mark.long
 def test_killed_process_resumes_to_the_same_weights(tmp_path, tiny_overrides):
     """A real SIGKILL mid-run, then `possym train --resume`: bitwise the same final weights."""
     overrides = [o for o in tiny_overrides if not o.startswith("train.steps")] + [

@@ -21,6 +21,7 @@ def test_the_tutorial_is_committed_without_outputs():
 
 
 @pytest.mark.skipif(bool(MISSING), reason=f"needs {MISSING} (pip install -e '.[dev,llm]'; make setup)")
+@pytest.mark.long
 def test_the_tutorial_runs_from_nothing_to_the_heads_of_smollm2(tmp_path, monkeypatch):
     import nbformat
     from nbclient import NotebookClient

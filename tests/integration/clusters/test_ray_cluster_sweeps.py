@@ -30,7 +30,8 @@ from possym.locks import LOCK_FILE, lock_holder
 from possym.runs import RunDir
 from possym.stages.score import ScoreConfig, score_run
 
-pytestmark = [pytest.mark.ray, pytest.mark.timeout(900)]
+# The second tier (`make test-long`, which CI runs after `make test`): minutes of cluster set-up.
+pytestmark = [pytest.mark.ray, pytest.mark.long, pytest.mark.timeout(900)]
 
 
 def test_a_ray_worker_node_killed_mid_run_holding_its_lock_is_retried_on_the_surviving_node_from_its_state(

@@ -38,7 +38,8 @@ from possym.locks import LOCK_FILE, lock_holder
 from possym.runs import RunDir, ensure_run
 from possym.stages.score import ScoreConfig, score_run
 
-pytestmark = [pytest.mark.slurm, pytest.mark.timeout(900)]
+# The second tier (`make test-long`, which CI runs after `make test`): minutes of cluster set-up.
+pytestmark = [pytest.mark.slurm, pytest.mark.long, pytest.mark.timeout(900)]
 
 
 def refused_naming(run: RunDir, pid: int) -> None:

@@ -67,6 +67,7 @@ def test_a_stage_defined_in_a_test_file_runs_through_a_reproduction(tmp_path, ti
     assert json.loads((tmp_path / "runs" / "number-s0" / "count.json").read_text()) == {"tag": "r", "checkpoints": 4}
 
 
+@pytest.mark.long
 def test_a_stage_defined_in_a_test_file_runs_through_a_sweep_on_worker_processes(tmp_path, tiny_overrides,
                                                                                   count_stage):
     exp = tiny_experiment(tiny_overrides, {"count_checkpoints": {"tag": "s"}}, variants={"a": [], "b": []})

@@ -33,6 +33,7 @@ def mtimes(folder: Path) -> dict[str, int]:
     return {str(p.relative_to(folder)): p.stat().st_mtime_ns for p in folder.rglob("*.safetensors")}
 
 
+@pytest.mark.long
 def test_an_old_reproduction_is_moved_into_runs_and_its_finished_stages_are_not_redone(old):
     out = old / "reproduce"
     exp = reproduction("quick", skip=("canonical", "theory", "discrepancy"),

@@ -126,6 +126,7 @@ def test_the_report_renders_in_headless_chromium_with_no_missing_image(tiny_repr
     assert total >= 10 and loaded == total
 
 
+@pytest.mark.long
 def test_a_killed_reproduction_resumes_where_it_stopped(tmp_path, tiny_overrides):
     # Long enough training that the kill lands inside the train stage, after a few checkpoints.
     tiny = [o for o in tiny_overrides if not o.startswith("train.steps")] + ["train.steps=400"]

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from possym.cli import main
 from possym.experiment import experiment_from_dict, run_experiment
 from possym.stages.log import EXPERIMENT, ResumeLog
@@ -24,6 +26,7 @@ def files(folder: Path) -> dict[str, int]:
     return {str(p.relative_to(folder)): p.stat().st_mtime_ns for p in folder.rglob("*") if p.is_file()}
 
 
+@pytest.mark.long
 def test_the_theory_run_from_the_cli_then_inside_an_experiment_runs_once(tmp_path, tiny_overrides, capsys):
     assert main(["theory", "--out", str(tmp_path), *THEORY_ARGS]) == 0
     tables = files(tmp_path / "theory")

@@ -68,6 +68,7 @@ def _samples(tokenizer):
     return list(zip(prompts, ([0, 13], [21, 29], [6]), strict=True))
 
 
+@pytest.mark.long
 def test_engine_equals_rerun_through_smollm2_attention_modules(smol, smol64):
     model, tokenizer = smol
     worst_rows, worst_scores = 0.0, 0.0
@@ -89,6 +90,7 @@ def test_engine_equals_rerun_through_smollm2_attention_modules(smol, smol64):
     assert worst_scores <= 1e-5, worst_scores
 
 
+@pytest.mark.long
 def test_binding_blocks_are_the_pairs_and_correct_is_the_models_greedy_answer(smol):
     model, tokenizer = smol
     texts = _binding(tokenizer, 4, 4, seed=1)
@@ -107,6 +109,7 @@ def test_binding_blocks_are_the_pairs_and_correct_is_the_models_greedy_answer(sm
     assert scores.correct.tolist() == [float(g == p.answer_id) for g, p in zip(greedy, prompts, strict=True)]
 
 
+@pytest.mark.long
 def test_pairs_of_unequal_token_length_are_refused_with_the_way_out(smol):
     _, tokenizer = smol
     long_name = "Bartholomew"  # several tokens, unlike "Bob"

@@ -3,10 +3,16 @@
 
 from __future__ import annotations
 
+import pytest
+
 from possym.llm.providers import HFProvider
 from possym.llm.run import LLMGridConfig, RunnerConfig, run_llm_grid
 from possym.llm.store import AnswerStore
 from possym.one_hop import is_correct, is_single_token, load_templates, make_cell
+
+# The second tier (`make test-long`): loading SmolLM2 alone takes half a minute; the providers' logic has fast
+# tests against fake APIs (test_llm_api_providers.py, tests/unit/llm).
+pytestmark = pytest.mark.long
 
 TEMPLATES = load_templates()
 

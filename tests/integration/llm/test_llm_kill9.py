@@ -68,6 +68,7 @@ def _start(api: FakeAPI, out: Path) -> subprocess.Popen:
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
+@pytest.mark.long
 def test_killing_the_grid_mid_run_loses_only_requests_in_flight_and_a_rerun_completes(tmp_path):
     db = tmp_path / "answers.sqlite"
     with FakeAPI(delay_s=0.05) as api:

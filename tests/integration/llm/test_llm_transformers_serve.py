@@ -20,6 +20,9 @@ from pathlib import Path
 
 import pytest
 
+# The second tier (`make test-long`): SmolLM2 loaded, exported and served.
+pytestmark = pytest.mark.long
+
 pytest.importorskip("openai", reason="the openai client is in the llm extra: pip install -e '.[llm]'")
 pytest.importorskip("fastapi", reason="transformers serve needs the transformers[serving] extra (in .[llm])")
 pytest.importorskip("uvicorn", reason="transformers serve needs the transformers[serving] extra (in .[llm])")

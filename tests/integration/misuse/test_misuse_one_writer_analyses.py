@@ -70,6 +70,7 @@ def test_every_stage_that_writes_a_run_is_refused_naming_the_holder_before_it_wr
     assert files(run) == before
 
 
+@pytest.mark.long
 def test_possym_score_and_lengthgen_while_training_writes_the_run_are_refused_in_one_line_with_exit_code_2(
         tmp_path, make_run, reference):
     run = make_run("run")

@@ -58,6 +58,7 @@ def assert_finished(out: Path, spec: Path) -> None:
         assert any(r.get("event") == "final" for r in RunDir.open(out / "runs" / run.id).metrics())
 
 
+@pytest.mark.long
 def test_local_engine_runs_every_stage_then_resumes_without_redoing_work(tmp_path, tiny_overrides, capsys):
     stages = {
         "score": SCORE,
@@ -100,6 +101,7 @@ def test_local_engine_runs_every_stage_then_resumes_without_redoing_work(tmp_pat
     assert RunDir.open(out / "runs/base-number-s0").checkpoint_path(30).stat().st_mtime_ns == final
 
 
+@pytest.mark.long
 def test_a_failing_stage_keeps_the_finished_ones_and_a_rerun_completes_it(tmp_path, tiny_overrides, capsys):
     bad = write_spec(
         tmp_path / "bad.yaml", tiny_overrides, seeds=[0], stages={"score": SCORE, "discrepancy": {"step": 999}}
@@ -133,6 +135,7 @@ def test_a_changed_run_config_is_refused_not_mixed(tmp_path, tiny_overrides, cap
     assert (out / "runs/number-s0/config.yaml").read_text() == before and attempts(out, "number-s0") == {"train": 1}
 
 
+@pytest.mark.long
 def test_a_run_is_its_resolved_config_so_an_equivalent_spelling_continues_it(tmp_path, tiny_overrides):
     out = tmp_path / "sweep"
     spec = write_spec(tmp_path / "a.yaml", tiny_overrides, seeds=[0], stages={})
@@ -146,6 +149,7 @@ def test_a_run_is_its_resolved_config_so_an_equivalent_spelling_continues_it(tmp
     assert attempts(out, "number-s0") == {"train": 1, "score": 1}  # only the added stage ran
 
 
+@pytest.mark.long
 def test_killing_the_sweep_loses_no_finished_run_and_the_interrupted_one_resumes(tmp_path, tiny_overrides):
     steps = [*tiny_overrides, "train.steps=150", "train.checkpoint_every=25", "train.state_every=25"]
     spec = write_spec(tmp_path / "spec.yaml", steps, seeds=[0, 1], stages={})
@@ -176,6 +180,7 @@ def test_killing_the_sweep_loses_no_finished_run_and_the_interrupted_one_resumes
     assert all(r["time"] > killed_at for r in evals if r["step"] > resumed_from)
 
 
+@pytest.mark.long
 def test_ray_engine_with_two_cpus(tmp_path, tiny_overrides, capsys):
     ray = pytest.importorskip("ray")
     spec = write_spec(tmp_path / "spec.yaml", tiny_overrides)
@@ -189,6 +194,7 @@ def test_ray_engine_with_two_cpus(tmp_path, tiny_overrides, capsys):
     assert_finished(out, spec)
 
 
+@pytest.mark.long
 def test_slurm_engine_through_submitit_local_executor(tmp_path, tiny_overrides, capsys):
     pytest.importorskip("submitit")
     spec = write_spec(tmp_path / "spec.yaml", tiny_overrides)

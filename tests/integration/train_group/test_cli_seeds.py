@@ -45,6 +45,7 @@ def test_bad_seeds_fail_before_any_work(tmp_path, capsys, argv, message):
     assert not (tmp_path / "g").exists()
 
 
+@pytest.mark.long
 def test_a_killed_group_resumes_from_its_parent_directory_to_the_same_weights(tmp_path, tiny_overrides):
     overrides = [o for o in tiny_overrides if not o.startswith("train.steps")] + [
         "train.steps=300", "model.d_model=32", "model.d_mlp=64"]

@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[3]
 
 
+@pytest.mark.long
 def test_the_device_check_runs_every_stage_in_tiny_mode(tmp_path):
     env = {**os.environ, "PYTHON": sys.executable, "WORK": str(tmp_path / "work"), "OMP_NUM_THREADS": "1"}
     out = tmp_path / "out"

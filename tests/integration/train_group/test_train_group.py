@@ -183,6 +183,7 @@ def test_fp16_members_skip_their_own_overflowing_steps(tmp_path, tiny_overrides,
 
 
 @needs_cxx
+@pytest.mark.long
 def test_a_compiled_group_resumes_bitwise_per_member_and_tracks_the_compiled_single_runs(tmp_path, tiny_overrides):
     overrides = [*tiny_overrides, "train.compile=true", "train.precision=bf16"]
     extra = {1: ["model.dropout=0.0"]}

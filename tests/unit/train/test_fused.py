@@ -133,6 +133,7 @@ def test_compiled_step_equals_autograd(variant):
 
 
 @pytest.mark.skipif(cxx_compiler() is None, reason="torch.compile (Inductor) needs a C++ compiler")
+@pytest.mark.long
 def test_compiled_step_is_bitwise_repeatable_on_two_threads():
     """Same inputs, same bits, with Inductor's kernels split over 2 threads: no atomic adds (the
     embedding gradient once was a scatter-add, whose float sum changed from call to call)."""
@@ -213,6 +214,7 @@ def test_eval_logits_equal_the_module(variant):
 
 
 @pytest.mark.skipif(cxx_compiler() is None, reason="torch.compile (Inductor) needs a C++ compiler")
+@pytest.mark.long
 def test_compiled_eval_logits_equal_the_module():
     """Each block through one compiled graph (the last block, one query row, through a second),
     against the module in float64, gated planes included; the second call reuses the kernels."""
@@ -224,6 +226,7 @@ def test_compiled_eval_logits_equal_the_module():
 
 
 @pytest.mark.skipif(cxx_compiler() is None, reason="torch.compile (Inductor) needs a C++ compiler")
+@pytest.mark.long
 def test_compiled_evaluate_pads_the_last_batch_and_agrees():
     """11 samples in batches of 4: the compiled evaluation pads the last batch to 4 rows (one shape
     for every batch) and gives the eager evaluation's accuracies and loss."""

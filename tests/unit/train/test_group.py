@@ -165,6 +165,7 @@ def test_a_members_numbers_do_not_depend_on_its_companions_eager_nor_on_the_grou
 
 
 @pytest.mark.skipif(cxx_compiler() is None, reason="Inductor needs a C++ compiler")
+@pytest.mark.long
 def test_a_compiled_members_numbers_depend_on_its_groups_layout_only():
     """Compiled, in bf16: the same layout (slot configs) with other companions' weights and data gives
     member 0 bitwise the same step, in another slot too; its evaluation logits match even alone. (A
