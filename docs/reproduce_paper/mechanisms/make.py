@@ -35,6 +35,7 @@ from pathlib import Path
 import pandas as pd
 
 from possym.experiment import experiment_from_dict, run_experiment, run_stage
+from possym.records import SOLVED, MetricsLog
 from possym.runs import RunDir, atomic_write_text
 from possym.stages.cliff import STAGE as CLIFF_STAGE
 from possym.stages.cliff import CliffConfig
@@ -43,7 +44,7 @@ from possym.stages.dilution import DilutionConfig
 from possym.stages.score import STAGE as SCORE_STAGE
 
 HERE = Path(__file__).parent
-STOP = {"min_step": 3700, "every_hop_at_least": 0.9}
+STOP = {"min_step": 3700, "every_hop_at_least": SOLVED}
 CLIFF = CliffConfig(start=25, stop=70, every=1, n=192, n_prefixes=8, gate_every=2, queries="hops", threads=1)
 DILUTION = DilutionConfig(grid=(0, 40, 100), hops=(3, 4), n=32, n_prefixes=4, betas=(1.0, 1.5, 2.0),
                           sharpen=("symbolic", "all", "not_symbolic", "each"), tasks=("number",), threads=1)
@@ -60,13 +61,13 @@ def experiment(seed: int) -> dict:
 
 
 def stopped(metrics: Path) -> bool:
-    """Whether the run's last evaluation meets :data:`STOP`."""
+    """Whether the run's last evaluation meets :data:`STOP` (read as the metrics log's records)."""
     if not metrics.is_file():
         return False
-    evals = [m for m in map(json.loads, metrics.read_text().splitlines()) if m.get("event") == "eval"]
+    evals = MetricsLog.from_json(map(json.loads, metrics.read_text().splitlines())).evals
     last = evals[-1] if evals else None
-    return bool(last and last["step"] >= STOP["min_step"] and all(
-        last.get(f"acc_hop{h}", 0.0) >= STOP["every_hop_at_least"] for h in (1, 2, 3, 4)))
+    return bool(last and last.step >= STOP["min_step"] and all(
+        last.hops.get(h, 0.0) >= STOP["every_hop_at_least"] for h in (1, 2, 3, 4)))
 
 
 def _train(exp_dir: str, seed: int) -> None:
