@@ -324,11 +324,12 @@ def run_stage(target: RunDir | ExperimentDir | str | Path | list[RunDir], stage:
         run = target if isinstance(target, RunDir) else RunDir.open(target)
         call = [run] if stage.scope == "runs" else run
         memo, lock = run_memo(run.path), run.writing()
-        wanted = stage.steps_of(run, cfg) if stage.per_step else None
         try:
-            at = stage.checkpoints_of(run, cfg)
+            wanted, at = stage.memo_steps(run, cfg)
         except PossymError:  # a checkpoint it names is not there: the stage runs, refuses it, the memo records that
-            at, redo = None, True
+            if stage.per_step:
+                raise
+            wanted, at, redo = None, None, True
     key, defaults = stage.key_of(cfg), _defaults(stage)
     extra: dict[str, Any] = {} if progress is None else {"progress": progress}
     again = redo or stage.always
@@ -393,8 +394,7 @@ def _done(out: Path, rid: str, stage: Stage, cfg: Any, redo: bool = False) -> bo
     if stage.scope == "runs":
         return True
     try:
-        run = RunDir.open(out / "runs" / rid)
-        steps, at = (stage.steps_of(run, cfg) if stage.per_step else None), stage.checkpoints_of(run, cfg)
+        steps, at = stage.memo_steps(RunDir.open(out / "runs" / rid), cfg)
     except PossymError:  # no checkpoints yet, or "final" of a run not finished: not done
         return False
     return memo.done(stage.name, key, defaults, steps, at)

@@ -172,6 +172,13 @@ class Stage:
         asked = (cfg.step,) if "step" in names else tuple(cfg.steps)
         return list(dict.fromkeys(run.resolve_step(s) for s in asked))
 
+    def memo_steps(self, run: RunDir, cfg: Any) -> tuple[list[int] | None, list[int] | None]:
+        """What a run's memo compares beside the settings, the one reading of it for :func:`possym.experiment.run_stage`
+        and the executor: (the steps a per-step stage asks, :meth:`steps_of`; the checkpoints a stage of named
+        ones measures, :meth:`checkpoints_of`), each None where the stage has none. A step named that the run
+        lacks raises its :class:`~possym.errors.PossymError`."""
+        return (self.steps_of(run, cfg) if self.per_step else None), self.checkpoints_of(run, cfg)
+
     def narrowed(self, cfg: Any, steps: list[int]) -> Any:
         """``cfg`` asking for ``steps`` alone (what a per-step stage still has to do)."""
         return dataclasses.replace(cfg, steps=tuple(steps))

@@ -7,12 +7,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+import pytest
+
 from possym.api import train_model
 from possym.config import load_config
+from possym.errors import RunError
 from possym.experiment import experiment_from_dict, run_experiment, run_stage
 from possym.runs import RunDir
 from possym.stages.log import run_memo
-from possym.stages.registry import Stage, register_stage, unregister_stage
+from possym.stages.registry import Stage, get_stage, register_stage, unregister_stage
 
 
 @dataclass(frozen=True)
@@ -50,5 +53,26 @@ def test_a_stage_at_best_is_measured_again_when_best_moves_and_read_back_while_i
         assert run_experiment(exp, tmp_path, progress=False).ran == []  # and it stays done while best stays
         assert run_stage(run, stage, AtConfig(step=other)).ran  # another name: its own settings
         assert measured(run) == [first, other, other]
+    finally:
+        unregister_stage(stage.name)
+
+
+def test_the_memo_reads_the_steps_asked_one_way_for_both_kinds_of_stage(tmp_path, tiny_overrides):
+    """``Stage.memo_steps`` is the one reading: a per-step stage asked for a checkpoint the run lacks is refused
+    before anything runs or is recorded, while a stage of named checkpoints runs, refuses it, and its memo records
+    the failure (so that the executor reports it, not a silent skip)."""
+    stage = register_stage(Stage("at_best", AtConfig, measure, scope="run"), replace=True)
+    try:
+        path = tmp_path / "number-s0"
+        train_model(load_config("number", None, tiny_overrides), path, monitor=False, progress=False)
+        run = RunDir.open(path)
+        missing = run.checkpoint_steps()[-1] + 7
+        assert stage.memo_steps(run, AtConfig()) == (None, [run.best()])
+        with pytest.raises(RunError, match=f"{missing}"):
+            run_stage(run, "score", get_stage("score").settings_from({"steps": [missing]}))
+        assert run_memo(path).entry("score") is None
+        with pytest.raises(RunError, match=f"{missing}"):
+            run_stage(run, stage, AtConfig(step=missing))
+        assert run_memo(path).entry("at_best")["status"] == "failed"
     finally:
         unregister_stage(stage.name)
