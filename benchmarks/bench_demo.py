@@ -13,11 +13,12 @@ What it measures, in one run:
 3. **The demo, HEAD against the baseline revision**: ``possym reproduce --preset quick --out TMP``
    as each revision's ``make demo`` runs it (HEAD with ``--workers``; the baseline with the flags of its
    own Makefile's ``demo`` line: one process at 74e3a60, ``--workers 2`` at c0d18b5), one after the
-   other on the same machine: each stage's seconds from the run's own stage log (``log/*.json`` now,
-   ``stages.json`` then), the totals, their ratio, and the totals in baseline units (total x baseline
-   steps/s). The baseline revision's demo time on the 2-core Xeon where its goal was set is filed below,
-   so the ratio says what HEAD's demo would take there. A faster demo must say the same: the claims both
-   revisions grade are compared verdict by verdict (``claims.csv``), and any that differ are printed.
+   other on the same machine: each stage's seconds from the run's own stage log (``log/*.json`` and each
+   run's ``runs/ID/resume.json`` now, ``stages.json`` before the executor), the totals, their ratio, and
+   the totals in baseline units (total x baseline steps/s). The baseline revision's demo time on the
+   2-core Xeon where its goal was set is filed below, so the ratio says what HEAD's demo would take
+   there. A faster demo must say the same: the claims both revisions grade are compared verdict by
+   verdict (``claims.csv``), and any that differ are printed.
 
     python benchmarks/bench_demo.py [--workers 2] [--steps 600] [--repeats 3] [--against c0d18b5]
                                     [--skip-training] [--skip-demo] [--skip-demo-against]
@@ -121,7 +122,8 @@ def demo(src: Path, extra: list[str]) -> tuple[float, dict[str, float], dict[str
             for name, entry in json.loads((out / "stages.json").read_text())["stages"].items():
                 stages[name] = entry.get("seconds") or 0.0
         for folder in (out, out / "canonical"):
-            for log in sorted((folder / "log").glob("*.json")):
+            # the experiment's entries, and each run's own memo (RUN/resume.json) where the run-scope ones live now
+            for log in [*sorted((folder / "log").glob("*.json")), *sorted((folder / "runs").glob("*/resume.json"))]:
                 for name, entry in json.loads(log.read_text())["stages"].items():
                     key = f"canonical {name}" if folder.name == "canonical" else name
                     stages[key] = stages.get(key, 0.0) + (entry.get("seconds") or 0.0)
