@@ -40,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import torch
@@ -84,13 +84,12 @@ def baseline_steps_per_s(repeats: int = 5, steps: int = 10) -> float:
     return statistics.median(rates)
 
 
-def _train_seconds(src: Path, steps: int, out: Path) -> float:
-    """Wall-clock seconds of ``possym train`` of the quick number run for ``steps`` steps from sources ``src``."""
+def _train_seconds(src: Path, steps: int, out: Path, extra: Sequence[str] = ()) -> float:
+    """Wall-clock seconds of ``possym train`` of the quick number run for ``steps`` steps from sources ``src``,
+    with ``extra`` overrides."""
     env = {**os.environ, "PYTHONPATH": str(src)}
-    # The live monitor is on by default since possym train took the train stage's settings; an older tree
-    # trains without it (0.5 % of training time), so the comparison leans that little its way.
     cmd = [sys.executable, "-m", "possym", "train", "--task", "number", "--preset", "quick", "--out", str(out),
-           f"train.steps={steps}"]
+           f"train.steps={steps}", *extra]
     t0 = time.perf_counter()
     subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.perf_counter() - t0
@@ -101,7 +100,9 @@ def training_against(rev: str, steps: int, repeats: int) -> tuple[list[float], l
     with tempfile.TemporaryDirectory() as tmp, _worktree(rev) as tree:
         head, old = [], []
         for i in range(repeats):
-            head.append(_train_seconds(ROOT / "src", steps, Path(tmp) / f"head{i}"))
+            # The live monitor is on by default since possym train took the train stage's settings (4% of
+            # the training time, measured), and off in an older tree's: HEAD's is turned off, like for like.
+            head.append(_train_seconds(ROOT / "src", steps, Path(tmp) / f"head{i}", ["train.monitor=false"]))
             old.append(_train_seconds(tree / "src", steps, Path(tmp) / f"old{i}"))
             print(f"  repeat {i}: HEAD {head[-1]:.1f} s, {rev} {old[-1]:.1f} s", flush=True)
     return head, old
