@@ -5,7 +5,15 @@ Every record type inherits :meth:`Record.from_csv` and :meth:`Record.to_csv`, wh
 types from the class itself: ``int``, ``float``, ``str``, ``bool`` and ``X | None`` (an empty cell).
 A field added with a default is all it takes to carry a new column; CSVs written before it read the
 default. A row with a column the record does not know is refused, so a new column cannot be dropped
-silently on a round trip.
+silently on a round trip. An empty cell reads as None in an ``X | None`` field and as NaN in a ``float`` one
+(pandas writes NaN so).
+
+A library that computes a table returns a DataFrame (its API; notebooks use it). Where it crosses a file,
+:func:`records_of` turns it into records of the table's type, refusing a column the record lacks or needs and
+a value not of its field's type, and :func:`table_csv` writes them as pandas writes a frame (an empty cell
+for NaN and None, an int column with blanks as floats): the mechanism stages' tables (the cliff, dilution,
+L0, dilution controls and length protocol's, under ``docs/reproduce_paper/mechanisms/``) were committed in
+that format, and it is kept byte for byte. :func:`frame` is the way back to a DataFrame.
 
 The metrics log (``metrics.jsonl``) is a JSON line per event, not a CSV: :class:`MetricsRecord` is one
 line, :class:`MetricsLog` the whole log, both read and written here alone.
@@ -27,6 +35,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import io
+import math
 import types
 import typing
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -69,6 +78,8 @@ def _parse(text: str, kind: type, optional: bool, where: str) -> Any:
             return text == "True"
         if kind is int:
             return int(float(text)) if text.endswith(".0") else int(text)
+        if kind is float and text == "":
+            return math.nan  # pandas writes NaN as an empty cell
         return kind(text)
     except ValueError:
         raise RecordError(f"{where}: {text!r} is not {'an' if kind is int else 'a'} {kind.__name__}") from None
@@ -154,6 +165,60 @@ def frame(rows: Iterable[Record], kind: type[Record] | None = None) -> pd.DataFr
     rows = list(rows)
     columns = list((kind or (type(rows[0]) if rows else Record)).columns())
     return pd.DataFrame([r.to_dict() for r in rows], columns=columns)
+
+
+def _value(value: Any, kind: type, optional: bool, where: str) -> Any:
+    """One DataFrame cell as its field's type: a numpy scalar as Python's, NaN as None where the field allows it."""
+    value = value.item() if hasattr(value, "item") else value
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        if optional or kind is float:
+            return None if optional else math.nan
+        raise RecordError(f"{where}: a blank cell, and the field is not optional")
+    if optional and kind is int and isinstance(value, float) and value.is_integer():
+        return int(value)  # pandas holds an int column with blanks as floats
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        raise RecordError(f"{where}: {value!r} is not {'an' if kind is int else 'a'} {kind.__name__}")
+    return value
+
+
+def records_of(table: pd.DataFrame, kind: type[R], name: str = "") -> list[R]:
+    """The rows of ``table``, a DataFrame a library computed, as records of ``kind``; ``name`` (the file) names
+    the table in errors.
+
+    Its columns are the record's, in the record's order (one whose field has a default may be absent, as in
+    :meth:`Record.from_csv`); a column the record does not know, one it needs, a column out of order and a value
+    not of its field's type are each a RecordError naming the table and the column. An empty frame without
+    columns (pandas's ``DataFrame()``) is no rows.
+
+    >>> import pandas as pd
+    >>> table = pd.DataFrame({"gamma": [0.1], "step": [50], "positional": [2], "symbolic": [1]})
+    >>> rows = records_of(table, TallyRecord); rows
+    [TallyRecord(gamma=0.1, step=50, positional=2, symbolic=1)]
+    >>> frame(rows, TallyRecord).equals(table), table_csv(table, TallyRecord) == table.to_csv(index=False)
+    (True, True)
+    >>> records_of(table.assign(level=0.95), TallyRecord, "purity_tally.csv")
+    Traceback (most recent call last):
+    possym.errors.RecordError: purity_tally.csv: columns [...] are not TallyRecord's [...] (unknown: ['level'])
+    """
+    where, have, columns = name or kind.__name__, [str(c) for c in table.columns], kind.columns()
+    if not have and table.empty:
+        return []
+    needed = [f.name for f in dataclasses.fields(kind)
+              if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    wrong = {"unknown": [c for c in have if c not in columns], "missing": [c for c in needed if c not in have],
+             "out of order": [] if [c for c in have if c in columns] == [c for c in columns if c in have] else have}
+    if any(wrong.values()):
+        said = "; ".join(f"{k}: {v}" for k, v in wrong.items() if v)
+        raise RecordError(f"{where}: columns {have} are not {kind.__name__}'s {list(columns)} ({said})")
+    types = kind._field_types()
+    return [kind(**{c: _value(v, *types[c], f"{where}.{c}") for c, v in zip(have, values, strict=True)})
+            for values in table.itertuples(index=False, name=None)]
+
+
+def table_csv(table: pd.DataFrame, kind: type[Record], name: str = "") -> str:
+    """The CSV text of ``table`` through ``kind`` (:func:`records_of` checks it), as pandas writes the records'
+    frame (module docstring): the mechanism stages' file format."""
+    return frame(records_of(table, kind, name), kind).to_csv(index=False)
 
 
 # ---- the row types ------------------------------------------------------------------------------
@@ -532,6 +597,458 @@ class DiscrepancySummaryRecord(Record):
     spearman: float
     task: str
     step: int
+
+
+# ---- the mechanism stages' tables (Sec. 3.6): one record per file, written by table_csv ----------------------
+
+
+@dataclass(frozen=True)
+class CliffAccuracyRecord(Record):
+    """Accuracy at K = ``extra`` by hop count and answer position, Wilson interval (``cliff/accuracy.csv``)."""
+
+    extra: int
+    n_hops: int
+    answer_pos: int
+    n: int
+    correct: int
+    accuracy: float
+    ci_low: float
+    ci_high: float
+
+
+@dataclass(frozen=True)
+class CliffAccuracyHopsRecord(Record):
+    """Accuracy at K = ``extra`` by hop count, answer positions pooled (``cliff/accuracy_hops.csv``)."""
+
+    extra: int
+    n_hops: int
+    n: int
+    correct: int
+    accuracy: float
+    ci_low: float
+    ci_high: float
+
+
+@dataclass(frozen=True)
+class CliffAccuracyFirstKeyRecord(Record):
+    """Accuracy by the window position of the last token's first hop target (``cliff/accuracy_first_key.csv``)."""
+
+    extra: int
+    n_hops: int
+    first_key_pos: int
+    n: int
+    correct: int
+    accuracy: float
+    ci_low: float
+    ci_high: float
+
+
+@dataclass(frozen=True)
+class LandingRecord(Record):
+    """Where one failing input's attention maximum lands at hop query ``query`` of one head
+    (``cliff/landing.csv``; :func:`possym.evaluate.landing.attention_landing`, with the window's ``prefix``)."""
+
+    input: int
+    extra: int
+    n_hops: int
+    answer_pos: int
+    correct: bool
+    query: int
+    query_pos: int
+    right_key: int
+    layer: int
+    head: int
+    argmax_key: int
+    offset: int
+    p_max: float
+    p_right: float
+    alias_exists: bool
+    p_alias: float
+    prefix: int
+
+
+@dataclass(frozen=True)
+class LandingSummaryRecord(Record):
+    """The landing's shares per (layer, head, query, correct, alias_exists) for the alias of ``plane``
+    (``cliff/landing_summary.csv``; :func:`possym.evaluate.landing.landing_summary`)."""
+
+    layer: int
+    head: int
+    query: int
+    correct: bool
+    alias_exists: bool
+    n: int
+    share_right: float
+    share_alias: float
+    share_alias_any: float
+    share_other: float
+    mode_offset: int
+    mode_share: float
+    top_offsets: str
+    mean_p_right: float
+    mean_p_alias: float
+    n_alias_exists: int
+    alias: int
+    plane: int
+
+
+@dataclass(frozen=True)
+class PlaneMarginRecord(Record):
+    """Each plane's mean partial-logit margin at the failing inputs' missed landings (``cliff/plane_margins.csv``)."""
+
+    layer: int
+    head: int
+    query: int
+    on_alias: bool
+    plane: int
+    n: int
+    mean_margin: float
+    mean_abs_margin: float
+
+
+@dataclass(frozen=True)
+class GatedAccuracyRecord(Record):
+    """Accuracy by (K, hop count) with RoPE plane ``plane`` gated in ``layer``; layer −1, plane 0: the model as
+    it is (``cliff/gated.csv``)."""
+
+    layer: int
+    plane: int
+    extra: int
+    n_hops: int
+    n: int
+    correct: int
+    accuracy: float
+    ci_low: float
+    ci_high: float
+
+
+@dataclass(frozen=True)
+class AliasEvidenceRecord(Record):
+    """The aliasing rule's evidence and verdicts for one (layer, plane) (``cliff/evidence.csv``;
+    :func:`possym.evaluate.alias_evidence.alias_evidence`)."""
+
+    layer: int
+    plane: int
+    alias: int
+    n_fail_alias: int
+    share_alias_fail: float
+    share_alias_pass: float
+    acc_below: float
+    acc_above: float
+    acc_below_gated: float
+    acc_above_gated: float
+    landing_supports: bool
+    gate_supports: bool
+    supported: bool
+
+
+@dataclass(frozen=True)
+class HopAttentionRecord(Record):
+    """Hop ``query_hop``'s attention mass on its next key against the extra window's, per (K, hop count, layer,
+    head) (``dilution/attention.csv``; :func:`possym.evaluate.window_attention.hop_attention`)."""
+
+    extra: int
+    seq_len: int
+    n_hops: int
+    layer: int
+    head: int
+    query_hop: int
+    n: int
+    next_hop: float
+    next_hop_sd: float
+    chain: float
+    answer: float
+    extra_mass: float
+    extra_mass_sd: float
+    extra_max: float
+    rest: float
+    next_is_max: float
+    step: int
+
+
+@dataclass(frozen=True)
+class KnockoutRecord(Record):
+    """Accuracy by (K, hop count) with the extra window knocked out in ``knocked_out`` ("none", "L2", "all")
+    (``dilution/knockout.csv``)."""
+
+    knocked_out: str
+    extra: int
+    seq_len: int
+    n_hops: int
+    accuracy: float
+    correct: int
+    n: int
+    ci_low: float
+    ci_high: float
+    step: int
+
+
+@dataclass(frozen=True)
+class SharpenRecord(Record):
+    """Accuracy by (K, hop count) with the attention logits of ``layers`` ("0,2,3", the set named ``set``) times
+    ``beta`` (``dilution/sharpen.csv``)."""
+
+    beta: float
+    layers: str
+    extra: int
+    seq_len: int
+    n_hops: int
+    accuracy: float
+    correct: int
+    n: int
+    ci_low: float
+    ci_high: float
+    set: str
+    step: int
+
+
+@dataclass(frozen=True)
+class InputScoreRecord(Record):
+    """One input's scores at query ``query`` of one head at checkpoint ``step`` (``l0/per_input.csv``)."""
+
+    input: int
+    n_hops: int
+    query: str
+    query_pos: int
+    layer: int
+    head: int
+    s_pos: float
+    s_sym: float
+    entropy: float
+    step: int
+
+
+@dataclass(frozen=True)
+class SplitScoreRecord(Record):
+    """Scores split by query and hop count (0: pooled), their spread and the shares of pure inputs
+    (``l0/split.csv``; :func:`possym.scores.split.split_scores`)."""
+
+    step: int
+    query: str
+    n_hops: int
+    layer: int
+    head: int
+    n: int
+    s_pos: float
+    s_sym: float
+    s_pos_sd: float
+    s_pos_low: float
+    s_pos_high: float
+    s_sym_sd: float
+    s_sym_low: float
+    s_sym_high: float
+    share_positional: float
+    share_symbolic: float
+
+
+@dataclass(frozen=True)
+class PositionScoreRecord(Record):
+    """The hop queries' scores by their window position ``query_pos`` (``l0/split_position.csv``)."""
+
+    step: int
+    query_pos: int
+    layer: int
+    head: int
+    n: int
+    s_pos: float
+    s_sym: float
+    s_pos_sd: float
+    s_pos_low: float
+    s_pos_high: float
+    s_sym_sd: float
+    s_sym_low: float
+    s_sym_high: float
+    share_positional: float
+    share_symbolic: float
+
+
+@dataclass(frozen=True)
+class ModalityRecord(Record):
+    """Silverman's test of one score's per-input values (``l0/modality.csv``;
+    :class:`possym.scores.modality.ModalityTest`); ``mixture``: rejected at α = 0.05."""
+
+    step: int
+    layer: int
+    head: int
+    query: str
+    score: str
+    n: int
+    critical_bandwidth: float
+    p_value: float
+    n_boot: int
+    antimode: float
+    share_above: float
+    mean_below: float
+    mean_above: float
+    mixture: bool
+
+
+@dataclass(frozen=True)
+class SustainedRecord(Record):
+    """One head's "ever pure" of ``kind`` by the mean and by the sustained, bootstrapped rule (``l0/sustained.csv``;
+    :func:`possym.scores.sustained.sustained_purity`); ``first_sustained`` blank: never."""
+
+    layer: int
+    head: int
+    kind: str
+    gamma: float
+    min_run: int
+    ever_point: bool
+    longest_run: int
+    first_sustained: int | None
+    share_ever: float
+    share_sustained: float
+    counted: bool
+
+
+@dataclass(frozen=True)
+class SustainedTallyRecord(Record):
+    """How many heads (and which layers, space-separated) are ever pure of ``kind`` by the mean and by the sustained
+    rule (``l0/tally.csv``)."""
+
+    kind: str
+    gamma: float
+    min_run: int
+    level: float
+    ever_point: int
+    counted: int
+    layers_ever_point: str
+    layers_counted: str
+
+
+@dataclass(frozen=True)
+class HopMarginRecord(Record):
+    """A hop's mean logit margin over the extra window, the window's competition and the masses, per (K, layer,
+    head, hop count, hop) at checkpoint ``checkpoint`` (``dilution_controls/margins.csv``)."""
+
+    extra: int
+    layer: int
+    head: int
+    n_hops: int
+    query_hop: int
+    margin: float
+    window: float
+    mass: float
+    extra_mass: float
+    checkpoint: str
+    step: int
+
+
+@dataclass(frozen=True)
+class DilutionPredictionRecord(Record):
+    """Dilution's prediction at a fixed margin beside the measured mass (``dilution_controls/prediction.csv``;
+    :func:`possym.evaluate.dilution.compare_dilution`)."""
+
+    layer: int
+    head: int
+    n_hops: int
+    query_hop: int
+    n_extra: int
+    n: int
+    margin: float
+    reference_margin: float
+    measured: float
+    predicted: float
+    residual: float
+    checkpoint: str
+    step: int
+
+
+@dataclass(frozen=True)
+class WindowKnockoutRecord(Record):
+    """A knock-out of ``fraction`` of the extra window, chosen at random or by mass (``chosen``), in ``layer``:
+    the mass left on the right key beside dilution's prediction, means over the prefixes; ``accuracy`` at the
+    final hop, else blank (``dilution_controls/knockouts.csv``)."""
+
+    extra: int
+    n_hops: int
+    query_hop: int
+    chosen: str
+    fraction: float
+    draw: int
+    n_knocked: int
+    layer: int
+    head: int
+    n: float
+    mass: float
+    extra_mass: float
+    predicted: float
+    accuracy: float
+
+
+@dataclass(frozen=True)
+class ProtocolCurveRecord(Record):
+    """A length-curve point (:class:`LengthRecord`'s columns) under one reading of the length protocol: the extra
+    tokens, the hop mix and the checkpoint (``length_protocol/curves.csv``)."""
+
+    extra: int
+    n_hops: int
+    seq_len: int
+    accuracy: float
+    n: int
+    correct: int
+    ci_low: float
+    ci_high: float
+    n_prefixes: int
+    prefix_sd: float
+    cluster_low: float
+    cluster_high: float
+    mode: str
+    extra_tokens: str
+    hop_mix: str
+    checkpoint: str
+    step: int
+
+
+@dataclass(frozen=True)
+class ProtocolClaimRecord(Record):
+    """One length claim graded over the seeds under one reading (``length_protocol/claims.csv``;
+    :func:`possym.report.length_protocol.length_claim_table`); ``paper`` blank for the ordering claim."""
+
+    claim: str
+    extra_tokens: str
+    hop_mix: str
+    checkpoint: str
+    x_axis: str
+    paper: float
+    seeds: int
+    mean: float
+    min: float
+    max: float
+    verdict: str
+    cell: str
+
+
+@dataclass(frozen=True)
+class HeadScoreRecord(Record):
+    """One head of a pretrained LM on the prompts of ``task`` (``head_scores.csv`` of ``possym heads``): means and
+    sds over the prompts, and TransformerLens's head detectors (:data:`possym.heads.detectors.HEAD_NAMES`)."""
+
+    task: str
+    layer: int
+    head: int
+    kv_head: int
+    s_pos: float
+    s_sym: float
+    entropy: float
+    n: int
+    s_pos_sd: float
+    s_sym_sd: float
+    previous_token_head: float
+    duplicate_token_head: float
+    induction_head: float
+
+
+@dataclass(frozen=True)
+class HeadFrequencyRecord(Record):
+    """s_POS, s_SYM of one head's projection on RoPE plane ``frequency_id`` (``frequency_scores.csv``)."""
+
+    layer: int
+    head: int
+    frequency_id: int
+    theta: float
+    s_pos: float
+    s_sym: float
 
 
 def points_at(points: Sequence[LengthRecord], step: int) -> list[LengthRecord]:

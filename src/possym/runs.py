@@ -52,25 +52,50 @@ from possym.config import EXECUTION_KEYS, RunConfig, config_from_saved
 from possym.errors import PossymError, RecordError, RunError
 from possym.locks import LOCK_FILE, writer_lock
 from possym.records import (
+    AliasEvidenceRecord,
+    CliffAccuracyFirstKeyRecord,
+    CliffAccuracyHopsRecord,
+    CliffAccuracyRecord,
+    DilutionPredictionRecord,
     DiscrepancyAccuracyRecord,
     DiscrepancyHeadRecord,
     DiscrepancySummaryRecord,
     FrequencyUseRecord,
+    GatedAccuracyRecord,
+    HopAttentionRecord,
+    HopMarginRecord,
+    InputScoreRecord,
+    KnockoutRecord,
+    LandingRecord,
+    LandingSummaryRecord,
     LengthRecord,
     MetricsLog,
     MetricsRecord,
+    ModalityRecord,
+    PlaneMarginRecord,
     PlaneScoreRecord,
+    PositionScoreRecord,
+    ProtocolCurveRecord,
     PurityRecord,
     R,
     Record,
     ScoreRecord,
+    SharpenRecord,
+    SplitScoreRecord,
+    SustainedRecord,
+    SustainedTallyRecord,
     Table1Record,
     TallyRecord,
+    WindowKnockoutRecord,
+    frame,
     read_records,
     records_csv,
+    table_csv,
 )
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from possym.config import ModelConfig
     from possym.model.gptj import GPTJ
 
@@ -110,6 +135,28 @@ ARTIFACTS: dict[str, Artifact] = {
     "l0": Artifact("l0"),  # scores split by hops and query, modality, sustained purity (possym.stages.l0)
     # dilution's prediction beside the measured mass per hop; the window knock-outs (stages.dilution_controls)
     "dilution_controls": Artifact("dilution_controls"),
+    # The mechanism stages' tables, "{stage}_{table}": written from the library's DataFrames by RunDir.write_table.
+    "cliff_accuracy": Artifact("cliff/accuracy.csv", CliffAccuracyRecord),
+    "cliff_accuracy_hops": Artifact("cliff/accuracy_hops.csv", CliffAccuracyHopsRecord),
+    "cliff_accuracy_first_key": Artifact("cliff/accuracy_first_key.csv", CliffAccuracyFirstKeyRecord),
+    "cliff_landing": Artifact("cliff/landing.csv", LandingRecord),
+    "cliff_landing_summary": Artifact("cliff/landing_summary.csv", LandingSummaryRecord),
+    "cliff_plane_margins": Artifact("cliff/plane_margins.csv", PlaneMarginRecord),
+    "cliff_gated": Artifact("cliff/gated.csv", GatedAccuracyRecord),
+    "cliff_evidence": Artifact("cliff/evidence.csv", AliasEvidenceRecord),
+    "dilution_attention": Artifact("dilution/attention.csv", HopAttentionRecord),
+    "dilution_knockout": Artifact("dilution/knockout.csv", KnockoutRecord),
+    "dilution_sharpen": Artifact("dilution/sharpen.csv", SharpenRecord),
+    "l0_per_input": Artifact("l0/per_input.csv", InputScoreRecord),
+    "l0_split": Artifact("l0/split.csv", SplitScoreRecord),
+    "l0_split_position": Artifact("l0/split_position.csv", PositionScoreRecord),
+    "l0_modality": Artifact("l0/modality.csv", ModalityRecord),
+    "l0_sustained": Artifact("l0/sustained.csv", SustainedRecord),
+    "l0_tally": Artifact("l0/tally.csv", SustainedTallyRecord),
+    "dilution_controls_margins": Artifact("dilution_controls/margins.csv", HopMarginRecord),
+    "dilution_controls_prediction": Artifact("dilution_controls/prediction.csv", DilutionPredictionRecord),
+    "dilution_controls_knockouts": Artifact("dilution_controls/knockouts.csv", WindowKnockoutRecord),
+    "length_protocol_curves": Artifact("length_protocol/curves.csv", ProtocolCurveRecord),
 }
 
 # A checkpoint named as the CLI and the API name it: a step number, "best" or "final".
@@ -524,6 +571,26 @@ class RunDir:
         path = self.artifact(key)
         atomic_write_text(path, records_csv(list(rows)))
         return path
+
+    def write_table(self, key: str, table: pd.DataFrame) -> Path:
+        """Write ``table``, a DataFrame a library computed, as table artifact ``key`` through its record type
+        (:func:`~possym.records.table_csv`): a column the record lacks or needs is refused, naming both."""
+        path = self.artifact(key)
+        atomic_write_text(path, table_csv(table, _table_kind(key), f"{self.path.name}/{ARTIFACTS[key].name}"))
+        return path
+
+    def read_table(self, key: str) -> pd.DataFrame:
+        """Table artifact ``key`` as a DataFrame of its records (:func:`~possym.records.frame`; none: no rows)."""
+        kind = _table_kind(key)
+        return frame(read_records(self.artifact(key), kind), kind)
+
+
+def _table_kind(key: str) -> type[Record]:
+    kind = ARTIFACTS[key].record if key in ARTIFACTS else None
+    if kind is None:
+        tables = sorted(k for k, a in ARTIFACTS.items() if a.record)
+        raise RunError(f"artifact {key!r} is not a table; tables: {tables}")
+    return kind
 
 
 def config_differences(before: RunConfig, now: RunConfig) -> list[str]:

@@ -15,8 +15,11 @@ from possym.records import (
     LengthRecord,
     Record,
     ScoreRecord,
+    SustainedRecord,
     read_records_text,
     records_csv,
+    records_of,
+    table_csv,
 )
 from possym.runs import ARTIFACTS
 
@@ -63,6 +66,25 @@ def test_a_file_written_before_a_column_existed_reads_its_default():
     old += "0,0,40,0.5,8,4,0.2,0.8,2,nan,0.1,0.9,cached\n"
     (point,) = read_records_text(old, LengthRecord)
     assert point.step is None and math.isnan(point.prefix_sd) and point.correct == 4
+
+
+def test_a_dataframe_crosses_into_records_checked_and_is_written_as_pandas_writes_it():
+    import pandas as pd
+
+    table = pd.DataFrame({"layer": [0, 1], "head": 0, "kind": "symbolic", "gamma": 0.1, "min_run": 2,
+                          "ever_point": [True, False], "longest_run": [3, 0], "first_sustained": [40, None],
+                          "share_ever": [1.0, math.nan], "share_sustained": [0.97, 0.0], "counted": [True, False]})
+    rows = records_of(table, SustainedRecord)
+    assert type(rows[0].layer) is int and rows[1].first_sustained is None and math.isnan(rows[1].share_ever)
+    text = table_csv(table, SustainedRecord)
+    assert text == table.to_csv(index=False) and "40.0" in text  # an int column with a blank, as pandas writes it
+    back = read_records_text(text, SustainedRecord)  # an empty float cell reads as NaN
+    assert back[0] == rows[0] and back[1].first_sustained is None and math.isnan(back[1].share_ever)
+    with pytest.raises(RecordError, match=r"out of order"):
+        records_of(table[["head", "layer", *table.columns[2:]]], SustainedRecord)
+    with pytest.raises(RecordError, match=r"l0/sustained.csv.kind: 3 is not a str"):
+        records_of(table.assign(kind=3), SustainedRecord, "l0/sustained.csv")
+    assert records_of(pd.DataFrame(), SustainedRecord) == []  # pandas's empty frame, no columns: no rows
 
 
 EVAL_LINE = {"event": "eval", "step": 50, "split": "val", "accuracy": 0.5, "loss": 1.25, "acc_hop1": 0.75,

@@ -34,9 +34,10 @@ def test_the_cliff_stage_writes_its_tables_and_they_are_the_library_calls(number
                       mode=mode)
     result = cliff_run(number_run, cfg)
     out = number_run.artifact("cliff")
-    for name in ("accuracy", "accuracy_hops", "accuracy_first_key", "landing", "landing_summary", "plane_margins",
-                 "gated", "evidence"):
-        assert (out / f"{name}.csv").is_file()
+    assert (out / "accuracy_first_key.csv").is_file()
+    for name in ("accuracy", "accuracy_hops", "landing", "landing_summary", "plane_margins", "gated", "evidence"):
+        # written through its record, byte for byte as pandas writes the library's frame
+        assert (out / f"{name}.csv").read_text() == getattr(result, name).to_csv(index=False)
     settings = json.loads((out / "settings.json").read_text())
     theta_2 = float(rope_frequencies(number_run.model_config.rot_dim, number_run.model_config.rope_base)[1])
     assert settings["layers_used"] == [0, 1] and settings["aliases"] == {"1": 44, "2": alias_distance(theta_2, 100)}
@@ -64,6 +65,26 @@ def test_the_cliff_stage_writes_its_tables_and_they_are_the_library_calls(number
             want[["input", "layer", "offset"]])
 
 
+@pytest.mark.parametrize(("change", "says"), [
+    (lambda t: t.assign(surprise=1), r"cliff/accuracy_hops.csv: columns .* \(unknown: \['surprise'\]\)"),
+    (lambda t: t.drop(columns="ci_high"), r"cliff/accuracy_hops.csv: columns .* \(missing: \['ci_high'\]\)"),
+    (lambda t: t.assign(n=t["n"].astype(str)), r"cliff/accuracy_hops.csv.n: '8' is not an int"),
+])
+def test_the_cliff_stage_refuses_a_table_its_record_does_not_fit_naming_table_and_column(number_run, monkeypatch,
+                                                                                         change, says):
+    import possym.stages.cliff as stage
+    from possym.errors import RecordError
+    from possym.evaluate.cliff import CliffTables
+
+    hops = pd.DataFrame({"extra": [3], "n_hops": [1], "n": [8], "correct": [4], "accuracy": [0.5], "ci_low": [0.2],
+                         "ci_high": [0.8]})
+    empty = pd.DataFrame()
+    tables = CliffTables({}, empty, change(hops), *[empty] * 6)
+    monkeypatch.setattr(stage, "cliff_tables", lambda *a, **k: tables)
+    with pytest.raises(RecordError, match=says):
+        cliff_run(number_run, CliffConfig(layers=(0,), step="final", device="cpu"))
+
+
 def test_the_cliff_stage_skips_a_letter_run_and_needs_scores_to_choose_layers(tmp_path, tiny_overrides):
     letter = RunDir.create(tmp_path / "letter", load_config("letter", None, tiny_overrides))
     result = cliff_run(letter, CliffConfig())
@@ -80,7 +101,7 @@ def test_the_l0_stage_splits_tests_and_tallies(number_run):
     assert result.scored_steps == tuple(number_run.checkpoint_steps())
     out = number_run.artifact("l0")
     for name in ("per_input", "split", "split_position", "modality", "sustained", "tally"):
-        assert (out / f"{name}.csv").is_file()
+        assert (out / f"{name}.csv").read_text() == getattr(result, name).to_csv(index=False)
     # the pooled last-token means are the score stage's, on the score stage's own inputs
     scores = possym.open_run(number_run.path).scores(n_inputs=20, frequency=False)
     final = scores[(scores.step == result.steps[0]) & (scores["query"] == "last")]

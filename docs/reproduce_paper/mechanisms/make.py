@@ -107,18 +107,17 @@ def collect(run_dirs: list[str]) -> None:
     """Each cliff table of every run into one file with a seed column; each run's dilution tables as is."""
     out = HERE / "fp32_retrain"
     runs = [RunDir.open(p, allow_unfinished=True) for p in run_dirs]
-    for name in CLIFF_TABLES:
-        frames = [pd.read_csv(r.path / "cliff" / f"{name}.csv").assign(seed=_seed(r), task="number") for r in runs]
+    for name in CLIFF_TABLES:  # each run's table read as its records (possym.runs.ARTIFACTS)
+        frames = [r.read_table(f"cliff_{name}").assign(seed=_seed(r), task="number") for r in runs]
         table = pd.concat(frames)
         atomic_write_text(out / f"cliff_{name}.csv", table[["task", "seed", *frames[0].columns[:-2]]].to_csv(
             index=False))
     for r in runs:
-        for src, dst in (("sharpen", "dilution_sharpen"), ("knockout", "dilution_knockout")):
-            path = r.path / "dilution" / f"{src}.csv"
-            if path.is_file():
-                table = pd.read_csv(path)
+        for name in ("dilution_sharpen", "dilution_knockout"):
+            if r.artifact(name).is_file():
+                table = r.read_table(name)
                 table.insert(0, "seed", _seed(r))
-                atomic_write_text(out / f"{dst}_s{_seed(r)}.csv", table.to_csv(index=False))
+                atomic_write_text(out / f"{name}_s{_seed(r)}.csv", table.to_csv(index=False))
 
 
 def letter_controls(run_dirs: list[str]) -> None:
@@ -126,14 +125,13 @@ def letter_controls(run_dirs: list[str]) -> None:
     prediction, knockouts = [], []
     for path in run_dirs:
         run = RunDir.open(path, allow_unfinished=True)
-        tables = run.path / "dilution_controls"
-        p = pd.read_csv(tables / "prediction.csv").query("n_extra > 0")
+        p = run.read_table("dilution_controls_prediction").query("n_extra > 0")
         g = p.groupby(["checkpoint", "step", "n_extra"]).agg(
             measured=("measured", "mean"), predicted=("predicted", "mean"),
             median_margin=("margin", "median")).reset_index()
         g.insert(0, "seed", _seed(run))
         prediction.append(g)
-        k = pd.read_csv(tables / "knockouts.csv").query("query_hop == 0")
+        k = run.read_table("dilution_controls_knockouts").query("query_hop == 0")
         g = k.groupby(["extra", "chosen", "fraction"]).agg(
             accuracy=("accuracy", "mean"), mass=("mass", "mean"), predicted=("predicted", "mean")).reset_index()
         g.insert(0, "seed", _seed(run))

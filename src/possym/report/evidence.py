@@ -157,7 +157,7 @@ def table_evidence(tables: Path, task: str, seed: int) -> TaskEvidence:
     table1 = read_records(_seed_table(tables, task, seed, "table1"), Table1Record)
     if not purity:
         raise PossymError(f"{_seed_table(tables, task, seed, 'purity')}: no purity table for {task} seed {seed}")
-    learning = [r for r in table(tables / "learning.csv") if r["task"] == task and int(r["seed"]) == seed]
+    learning = [r for r in table(tables / "learning.csv") if (r["task"], r["seed"]) == (task, seed)]
     finals = [ScoreRecord(r.step, "last", r.layer, r.head, r.s_pos, r.s_sym, entropy=float("nan"), n_inputs=0)
               for r in read_records(tables / "final_scores.csv", FinalScoreRecord) if (r.task, r.seed) == (task, seed)]
     every = read_records(_seed_table(tables, task, seed, "scores"), ScoreRecord)  # exported with every checkpoint
@@ -172,8 +172,7 @@ def table_evidence(tables: Path, task: str, seed: int) -> TaskEvidence:
         purity=purity, scores=every or finals, table1=table1,
         lengthgen=curve, lengthgen_final=beside,
         best_step=best, eval_every=cfg.train.eval_every,
-        solved={str(r["accuracy"]): None if r["first_step_0.9"] in ("", None) else int(r["first_step_0.9"])
-                for r in learning},
+        solved={r["accuracy"]: None if r["first_step_0.9"] == "" else r["first_step_0.9"] for r in learning},
         trained_steps=cfg.total_steps,
         lengthgen_step="" if step is None else f"{'best' if step == best else 'final'} {step}",
         scores_step=f"final {max(r.step for r in every or finals)}" if every or finals else "",
@@ -190,7 +189,7 @@ def tables_evidence(tables: Path) -> Evidence:
         # Fig. 3's and Fig. 4B's tables over many inputs (possym.scores.flow), read from trained checkpoints.
         return Evidence(hop_flow=read_records(tables / HOP_FLOW, HopFlowRecord),
                         geometry=read_records(tables / PLANE_GEOMETRY, PlaneGeometryRecord))
-    seeds = sorted({(str(r["task"]), int(r["seed"])) for r in table(tables / "learning.csv")})
+    seeds = sorted({(r["task"], r["seed"]) for r in table(tables / "learning.csv")})
     tasks: dict[str, list[TaskEvidence]] = {}
     for task, seed in seeds:
         tasks.setdefault(task, []).append(table_evidence(tables, task, seed))

@@ -1,8 +1,9 @@
 """The mechanism stages' tables over every run of an experiment, and one row per (task, seed, measure) that
 says what each seed shows (docs/results.md, the mechanisms behind the length gaps).
 
-Each run's stages write their own tables (RUN/cliff/, RUN/dilution/, RUN/l0/). :func:`collect_tables`
-stacks them with ``task`` and ``seed`` columns; :func:`mechanism_summary` reads from those stacks the
+Each run's stages write their own tables (RUN/cliff/, RUN/dilution/, RUN/l0/), each a run artifact with its record
+type (:data:`possym.runs.ARTIFACTS`). :func:`collect_tables` reads them as their records and stacks their frames
+with ``task`` and ``seed`` columns; :func:`mechanism_summary` reads from those stacks the
 few numbers that decide each finding, per seed, so that a finding can be said to hold "at every seed"
 only when it does:
 
@@ -34,19 +35,9 @@ import pandas as pd
 
 from possym.runs import RunDir
 
-# (stage directory, file) -> the name of the stacked table
-TABLES = {
-    ("cliff", "accuracy_hops.csv"): "cliff_accuracy_hops",
-    ("cliff", "landing_summary.csv"): "cliff_landing_summary",
-    ("cliff", "gated.csv"): "cliff_gated",
-    ("cliff", "evidence.csv"): "cliff_evidence",
-    ("cliff", "plane_margins.csv"): "cliff_plane_margins",
-    ("dilution", "knockout.csv"): "dilution_knockout",
-    ("dilution", "sharpen.csv"): "dilution_sharpen",
-    ("l0", "modality.csv"): "l0_modality",
-    ("l0", "tally.csv"): "l0_tally",
-    ("l0", "split.csv"): "l0_split",
-}
+# The run artifacts stacked; each stacked table takes its artifact's name.
+TABLES = ("cliff_accuracy_hops", "cliff_landing_summary", "cliff_gated", "cliff_evidence", "cliff_plane_margins",
+          "dilution_knockout", "dilution_sharpen", "l0_modality", "l0_tally", "l0_split")
 DILUTION_K = 800
 BETAS = (1.3, 1.5, 2.0)
 SUMMARY_COLUMNS = ["task", "seed", "measure", "value", "detail"]
@@ -58,10 +49,9 @@ def collect_tables(runs: Iterable[RunDir]) -> dict[str, pd.DataFrame]:
     stacks: dict[str, list[pd.DataFrame]] = {}
     for run in runs:
         task, seed = run.config.task.name, run.config.seeds.init
-        for (subdir, file), name in TABLES.items():
-            path = run.path / subdir / file
-            if path.is_file() and path.stat().st_size > 1:
-                frame = pd.read_csv(path)
+        for name in TABLES:
+            frame = run.read_table(name)
+            if not frame.empty:
                 stacks.setdefault(name, []).append(frame.assign(task=task, seed=seed)[["task", "seed", *frame.columns]])
     return {name: pd.concat(frames, ignore_index=True) for name, frames in stacks.items()}
 
@@ -89,28 +79,26 @@ def _cliff_rows(tables: dict[str, pd.DataFrame]) -> list[dict[str, object]]:
             for k in (lo, hi):
                 for h, acc in g[g["extra"] == k].set_index("n_hops")["accuracy"].items():
                     rows.append(_row(task, seed, f"cliff: {h}-hop accuracy at K = {k}", acc))
-            four = g[g["n_hops"] == g["n_hops"].max()].sort_values("extra")
-            below = four[four["accuracy"] < 0.5]
+            most = g["n_hops"].max()
+            below = g[(g["n_hops"] == most) & (g["accuracy"] < 0.5)].sort_values("extra")
             if not below.empty:
-                rows.append(_row(task, seed, f"cliff: first K with {int(four['n_hops'].iloc[0])}-hop accuracy < 0.5",
-                                 below["extra"].iloc[0]))
+                rows.append(_row(task, seed, f"cliff: first K with {most}-hop accuracy < 0.5", below["extra"].iloc[0]))
     landing = tables.get("cliff_landing_summary")
     if landing is not None:
         first = landing[(~landing["correct"].astype(bool)) & landing["alias_exists"].astype(bool)
                         & (landing["query"] == landing["query"].min())]
         for (task, seed, layer, plane), g in first.groupby(["task", "seed", "layer", "plane"], sort=True):
-            r = g.iloc[0]
-            rows.append(_row(task, seed, f"cliff: L{layer} failing maxima on the plane-{plane} alias "
-                                         f"(-{int(r['alias'])})", r["share_alias"], f"n = {int(r['n'])}"))
+            r = next(g.itertuples())
+            rows.append(_row(task, seed, f"cliff: L{layer} failing maxima on the plane-{plane} alias (-{r.alias})",
+                             r.share_alias, f"n = {r.n}"))
             if plane == landing["plane"].min():
                 rows.append(_row(task, seed, f"cliff: L{layer} failing maxima at the commonest offset",
-                                 r["mode_share"], f"offset {int(r['mode_offset'])}; top {r['top_offsets']}"))
+                                 r.mode_share, f"offset {r.mode_offset}; top {r.top_offsets}"))
     evidence = tables.get("cliff_evidence")
     if evidence is not None:
-        for _, r in evidence.iterrows():
-            rows.append(_row(r["task"], r["seed"], f"cliff: accuracy past the cliff, plane {r['plane']} gated in "
-                                                   f"L{r['layer']}", r["acc_above_gated"],
-                             f"as trained {r['acc_above']:.2f}; alias rule supported: {bool(r['supported'])}"))
+        for r in evidence.itertuples():
+            rows.append(_row(r.task, r.seed, f"cliff: accuracy past the cliff, plane {r.plane} gated in L{r.layer}",
+                             r.acc_above_gated, f"as trained {r.acc_above:.2f}; alias rule supported: {r.supported}"))
     return rows
 
 
@@ -121,16 +109,16 @@ def _dilution_rows(tables: dict[str, pd.DataFrame]) -> list[dict[str, object]]:
         for (task, seed), g in knockout.groupby(["task", "seed"], sort=True):
             k = g.loc[g["extra"] <= DILUTION_K, "extra"].max()
             for arm, label in (("none", "as trained"), ("all", "extra window knocked out in every layer")):
-                for _, r in g[(g["extra"] == k) & (g["knocked_out"] == arm)].iterrows():
-                    rows.append(_row(task, seed, f"dilution: {r['n_hops']}-hop accuracy at K = {k}, {label}",
-                                     r["accuracy"], f"n = {int(r['n'])}"))
+                for r in g[(g["extra"] == k) & (g["knocked_out"] == arm)].itertuples():
+                    rows.append(_row(task, seed, f"dilution: {r.n_hops}-hop accuracy at K = {k}, {label}", r.accuracy,
+                                     f"n = {r.n}"))
     if sharpen is not None:
         every = sharpen[sharpen["set"] == "all"]
         for (task, seed), g in every.groupby(["task", "seed"], sort=True):
             k = g.loc[g["extra"] <= DILUTION_K, "extra"].max()
-            for _, r in g[(g["extra"] == k) & g["beta"].isin(BETAS)].iterrows():
-                rows.append(_row(task, seed, f"dilution: {r['n_hops']}-hop accuracy at K = {k}, every layer's "
-                                             f"logits x {r['beta']:g}", r["accuracy"]))
+            for r in g[(g["extra"] == k) & g["beta"].isin(BETAS)].itertuples():
+                rows.append(_row(task, seed, f"dilution: {r.n_hops}-hop accuracy at K = {k}, every layer's "
+                                             f"logits x {r.beta:g}", r.accuracy))
     return rows
 
 
@@ -140,15 +128,14 @@ def _l0_rows(tables: dict[str, pd.DataFrame]) -> list[dict[str, object]]:
     if modality is not None:
         last = modality[(modality["query"] == "last") & (modality["score"] == "s_sym") & (modality["layer"] == 0)]
         for (task, seed), g in last.groupby(["task", "seed"], sort=True):
-            r = g.sort_values("step").iloc[0]  # the best checkpoint: best <= final
-            rows.append(_row(task, seed, "l0: last-token s_SYM unimodality p-value (best checkpoint)", r["p_value"],
-                             f"step {int(r['step'])}; share above the antimode {r['share_above']:.2f}; "
-                             f"mixture at 0.05: {bool(r['mixture'])}"))
+            r = next(g.sort_values("step").itertuples())  # the best checkpoint: best <= final
+            rows.append(_row(task, seed, "l0: last-token s_SYM unimodality p-value (best checkpoint)", r.p_value,
+                             f"step {r.step}; share above the antimode {r.share_above:.2f}; "
+                             f"mixture at 0.05: {r.mixture}"))
     if tally is not None:
-        for _, r in tally.iterrows():
-            layers = "" if pd.isna(r["layers_counted"]) else str(r["layers_counted"])
-            rows.append(_row(r["task"], r["seed"], f"l0: {r['kind']} heads ever pure, sustained count",
-                             r["counted"], f"by the point estimate {int(r['ever_point'])}; counted layers {layers}"))
+        for r in tally.itertuples():
+            rows.append(_row(r.task, r.seed, f"l0: {r.kind} heads ever pure, sustained count", r.counted,
+                             f"by the point estimate {r.ever_point}; counted layers {r.layers_counted}"))
     return rows
 
 

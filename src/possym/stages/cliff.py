@@ -3,7 +3,8 @@
 key 44 tokens back) and what would refute it. The stage loads the model, picks the positional layers from
 the run's purity table, calls the library and writes the tables.
 
-Writes RUN/cliff/ (artifact ``cliff``):
+Writes RUN/cliff/ (artifact ``cliff``; each table is artifact ``cliff_{name}``, written through its record type,
+:mod:`possym.records`):
 
   accuracy.csv        accuracy per (extra, n_hops, answer_pos), Wilson intervals   (evaluate.breakdown)
   accuracy_hops.csv   accuracy per (extra, n_hops), answer positions pooled
@@ -159,10 +160,10 @@ def _cliff(run: RunDir, cfg: CliffConfig) -> CliffResult:
     layers = tuple(sorted(set(cfg.layers))) if cfg.layers is not None else positional_layers(run)
     t = cliff_tables(model, run.config.task, cfg.curve(), layers, planes=cfg.planes, queries=cfg.queries,
                      max_alias=cfg.max_alias, gate_every=cfg.gate_every)
-    out = run.artifact("cliff")
     for name in ("accuracy", "accuracy_hops", "accuracy_first_key", "landing", "landing_summary", "plane_margins",
                  "gated", "evidence"):
-        atomic_write_text(out / f"{name}.csv", getattr(t, name).to_csv(index=False))
+        run.write_table(f"cliff_{name}", getattr(t, name))  # through its record: a changed column is refused
+    out = run.artifact("cliff")
     settings = {**{k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(cfg).items()},
                 "step_measured": at, "layers_used": list(layers), "aliases": {str(p): a for p, a in t.aliases.items()}}
     atomic_write_text(out / "settings.json", json.dumps(settings, indent=2) + "\n")

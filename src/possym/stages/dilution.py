@@ -45,7 +45,7 @@ from possym.stages.registry import Stage
 
 SUBDIR = "dilution"
 LAYER_SETS = ("symbolic", "all", "each", "not_symbolic")  # the named sets of layers sharpened
-FILES = ("attention.csv", "knockout.csv", "sharpen.csv")
+TABLES = ("attention", "knockout", "sharpen")  # run artifacts dilution_{name}, written through their records
 
 
 @dataclass(frozen=True)
@@ -178,8 +178,7 @@ def dilution_run(run: RunDir, cfg: DilutionConfig | None = None) -> DilutionResu
     if bad:
         raise ConfigError(f"dilution hops {bad}: the run's task has hop counts {list(task.hops)}")
     at = run.resolve_step(cfg.step)
-    out = run.path / SUBDIR
-    record_file = out / "dilution.json"
+    record_file = run.path / SUBDIR / "dilution.json"
     settings = _settings(cfg)
     with run.writing():
         with torch_threads(cfg.threads):
@@ -190,23 +189,23 @@ def dilution_run(run: RunDir, cfg: DilutionConfig | None = None) -> DilutionResu
             knockout = knockout_accuracy(model, task, curve, cfg.hops, together=True)
             sharpen = pd.concat([sharpened_accuracy(model, task, curve, cfg.betas, cfg.hops, layers)
                                  .assign(set=name) for name, layers in sets.items()], ignore_index=True)
-        out.mkdir(parents=True, exist_ok=True)
-        for name, frame in zip(FILES, (attention, knockout, sharpen), strict=True):
-            atomic_write_text(out / name, frame.assign(step=at).to_csv(index=False))
+        files = tuple(str(run.write_table(f"dilution_{name}", table.assign(step=at)))
+                      for name, table in zip(TABLES, (attention, knockout, sharpen), strict=True))
         # The record goes last: it says the tables beside it are complete.
         atomic_write_text(record_file, json.dumps({"settings": settings, "step": at,
                                                    "sharpened": {k: list(v) for k, v in sets.items()},
                                                    "reasons": reasons}, indent=2) + "\n")
-        return DilutionResult(str(run.path), at, sets, tuple(str(out / f) for f in FILES))
+        return DilutionResult(str(run.path), at, sets, files)
 
 
 def read_dilution(run: RunDir) -> dict[str, pd.DataFrame]:
-    """The tables the stage wrote into ``run``, by name ("attention", "knockout", "sharpen")."""
-    out = run.path / SUBDIR
-    missing = [f for f in FILES if not (out / f).is_file()]
+    """The tables the stage wrote into ``run``, by name ("attention", "knockout", "sharpen"), as frames of their
+    records."""
+    missing = [f"{name}.csv" for name in TABLES if not run.artifact(f"dilution_{name}").is_file()]
     if missing:
-        raise ConfigError(f"{out}: no {missing}; run the dilution stage first (possym.stages.dilution.dilution_run)")
-    return {f.removesuffix(".csv"): pd.read_csv(out / f) for f in FILES}
+        raise ConfigError(f"{run.path / SUBDIR}: no {missing}; run the dilution stage first "
+                          "(possym.stages.dilution.dilution_run)")
+    return {name: run.read_table(f"dilution_{name}") for name in TABLES}
 
 
 def _dilution_stage(run: RunDir, cfg: DilutionConfig) -> list[DilutionResult]:

@@ -127,11 +127,10 @@ def _dilution_controls(run: RunDir, cfg: DilutionControlsConfig) -> DilutionCont
     knockouts = knockouts.groupby(keys, sort=True).mean(numeric_only=True).drop(columns=["prefix"]).reset_index()
     result = DilutionControlsResult(steps, pd.concat(margins, ignore_index=True),
                                     pd.concat(predictions, ignore_index=True), knockouts)
-    out = run.artifact("dilution_controls")
     for name in ("margins", "prediction", "knockouts"):
-        atomic_write_text(out / f"{name}.csv", getattr(result, name).to_csv(index=False))
+        run.write_table(f"dilution_controls_{name}", getattr(result, name))  # through its record type
     settings = {**json.loads(json.dumps(dataclasses.asdict(cfg))), "steps_measured": steps}
-    atomic_write_text(out / "settings.json", json.dumps(settings, indent=2) + "\n")
+    atomic_write_text(run.artifact("dilution_controls") / "settings.json", json.dumps(settings, indent=2) + "\n")
     return result
 
 

@@ -29,7 +29,8 @@ from typing import Any
 
 from possym.config import ConfigError
 from possym.devices import torch_threads
-from possym.runs import atomic_write_text, csv_text, read_csv, save_figure
+from possym.records import HeadFrequencyRecord, HeadScoreRecord, read_records, records_csv
+from possym.runs import atomic_write_text, save_figure
 from possym.scores.metric import TAU
 
 PROMPT_SETS = ("binding", "number1", "letter1")
@@ -137,12 +138,13 @@ def _heads_run(cfg: HeadsConfig, out: Path, progress: Callable[[int], None] | No
     scores = score_heads(model, prompts, tau=cfg.tau, batch_size=cfg.batch_size, progress=progress)
     n_kv = getattr(model.config, "num_key_value_heads", None) or n_heads
     records = scores.records(n_kv, task=prompts[0].task)
-    atomic_write_text(out / "head_scores.csv", csv_text(records))
+    atomic_write_text(out / "head_scores.csv", records_csv([HeadScoreRecord.from_dict(r) for r in records]))
     depth = depth_summary(records, n_layers)
     most_pos, most_sym = extreme_heads(records)
     heads = list(dict.fromkeys([most_pos, most_sym, *cfg.frequency_heads]))
     curves = frequency_scores(model, prompts, heads, tau=cfg.tau, batch_size=cfg.batch_size)
-    atomic_write_text(out / "frequency_scores.csv", csv_text([r for c in curves for r in c.records()]))
+    atomic_write_text(out / "frequency_scores.csv",
+                      records_csv([HeadFrequencyRecord.from_dict(r) for c in curves for r in c.records()]))
     layout = prompts[0].layout
     summary = {
         "model": cfg.model, "gguf": cfg.gguf, "architecture": type(model).__name__, "prompts": cfg.prompts,
@@ -164,24 +166,19 @@ def replot_heads(out: Path, label: str | None = None) -> None:
     """Redraw the figures of an earlier run from its files alone (no model is loaded)."""
     import torch
 
-    from possym.heads.detectors import HEAD_NAMES
     from possym.heads.scores import FrequencyScores
 
     out = Path(out)
     if not (out / "summary.json").is_file():
         raise ConfigError(f"{out} has no summary.json: give the --out of an earlier `possym heads`")
     summary = json.loads((out / "summary.json").read_text())
-    floats = ("entropy", *HEAD_NAMES)
-    records = [{k: (float(v) if k.startswith("s_") or k in floats else v) for k, v in r.items()}
-               for r in read_csv(out / "head_scores.csv")]
-    for r in records:
-        r["layer"], r["head"] = int(r["layer"]), int(r["head"])
-    rows = read_csv(out / "frequency_scores.csv")
+    records = [r.to_dict() for r in read_records(out / "head_scores.csv", HeadScoreRecord)]
+    rows = read_records(out / "frequency_scores.csv", HeadFrequencyRecord)
     curves = []
-    for key in dict.fromkeys((r["layer"], r["head"]) for r in rows):
-        mine = [r for r in rows if (r["layer"], r["head"]) == key]
-        s_pos, s_sym, thetas = (torch.tensor([float(r[c]) for r in mine]) for c in ("s_pos", "s_sym", "theta"))
-        curves.append(FrequencyScores(int(key[0]), int(key[1]), s_pos, s_sym, thetas))
+    for layer, head in dict.fromkeys((r.layer, r.head) for r in rows):
+        mine = [r for r in rows if (r.layer, r.head) == (layer, head)]
+        s_pos, s_sym, thetas = (torch.tensor([getattr(r, c) for r in mine]) for c in ("s_pos", "s_sym", "theta"))
+        curves.append(FrequencyScores(layer, head, s_pos, s_sym, thetas))
     _figures(out, records, curves, summary, f"{label or Path(summary['model']).stem} · {summary['prompts']}")
 
 

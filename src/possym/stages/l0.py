@@ -15,7 +15,7 @@ writes the tables:
 The inputs are the score stage's own (:func:`possym.scores.checkpoints.score_inputs` with the run's
 data seed, ``n_inputs`` and ``seed``), so the pooled last-token means are the ones in scores.csv.
 
-Writes RUN/l0/ (artifact ``l0``):
+Writes RUN/l0/ (artifact ``l0``; each table is artifact ``l0_{name}``, written through its record type):
 
   per_input.csv   every input's scores per (step, query, layer, head)                 (scores.split)
   split.csv       per (step, query, n_hops, layer, head); n_hops 0 pools the hop counts
@@ -127,9 +127,9 @@ def _l0(run: RunDir, cfg: L0Config) -> L0Result:
                        np.random.default_rng(cfg.bootstrap_seed), tau=cfg.tau, gamma=cfg.gamma, min_run=cfg.min_run,
                        level=cfg.level, n_boot=cfg.n_boot, modality_boot=cfg.modality_boot)
     result = L0Result(steps, scored, t.per_input, t.split, t.split_position, t.modality, t.sustained, t.tally)
-    out = run.artifact("l0")
     for name in ("per_input", "split", "split_position", "modality", "sustained", "tally"):
-        atomic_write_text(out / f"{name}.csv", getattr(result, name).to_csv(index=False))
+        run.write_table(f"l0_{name}", getattr(result, name))  # through its record: a changed column is refused
+    out = run.artifact("l0")
     settings = {**{k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(cfg).items()},
                 "steps_measured": list(steps), "scored_steps": list(scored)}
     atomic_write_text(out / "settings.json", json.dumps(settings, indent=2) + "\n")

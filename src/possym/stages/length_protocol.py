@@ -38,12 +38,14 @@ import pandas as pd
 from possym.config import ConfigError
 from possym.devices import resolve_device, torch_threads
 from possym.evaluate.lengthgen import EXTRA_TOKENS, HOP_MIXES, PAPER_GRID, LengthGenConfig, protocol_readings
+from possym.records import ProtocolClaimRecord, ProtocolValueRecord, table_csv
 from possym.report.length_protocol import claims_by_reading, length_claim_table, length_claim_values
 from possym.runs import RunDir, StepSpec, atomic_write_text
 from possym.stages.registry import ExperimentDir, Stage
 from possym.tasks import get_task
 
 SUBDIR = "length_protocol"
+CURVES = "length_protocol_curves"  # the run artifact RUN/length_protocol/curves.csv
 WINDOW = 17  # tokens of the paper's window: the total-length axis reads K = L - 17
 PROTOCOL_GRID: tuple[int, ...] = tuple(sorted(set(PAPER_GRID) | {k - WINDOW for k in PAPER_GRID if k >= WINDOW}))
 
@@ -91,10 +93,9 @@ def protocol_curves(run: RunDir, cfg: LengthProtocolConfig | None = None) -> pd.
     RUN/length_protocol/curves.csv. Holds the run's writer lock (:meth:`RunDir.writing`: refused, naming the
     holder, while another process writes the run)."""
     cfg = cfg or LengthProtocolConfig()
-    out = run.path / SUBDIR
     settings = _settings(cfg)
     steps = {str(s): run.resolve_step(s) for s in cfg.steps}
-    record_file = out / "protocol.json"
+    record_file = run.path / SUBDIR / "protocol.json"
     with run.writing():
         frames = []
         measured: dict[int, pd.DataFrame] = {}  # best and final may be one checkpoint: measured once
@@ -106,8 +107,7 @@ def protocol_curves(run: RunDir, cfg: LengthProtocolConfig | None = None) -> pd.
                     measured[at] = protocol_readings(model, run.config.task, readings, cfg.hop_mixes)
                 frames.append(measured[at].assign(checkpoint=name, step=at))
         curves = pd.concat(frames, ignore_index=True)
-        out.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(out / "curves.csv", curves.to_csv(index=False))
+        run.write_table(CURVES, curves)  # through its record: a changed column is refused
         atomic_write_text(record_file, json.dumps({"settings": settings, "steps": steps}, indent=2) + "\n")  # last
         return curves
 
@@ -116,11 +116,10 @@ def read_protocol_curves(runs: Iterable[RunDir]) -> pd.DataFrame:
     """Every run's protocol curves, with its ``task``, ``seed`` (the init seed) and ``run`` columns."""
     frames = []
     for run in runs:
-        file = run.path / SUBDIR / "curves.csv"
-        if not file.is_file():
+        if not run.artifact(CURVES).is_file():
             raise ConfigError(f"{run.path}: no {SUBDIR}/curves.csv; run the length_protocol stage on it first")
-        frames.append(pd.read_csv(file).assign(task=run.config.task.name, seed=run.config.seeds.init,
-                                               run=run.path.name))
+        frames.append(run.read_table(CURVES).assign(task=run.config.task.name, seed=run.config.seeds.init,
+                                                    run=run.path.name))
     if not frames:
         raise ConfigError("no runs to read length-protocol curves from")
     return pd.concat(frames, ignore_index=True)
@@ -135,16 +134,17 @@ def protocol_table(runs: Iterable[RunDir], out: str | Path | None = None) -> pd.
     table = length_claim_table(curves, chance)
     if out is not None:
         where = Path(out) / SUBDIR
-        where.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(where / "claims.csv", table.to_csv(index=False))
+        atomic_write_text(where / "claims.csv", table_csv(table, ProtocolClaimRecord, "claims.csv"))
+        # The one-table view: a column per reading, so no record of its own.
         atomic_write_text(where / "claims_by_reading.csv", claims_by_reading(table).to_csv())
         # Per seed, so that the claims table grades each reading by the rule of the day (possym regrade).
-        atomic_write_text(where / "values.csv", length_claim_values(curves).to_csv(index=False))
+        atomic_write_text(where / "values.csv", table_csv(length_claim_values(curves), ProtocolValueRecord,
+                                                          "values.csv"))
     return table
 
 
 def _table_stage(exp: ExperimentDir, cfg: LengthProtocolConfig) -> list[dict[str, Any]]:
-    runs = [r for r in exp.runs.values() if (r.path / SUBDIR / "curves.csv").is_file()]
+    runs = [r for r in exp.runs.values() if r.artifact(CURVES).is_file()]
     if not runs:
         return []
     return protocol_table(runs, exp.path).to_dict("records")

@@ -126,7 +126,7 @@ def _layout(runs: Sequence[RunDir], trainees: Sequence[Trainee], states: Sequenc
     if any(r["models"] != recorded[0]["models"] for r in recorded):
         raise GroupError("these compiled members were trained in different groups; resume each group as it was "
                          f"({', '.join(str(r.path) for r in runs)})")
-    slot_of = {i: int(r["slot"]) for i, r in enumerate(recorded)}
+    slot_of = {i: r["slot"] for i, r in enumerate(recorded)}  # an int: the trainer saved it so
     if len(set(slot_of.values())) != len(slot_of):
         raise GroupError(f"two of {', '.join(str(r.path) for r in runs)} claim one slot of their group")
     return slot_of, [ModelConfig(**m) for m in recorded[0]["models"]]

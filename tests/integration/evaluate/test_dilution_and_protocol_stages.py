@@ -41,6 +41,8 @@ def test_dilution_writes_three_tables_that_agree_and_skips_a_number_run(runs):
     result = dilution_run(run, cfg)
     assert result.step == 30 and result.sharpened == {"symbolic": (1,), "all": (0, 1)}
     tables = read_dilution(run)
+    for name, table in tables.items():  # read as their records, they write back byte for byte
+        assert table.to_csv(index=False) == (run.path / "dilution" / f"{name}.csv").read_text()
     attention, knockout, sharpen = tables["attention"], tables["knockout"], tables["sharpen"]
     assert set(attention.query_hop) == {0, 1, 2, 3} and set(attention.layer) == {0, 1}
     assert (attention.next_hop <= attention.chain + 1e-12).all()
@@ -88,7 +90,9 @@ def test_the_dilution_controls_stage_writes_prediction_and_knockouts_beside_the_
     cfg = DilutionControlsConfig(grid=(0, 10), hops=(3,), n=4, n_prefixes=2, steps=("final",), fractions=(0.5,))
     result = dilution_controls_run(run, cfg)
     out = run.artifact("dilution_controls")
-    assert all((out / f).is_file() for f in ("margins.csv", "prediction.csv", "knockouts.csv", "settings.json"))
+    for name in ("margins", "prediction", "knockouts"):  # through the records, as pandas writes the library's frame
+        assert (out / f"{name}.csv").read_text() == getattr(result, name).to_csv(index=False)
+    assert (out / "settings.json").is_file()
     assert set(result.prediction.query_hop) == {0, 1, 2} and set(result.prediction.n_extra) == {0, 10}
     # K = 0 is the window alone: the prediction is the measured mass there, whatever the margin
     assert result.prediction[result.prediction.n_extra == 0].residual.abs().max() < 1e-6  # float32 patterns
@@ -103,6 +107,7 @@ def test_length_protocol_curves_and_the_claims_table(runs, tmp_path):
     cfg = LengthProtocolConfig(grid=grid, n=8, n_prefixes=2, extra_tokens=("targets", "mixed"), steps=("final",))
     for run in runs.values():
         curves = protocol_curves(run, cfg)
+        assert curves.to_csv(index=False) == (run.path / "length_protocol" / "curves.csv").read_text()
         assert set(curves.extra_tokens) == {"targets", "mixed"} and set(curves.hop_mix) == {"uniform", "test"}
         assert (curves.seq_len == curves.extra + 17).all()
         # tiny runs have n_test = 200, a multiple of 4: the test split's mix is uniform, so nothing moves.
@@ -111,6 +116,7 @@ def test_length_protocol_curves_and_the_claims_table(runs, tmp_path):
         record = json.loads((run.path / "length_protocol" / "protocol.json").read_text())
         assert record["steps"] == {"final": 30}
     table = protocol_table(runs.values(), tmp_path)
+    assert table.to_csv(index=False) == (tmp_path / "length_protocol" / "claims.csv").read_text()
     claims = set(table.claim)
     assert accuracy_claim("number", 100) in claims and ORDER_CLAIM in claims
     on_k = table[(table.claim == accuracy_claim("letter", 100)) & (table.x_axis == "extra")]
