@@ -21,9 +21,9 @@ import time
 import numpy as np
 import torch
 
-from possym.config import ModelConfig, TaskConfig
+from possym.config import ModelConfig
 from possym.model.gptj import GPTJ
-from possym.tasks import generate, task_vocab
+from possym.tasks import generate, task_config, task_vocab
 from possym.train.loop import evaluate
 
 
@@ -33,7 +33,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=1200, help="evaluation samples (the loop's train.eval_size)")
     args = ap.parse_args()
 
-    task = TaskConfig(name="number", n_train=0, n_val=args.n, n_test=0)
+    task = task_config("number", n_train=0, n_val=args.n, n_test=0)
     samples = generate(task, args.n, np.random.default_rng(0))
     model = GPTJ(ModelConfig(d_vocab=len(task_vocab(task))), torch.Generator().manual_seed(0)).eval()
     runs = {

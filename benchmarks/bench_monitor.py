@@ -18,10 +18,10 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from possym.config import ModelConfig, TaskConfig
+from possym.config import ModelConfig
 from possym.model.gptj import GPTJ
 from possym.scores.monitor import monitor_scores
-from possym.tasks import generate, task_vocab
+from possym.tasks import generate, task_config, task_vocab
 
 
 def main() -> None:
@@ -34,7 +34,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
-    task = TaskConfig(name="number")
+    task = task_config("number")
     model = GPTJ(ModelConfig(d_vocab=len(task_vocab(task))), torch.Generator().manual_seed(0))
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.95, 0.999), weight_decay=1e-4)
     data = generate(task, 64 * args.steps_per_round + max(args.monitor_size), np.random.default_rng(0))

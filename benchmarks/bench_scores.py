@@ -28,13 +28,13 @@ import torch
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from possym.config import ModelConfig, TaskConfig
+from possym.config import ModelConfig
 from possym.model.gptj import GPTJ
 from possym.runs import RunDir
 from possym.scores.metric import attention_entropy
 from possym.scores.swap_and_rerun import rerun_swaps
 from possym.scores.swaps import layer_tables, rotated_qk, swap_attention
-from possym.tasks import generate, task_vocab
+from possym.tasks import generate, task_config, task_vocab
 
 
 def engine_core(model, acts, query):
@@ -77,7 +77,7 @@ def main() -> None:
         model = run.load_model(run.checkpoint_steps()[-1])
         task = run.config.task
     else:
-        task = TaskConfig(name="number")
+        task = task_config("number")
         model = GPTJ(ModelConfig(d_vocab=len(task_vocab(task))), torch.Generator().manual_seed(0)).eval()
     tokens = torch.as_tensor(generate(task, args.n_inputs, np.random.default_rng(0)).tokens)
     n_layers, query = model.cfg.n_layers, tokens.shape[1] - 1
