@@ -305,6 +305,9 @@ class GroupBits:
         used = [any(p > 0 for p in site) for site in rates]
         if not any(used):
             return cls(None, rates, shapes)
+        # The members' bits lie on their device already (the loop moves each as it draws); a member whose
+        # layout is not the group's is padded with zeros there, whichever member comes first.
+        device = next(b.uniforms.device for b in bits if b.uniforms is not None)
         rows: list[Tensor] = []
         for b in bits:
             assert b.uniforms is not None or not any(p > 0 for p in b.rates)
@@ -319,9 +322,9 @@ class GroupBits:
                     parts.append(b.uniforms[start : start + size])
                     start += size
                 elif u:
-                    parts.append(torch.zeros(size, dtype=torch.int16, device=rows[0].device if rows else None))
+                    parts.append(torch.zeros(size, dtype=torch.int16, device=device))
             rows.append(torch.cat(parts))
-        return cls(_stack([r.to(rows[0].device) for r in rows]), rates, shapes)
+        return cls(_stack(rows), rates, shapes)
 
     def to(self, device: torch.device) -> GroupBits:
         return self if self.uniforms is None else GroupBits(self.uniforms.to(device, non_blocking=True),

@@ -11,7 +11,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -145,19 +144,23 @@ def _param_groups(model: GPTJ, weight_decay: float) -> list[dict[str, Any]]:
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
-def batch_indices(step: int, n_train: int, batch_size: int, order_seed: int) -> np.ndarray:
-    """Training-set rows of optimiser step ``step``: epoch-wise permutations, the tail dropped."""
+def batch_slice(step: int, n_train: int, batch_size: int) -> tuple[int, slice]:
+    """The epoch of optimiser step ``step`` and the slice of that epoch's order it takes (the tail dropped)."""
     per_epoch = max(1, n_train // batch_size)
     epoch, within = divmod(step, per_epoch)
-    return _epoch_order(n_train, order_seed, epoch)[within * batch_size : (within + 1) * batch_size].copy()
+    return epoch, slice(within * batch_size, (within + 1) * batch_size)
 
 
-@functools.lru_cache(maxsize=2)
-def _epoch_order(n_train: int, order_seed: int, epoch: int) -> np.ndarray:
-    # Drawn once per epoch, not per step: a 432,000-row permutation costs 11 ms, a tenth of a step.
-    order = np.random.default_rng([order_seed, epoch]).permutation(n_train)
-    order.flags.writeable = False
-    return order
+def epoch_order(n_train: int, order_seed: int, epoch: int) -> np.ndarray:
+    """Epoch ``epoch``'s permutation of the training rows, from (order seed, epoch) alone."""
+    return np.random.default_rng([order_seed, epoch]).permutation(n_train)
+
+
+def batch_indices(step: int, n_train: int, batch_size: int, order_seed: int) -> np.ndarray:
+    """Training-set rows of optimiser step ``step``: epoch-wise permutations, the tail dropped.
+    (:meth:`Trainee.batch` takes the same rows, keeping its epoch's order between steps.)"""
+    epoch, rows = batch_slice(step, n_train, batch_size)
+    return epoch_order(n_train, order_seed, epoch)[rows]
 
 
 def build_model(run: RunDir, device: torch.device | None = None, dtype: torch.dtype = torch.float32) -> GPTJ:
@@ -184,6 +187,10 @@ class Trainee:
     eval_set: TaskSamples
     state: dict[str, Any] | None  # the resumable state it was loaded from (None: a fresh run)
     precision: Precision  # train.precision as it runs here ("auto" resolved: run_precision)
+    # The current epoch's order, drawn once per epoch and member: a 432,000-row permutation costs 11 ms, a
+    # tenth of a CPU step. (A cache shared by a group's members, keyed by seed, missed on every step once
+    # the group outgrew it: 21% of a group of 8's wall time on an H200, 2026-12-04.)
+    _order: tuple[int, np.ndarray] | None = dataclasses.field(default=None, repr=False)
 
     @property
     def total(self) -> int:
@@ -194,7 +201,10 @@ class Trainee:
         own data order and dropout generator."""
         cfg, tc, step = self.run.config, self.run.config.train, self.step
         device = self.model.embed.weight.device
-        idx = torch.as_tensor(batch_indices(step, len(self.train_tokens), tc.batch_size, cfg.seeds.order))
+        epoch, rows = batch_slice(step, len(self.train_tokens), tc.batch_size)
+        if self._order is None or self._order[0] != epoch:
+            self._order = (epoch, epoch_order(len(self.train_tokens), cfg.seeds.order, epoch))
+        idx = torch.as_tensor(self._order[1][rows].copy())
         batch = self.train_tokens[idx]
         if tc.random_extra:  # drawn from (order seed, step), so a resumed run sees the same tokens
             rng = np.random.default_rng([cfg.seeds.order, step, 1])

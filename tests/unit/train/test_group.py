@@ -9,7 +9,7 @@ from possym.config import ModelConfig, load_config
 from possym.model.gptj import GPTJ
 from possym.runs import RunDir
 from possym.tasks import make_splits
-from possym.train.fused import GroupBits, ModelGroup, cxx_compiler, draw_bits, loss_and_grads
+from possym.train.fused import DropoutBits, GroupBits, ModelGroup, cxx_compiler, draw_bits, loss_and_grads
 from possym.train.group import GroupError, group_key, why_single
 from possym.train.loop import train, train_group
 
@@ -210,6 +210,18 @@ def test_the_group_step_keeps_every_tensor_on_the_device_of_its_members(precisio
     assert group.last_token_logits(tokens[:2], precision, members=[1, 3]).device == META
 
 
+
+def test_group_bits_stay_on_their_device_when_the_first_member_pads_its_layout():
+    """The loop moves each member's bits to the device before stacking. A first member without the group's
+    layout (here: no attention/MLP dropout, the others have some) is padded with zeros, which must be made
+    there too; on an H200 they were made on the CPU and torch.cat refused (2026-12-04)."""
+    cfgs = _cfgs()
+    bits = _inputs(cfgs)[2]
+    on_meta = [DropoutBits(b.uniforms.to(META), b.rates, b.shapes) for b in (bits[1], bits[0], bits[2])]
+    stacked = GroupBits.stack(on_meta)
+    assert stacked.uniforms is not None and stacked.uniforms.device == META
+    assert stacked.uniforms.shape[0] == 3
+
 @needs_cuda
 def test_a_short_group_on_cuda_matches_the_group_on_the_cpu(tmp_path):
     finals = {}
@@ -218,3 +230,21 @@ def test_a_short_group_on_cuda_matches_the_group_on_the_cpu(tmp_path):
         finals[device] = train_group(runs, [make_splits(r.config.task, r.config.seeds.data) for r in runs])
     for a, b in zip(finals["cpu"], finals["cuda"], strict=True):
         assert b["loss"] == pytest.approx(a["loss"], rel=1e-3) and b["device"].startswith("cuda")
+
+
+def test_each_member_draws_its_epoch_order_once_an_epoch(tmp_path, monkeypatch):
+    """Not once a step: a cache shared by the members thrashed once a group held more orders than it
+    kept (a fifth of a group of 8's time on an H200). 6 steps of batch 64 over 600 rows stay in epoch 0."""
+    from possym.train import trainee
+
+    calls: list[tuple[int, int, int]] = []
+    real = trainee.epoch_order
+
+    def counted(n_train: int, order_seed: int, epoch: int):
+        calls.append((n_train, order_seed, epoch))
+        return real(n_train, order_seed, epoch)
+
+    monkeypatch.setattr(trainee, "epoch_order", counted)
+    runs = _runs(tmp_path, "orders")
+    train_group(runs, [make_splits(r.config.task, r.config.seeds.data) for r in runs])
+    assert sorted(calls) == [(600, s, 0) for s in range(4)]
