@@ -4,9 +4,10 @@
 #   2. the batched step against single runs on the device (benchmarks/bench_seeds.py, eager, fp16 and bf16);
 #   3. the paper preset's two tasks, each as a group of 8 seeds (0-7), in fp16 with the loss scale (the
 #      authors' precision, which this CPU cannot run at speed) and in bf16: 4 groups, one train_runs call;
-#      SHORTENED to fit the 8 minutes: train.steps=$STEPS (default 600 of the preset's 6,750, warm-up scaled
+#      SHORTENED to fit the 8 minutes: train.steps=$STEPS (default 300 of the preset's 6,750, warm-up scaled
 #      alike), evaluation every 50 steps on the preset's 2,400 rows, the full test set at the end; eager,
-#      since compiling the group step cold takes minutes;
+#      since compiling the group step cold takes minutes. On an H200 (2026-12-04) a group of 8 trained at
+#      about 5 steps/s a member, so 600 steps reached only the first two of the four groups in 240 s;
 #   4. steps/s per member and per group (evaluations excluded) against this CPU's figure ($CPU_STEPS_PER_S:
 #      10.6 steps/s, bf16 compiled, one thread, evaluations excluded; docs/results.md);
 #   5. the length curve and the scores of seed 0 of each task (bf16) on the device.
@@ -14,6 +15,9 @@
 # short says so in the summary, and the runs it leaves resume.
 #
 #   benchmarks/device_check.sh [--tiny] [OUT]     OUT defaults to $OUT, else ./device_out
+#
+# Where a group's time goes (data, dropout bits, AdamW, checkpoints), as a separate call when time allows:
+#   python3 benchmarks/profile_group.py --device cuda --sizes 1,8 --steps 150
 #
 # --tiny runs the same stages on this CPU with a tiny model, 2 seeds and 20 steps, in about a minute
 # (tests/integration/train_group/test_device_check.py runs it). What comes back under OUT: device_check.log,
@@ -45,7 +49,7 @@ if [[ $TINY == 1 ]]; then
   LENGTH="lengthgen.grid=[0,10] lengthgen.n=20 lengthgen.n_prefixes=2"
   SCORE="score.n_inputs=8"
 else
-  DEVICE=cuda SEEDS=${SEEDS:-8} STEPS=${STEPS:-600} EVERY=50
+  DEVICE=cuda SEEDS=${SEEDS:-8} STEPS=${STEPS:-300} EVERY=50
   MODEL=""
   BENCH="--device cuda --eager --sizes 1,8 --steps 10 --repeats 3"
   LENGTH=""
@@ -123,7 +127,7 @@ export -f env_report cuda_tests bench train_groups analyses
 stage environment 30 env_report
 stage cuda_tests 90 cuda_tests
 stage bench 100 bench
-stage train 240 train_groups
+stage train 300 train_groups
 stage analyses 90 analyses
 
 "$PY" - "$WORK/runs" "$OUT_DIR" "$CPU_STEPS_PER_S" "$STAGES" "$TINY" <<'EOF' 2>&1 | tee -a "$LOG"
