@@ -70,8 +70,17 @@ def evaluate_stacked(params: dict[str, Tensor], cfgs: Sequence[ModelConfig], sam
                      batch_size: int | None = None, precision: Precision = "fp32",
                      compiled: bool = False) -> list[dict[str, float]]:
     """:func:`evaluate` for the S members whose stacked ``params`` [S, ...] and configs ``cfgs`` are given,
-    member s on ``samples[s]`` (all of one size), in stacked passes: the metrics of each, in order."""
+    member s on ``samples[s]`` (all of one size), in stacked passes: the metrics of each, in order.
+
+    On the CPU each member runs in passes of its own. A stacked pass of S x 256 rows leaves the cache
+    (paper model, bf16: 2.06 s a member against 1.86 s alone, on 2,400 rows), and a member's logits do
+    not depend on the members beside it (tested bitwise), so the metrics are the same. An accelerator,
+    where one member's pass is launch-bound, runs them stacked.
+    """
     device = params["embed.weight"].device
+    if device.type == "cpu" and len(cfgs) > 1:
+        return [evaluate_stacked({k: v[s : s + 1] for k, v in params.items()}, [cfg], [own], batch_size, precision,
+                                 compiled)[0] for s, (cfg, own) in enumerate(zip(cfgs, samples, strict=True))]
     batch_size = batch_size_on(device, 256) if batch_size is None else batch_size
     tokens = torch.stack([torch.as_tensor(s.tokens) for s in samples]).to(device)
     logits: list[list[Tensor]] = [[] for _ in samples]

@@ -8,10 +8,19 @@ import torch
 from possym.config import ModelConfig, load_config
 from possym.model.gptj import GPTJ
 from possym.runs import RunDir
-from possym.tasks import make_splits
-from possym.train.fused import DropoutBits, GroupBits, ModelGroup, cxx_compiler, draw_bits, loss_and_grads
+from possym.tasks import make_splits, task_vocab
+from possym.train.fused import (
+    DropoutBits,
+    GroupBits,
+    ModelGroup,
+    cxx_compiler,
+    draw_bits,
+    loss_and_grads,
+    stacked_last_token_logits,
+)
 from possym.train.group import GroupError, group_key, why_single
 from possym.train.loop import train, train_group
+from possym.train.trainee import eval_metrics, evaluate_stacked
 
 SMALL = [
     "model.n_layers=2",
@@ -248,3 +257,19 @@ def test_each_member_draws_its_epoch_order_once_an_epoch(tmp_path, monkeypatch):
     runs = _runs(tmp_path, "orders")
     train_group(runs, [make_splits(r.config.task, r.config.seeds.data) for r in runs])
     assert sorted(calls) == [(600, s, 0) for s in range(4)]
+
+
+@pytest.mark.parametrize("precision", ["bf16", "fp32"])
+def test_evaluation_on_the_cpu_member_by_member_equals_one_stacked_pass(precision):
+    """evaluate_stacked runs a CPU group's members one by one (a stacked pass leaves the cache); the
+    metrics must be those of the stacked pass, bitwise, as the accelerators still compute them."""
+    task = load_config("number", None, SMALL).task
+    samples = [make_splits(task, s)["val"] for s in (0, 1)]  # 40 rows each
+    cfgs = [ModelConfig(n_layers=2, d_model=32, n_heads=2, d_mlp=64, d_vocab=len(task_vocab(task)), rope_base=b)
+            for b in (1e4, 100.0)]
+    group = ModelGroup([GPTJ(c, torch.Generator().manual_seed(i)) for i, c in enumerate(cfgs)])
+    got = evaluate_stacked(group.params, cfgs, samples, batch_size=16, precision=precision)
+    tokens = torch.stack([torch.as_tensor(s.tokens) for s in samples])
+    stacked = [stacked_last_token_logits(group.params, cfgs, t, precision) for t in tokens.split(16, dim=1)]
+    want = [eval_metrics(s, [lg[i] for lg in stacked]) for i, s in enumerate(samples)]
+    assert got == want
