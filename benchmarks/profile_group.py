@@ -8,7 +8,7 @@ wall time and steps/s of the loop (evaluations included: they are part of what a
 functions that took the most time themselves and cumulatively. On CUDA the step is asynchronous, so its
 kernels' time is charged to the first call that waits for them (the loss's ``tolist``).
 
-    python benchmarks/profile_group.py [--device cuda] [--sizes 1,8] [--steps 150] [--every 50] [--top 25]
+    python benchmarks/profile_group.py [--device cuda] [--sizes 1,8] [--steps 150] [--every 50] [--top 25] [--compile]
     python benchmarks/profile_group.py --tiny     # a tiny model on the CPU, seconds: checks that it runs
 """
 
@@ -31,7 +31,7 @@ def contender(size: int, args: argparse.Namespace, root: str) -> tuple[float, ps
     configs = [possym.load_config("number", "paper", [
         *model, f"train.device={args.device}", f"train.precision={args.precision}", f"train.steps={args.steps}",
         f"train.warmup_steps={max(1, args.steps // 9)}", f"train.eval_every={args.every}",
-        f"train.checkpoint_every={args.every}", f"train.state_every={args.every}",
+        f"train.checkpoint_every={args.every}", f"train.state_every={args.every}", f"train.compile={args.compile}",
         *(f"seeds.{k}={s}" for k in ("data", "init", "order", "dropout"))]) for s in range(size)]
     outs = [f"{root}/S{size}/seed{s}" for s in range(size)]
     profile = cProfile.Profile()
@@ -51,6 +51,7 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=50, help="evaluation, checkpoint and state interval")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's own)")
+    parser.add_argument("--compile", action="store_true", help="train.compile=true (Inductor; the reproduction's)")
     parser.add_argument("--tiny", action="store_true")
     args = parser.parse_args()
     if args.tiny:
@@ -61,7 +62,8 @@ def main() -> None:
         contender(1, warm, f"{root}/warm")
         for size in (int(s) for s in args.sizes.split(",")):
             wall, stats = contender(size, args, root)
-            print(f"== S={size} device={args.device} precision={args.precision} steps={args.steps} "
+            print(f"== S={size} device={args.device} precision={args.precision} compile={args.compile} "
+                  f"steps={args.steps} "
                   f"every={args.every}: {wall:.1f} s wall, {args.steps / wall:.2f} steps/s a member, "
                   f"{size * args.steps / wall:.1f} member-steps/s (set-up and evaluations included)")
             for key in ("tottime", "cumulative"):

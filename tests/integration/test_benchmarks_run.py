@@ -23,6 +23,7 @@ SMOKE = [
     ("bench_train.py", ["--steps", "1", "--repeats", "1", "--only", "possym,module"], "tokens/s"),
     ("bench_seeds.py", ["--tiny"], "group member-steps/s"),
     ("bench_group_training.py", ["--tiny"], "singles/group"),
+    ("profile_group.py", ["--tiny"], r"member-steps/s \(set-up and evaluations included\)"),
     # the time left after training is never negative (it was, when grouped runs' spans were summed)
     ("bench_canonical.py", ["--quick", "--threads", "1"], r"evaluation, scores and report \d+ s"),
     ("bench_lengthgen.py", ["--task", "number", "--compare-grid", "0,10", "--compare-n", "2", "--skip-curve",
