@@ -714,8 +714,11 @@ class ModelGroup:
         self.members = tuple(members)
         self.cfg = members[0].cfg
         self.params: dict[str, Tensor] = {}
-        for name, _ in members[0].named_parameters():
-            own = [dict(m.named_parameters())[name] for m in members]
+        # Each member's parameters by name, walked once: walking the modules per member per step took
+        # about a tenth of a group of 8's time on an H200, where a step is short.
+        self._named = [dict(m.named_parameters()) for m in members]
+        for name in self._named[0]:
+            own = [named[name] for named in self._named]
             stacked = torch.stack([p.detach() for p in own])
             for s, p in enumerate(own):
                 p.data = stacked[s]
@@ -749,9 +752,9 @@ class ModelGroup:
         to set (the others sit this step out: their results are dropped)."""
         cfgs = [m.cfg for m in self.members]
         loss, grads = _loss_and_grads(self.params, cfgs, tokens, answers, bits, precision, compiled, loss_scales)
-        for s, member in enumerate(self.members):
+        for s, named in enumerate(self._named):
             if active is None or active[s]:
-                for name, param in member.named_parameters():
+                for name, param in named.items():
                     param.grad = grads[name][s]
         return loss
 

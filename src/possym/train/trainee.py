@@ -11,6 +11,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
@@ -140,8 +141,8 @@ class LossScaler:
         return True
 
 
-def _gradients_finite(model: GPTJ) -> bool:
-    return bool(torch.stack([p.grad.isfinite().all() for p in model.parameters() if p.grad is not None]).all())
+def _gradients_finite(params: Sequence[torch.nn.Parameter]) -> bool:
+    return bool(torch.stack([p.grad.isfinite().all() for p in params if p.grad is not None]).all())
 
 
 def _param_groups(model: GPTJ, weight_decay: float) -> list[dict[str, Any]]:
@@ -205,6 +206,11 @@ class Trainee:
     def total(self) -> int:
         return self.run.config.total_steps
 
+    @functools.cached_property
+    def params(self) -> list[torch.nn.Parameter]:
+        """The model's parameters, listed once (a group re-stacks their data, never replaces them)."""
+        return list(self.model.parameters())
+
     def batch(self) -> tuple[Tensor, Tensor, DropoutBits]:
         """Step ``step``'s tokens, answers (on the model's device) and dropout bits, drawn from this run's
         own data order and dropout generator."""
@@ -228,9 +234,9 @@ class Trainee:
         """The optimiser step on the gradients in ``.grad``: fp16's overflow check, clipping, AdamW, schedule."""
         tc = self.run.config.train
         # fp16: a step whose gradients overflowed is skipped, optimiser and schedule alike (GradScaler, HF Trainer)
-        if self.scaler is None or self.scaler.update(_gradients_finite(self.model)):
+        if self.scaler is None or self.scaler.update(_gradients_finite(self.params)):
             if tc.grad_clip is not None:
-                torch.nn.utils.clip_grad_norm_(self.model.parameters(), tc.grad_clip)
+                torch.nn.utils.clip_grad_norm_(self.params, tc.grad_clip)
             self.opt.step()
             self.sched.step()
         self.step += 1
