@@ -155,7 +155,13 @@ def _param_groups(model: GPTJ, weight_decay: float) -> list[dict[str, Any]]:
 
 
 def batch_slice(step: int, n_train: int, batch_size: int) -> tuple[int, slice]:
-    """The epoch of optimiser step ``step`` and the slice of that epoch's order it takes (the tail dropped)."""
+    """The epoch of optimiser step ``step`` and the slice of that epoch's order it takes: with
+    e = floor(n_train / batch_size) steps an epoch (the tail dropped), step t is epoch t // e, rows
+    (t mod e) * batch_size up to the next batch.
+
+    >>> batch_slice(12, n_train=100, batch_size=30)
+    (4, slice(0, 30, None))
+    """
     per_epoch = max(1, n_train // batch_size)
     epoch, within = divmod(step, per_epoch)
     return epoch, slice(within * batch_size, (within + 1) * batch_size)
