@@ -28,6 +28,7 @@ SMOKE = [
     ("bench_canonical.py", ["--quick", "--threads", "1"], r"evaluation, scores and report \d+ s"),
     ("bench_lengthgen.py", ["--task", "number", "--compare-grid", "0,10", "--compare-n", "2", "--skip-curve",
                             "--repeats", "1", "--threads", "1"], r"max \|logit difference\|"),
+    ("demo_levers.py", ["--tiny"], r"eager/compiled \d"),
 ]
 
 
