@@ -19,7 +19,7 @@ LEVELS = {
     "tasks": 1, "config": 2, "one_hop": 2,
     "devices": 3,
     "model": 4, "local_models": 4, "runs": 5, "train": 6, "scores": 7, "theory": 7, "evaluate": 7, "heads": 7, "llm": 7,
-    "mechanisms": 7, "canonical": 8, "report": 8, "stages": 9, "experiment": 10, "sweep": 11, "api": 12, "cli": 13,
+    "canonical": 8, "report": 8, "stages": 9, "experiment": 10, "sweep": 11, "api": 12, "cli": 13,
     "__main__": 14,
 }
 
@@ -121,6 +121,30 @@ def test_no_two_packages_import_each_other_through_any_files():
 def test_every_package_has_a_level_and_sweep_sits_above_the_executor():
     assert {_part(m) for m in MODULES} - {"__init__"} <= set(LEVELS)
     assert LEVELS["stages"] < LEVELS["experiment"] < LEVELS["sweep"] < LEVELS["api"]
+
+
+def readme_layout(readme: str) -> list[str]:
+    """The names the README's Layout block gives under ``src/possym/``, in its order (``tasks``, ``config``, ...)."""
+    block = readme.split("## Layout", 1)[1].split("```")[1]
+    lines = [line for line in block.splitlines() if line.startswith("  ")]
+    return [word.rstrip("/").removesuffix(".py") for line in lines
+            for word in line[:20].split() if word.endswith(("/", ".py"))]
+
+
+def test_the_readme_layout_names_every_part_of_the_package_and_nothing_else_in_the_order_data_flows():
+    readme = (SRC.parents[1] / "README.md").read_text()
+    named = readme_layout(readme)
+    modules = {p.stem for p in SRC.glob("*.py")} - {"__init__", "__main__"}
+    there = modules | {p.name for p in SRC.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert sorted(named) == sorted(there)
+    levels = [LEVELS[n] for n in named if n in LEVELS]
+    assert levels == sorted(levels), "a line of the layout sits above a package it imports from"
+
+
+def test_the_layout_reader_reads_names_and_order():
+    text = ("## Layout\n\n```\nsrc/possym/         x\n  b.py              y/ names z.py\n  a/                w\n"
+            "  c/  d/            v\nbenchmarks/  tests/\n```\n")
+    assert readme_layout(text) == ["b", "a", "c", "d"]
 
 
 def test_nothing_outside_the_command_line_imports_possym_cli():
