@@ -141,6 +141,22 @@ class Experiment:
                     where = f"variant {v.name!r}, " if v.name else ""
                     raise ConfigError(f"experiment {where}task {task!r}: {exc}") from None
 
+    def __repr__(self) -> str:
+        """One line a notebook can read: what runs and what each run goes through; ``dataclasses.asdict`` and
+        :meth:`stage` give every setting.
+
+        >>> load_experiment("quick")  # doctest: +NORMALIZE_WHITESPACE
+        Experiment('quick': preset quick, tasks number, letter, seeds 0; 2 runs; stages data, train, score,
+                   discrepancy, lengthgen, theory, report; parts canonical (15 runs))
+        """
+        name = f"{self.name!r}: " if self.name else ""
+        variants = f", {len(self.variants)} variants" if len(self.variants) > 1 else ""
+        overrides = f", {len(self.overrides)} overrides" if self.overrides else ""
+        parts = "; parts " + ", ".join(f"{n} ({len(p.runs())} runs)" for n, p in self.parts) if self.parts else ""
+        return (f"Experiment({name}preset {self.preset}, tasks {', '.join(self.tasks)}, seeds "
+                f"{', '.join(map(str, self.seeds))}{variants}{overrides}; {len(self.runs())} runs; stages "
+                f"{', '.join(self.stage_names) or 'none'}{parts})")
+
     def overrides_of(self, task: str) -> tuple[str, ...]:
         """The overrides for ``task``'s runs alone."""
         return dict(self.task_overrides).get(task, ())
