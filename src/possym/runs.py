@@ -27,6 +27,7 @@ import contextlib
 import csv
 import dataclasses
 import io
+import itertools
 import json
 import logging
 import numbers
@@ -263,6 +264,24 @@ def environment() -> dict[str, Any]:
     }
 
 
+def step_list(steps: Sequence[int], most: int = 8) -> str:
+    """Checkpoint steps for a message: all of them when few, else how many, their range and their spacing.
+
+    >>> step_list([0, 10, 20])
+    'steps [0, 10, 20]'
+    >>> step_list(range(0, 4001, 50))
+    '81 checkpoints, steps 0 to 4000 every 50'
+    >>> step_list([*range(0, 400, 50), 420])
+    '9 checkpoints, steps 0 to 420'
+    """
+    steps = list(steps)
+    if len(steps) <= most:
+        return f"steps {steps}"
+    gaps = {b - a for a, b in itertools.pairwise(steps)}
+    every = f" every {gaps.pop()}" if len(gaps) == 1 else ""
+    return f"{len(steps)} checkpoints, steps {steps[0]} to {steps[-1]}{every}"
+
+
 class RunDir:
     """A training run on disk. Create it with :meth:`create`, reopen it with :meth:`open`."""
 
@@ -439,7 +458,8 @@ class RunDir:
     def load_state_dict(self, step: int) -> dict[str, torch.Tensor]:
         path = self.checkpoint_path(step)
         if not path.is_file():
-            raise RunError(f"no checkpoint for step {step} in {self.path}; available: {self.checkpoint_steps()}")
+            available = step_list(self.checkpoint_steps())
+            raise RunError(f"no checkpoint for step {step} in {self.path}; available: {available}")
         try:
             return st_load(path.read_bytes())
         except (SafetensorError, ValueError, RuntimeError) as exc:
@@ -490,7 +510,8 @@ class RunDir:
             raise RunError(f"step {step!r}: give a checkpoint step number, 'best' or 'final'")
         step = int(step)
         if step not in steps:
-            raise RunError(f"no checkpoint for step {step} in {self.path}; available: {steps}, 'best', 'final'")
+            raise RunError(f"no checkpoint for step {step} in {self.path}; available: {step_list(steps)}, "
+                           "'best' or 'final'")
         return step
 
     def step_label(self, step: int) -> str:

@@ -61,23 +61,12 @@ def add_redo(p: argparse.ArgumentParser, stage: str, memo: str = "RUN/resume.jso
 
 def report_skip(done: StageRun, run_dir: RunDir) -> None:
     """One line saying that the memo had the stage done, and where."""
+    from possym.runs import step_list
     from possym.stages.log import MEMO_FILE
 
     steps = f" at {step_list(done.kept)}" if done.kept else ""
     print(f"{done.stage}: done with these settings{steps} (the memo {run_dir.path / MEMO_FILE}); "
           "read back, not rerun (--redo reruns it)")
-
-
-def step_list(steps: tuple[int, ...] | list[int], most: int = 8) -> str:
-    """Checkpoint steps for a message: all of them when few, else how many and their range.
-
-    >>> step_list([0, 10, 20])
-    'steps [0, 10, 20]'
-    >>> step_list(range(0, 4001, 50))
-    '81 checkpoints, steps 0 to 4000'
-    """
-    steps = list(steps)
-    return f"steps {steps}" if len(steps) <= most else f"{len(steps)} checkpoints, steps {steps[0]} to {steps[-1]}"
 
 
 def add_overrides(p: argparse.ArgumentParser, section: str, defaults: dict[str, Any], example: str,
@@ -89,7 +78,7 @@ def add_overrides(p: argparse.ArgumentParser, section: str, defaults: dict[str, 
 
     from possym.settings import defaults_help
 
-    p.add_argument("overrides", nargs="*", metavar=f"{section}.KEY=VALUE",
+    p.add_argument("overrides", nargs="*", default=[], metavar=f"{section}.KEY=VALUE",
                    help=f"settings, e.g. {example}; every key and its default is listed below")
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.epilog = (f"{section} keys and their defaults (set any as {section}.KEY=VALUE; values are YAML: "

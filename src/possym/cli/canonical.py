@@ -20,7 +20,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", required=True, help="output directory (rerun the same command to resume)")
     p.add_argument("--quick", action="store_true",
                    help="the quick grid (possym/configs/sweeps/canonical_quick.yaml) instead of the full one")
-    p.add_argument("overrides", nargs="*", metavar="section.KEY=VALUE",
+    p.add_argument("overrides", nargs="*", default=[], metavar="section.KEY=VALUE",
                    help="e.g. experiment.seeds=[0,1] experiment.variants=[band1,nope] train.steps=500 "
                         "canonical_cell.n_score=32 canonical_report.claims_seed=0")
     p.epilog = ("the grid's settings are possym/configs/sweeps/canonical.yaml; the stages' keys and defaults: "

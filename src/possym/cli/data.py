@@ -17,7 +17,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--extra", type=int, default=0, help="extra tokens inserted before the target window")
     p.add_argument("--out", required=True, help="output .jsonl file")
-    p.add_argument("overrides", nargs="*", help="task.key=value, e.g. task.max_hops=2")
+    p.add_argument("overrides", nargs="*", default=[], help="task.key=value, e.g. task.max_hops=2")
     p.set_defaults(func=run)
 
 

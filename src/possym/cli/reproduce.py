@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--workers", type=int, default=1,
                    help="runs (or groups of runs) trained and analysed at once, each in its own process with "
                         "experiment.threads threads (default 1: everything in this process)")
-    p.add_argument("overrides", nargs="*", metavar="section.KEY=VALUE",
+    p.add_argument("overrides", nargs="*", default=[], metavar="section.KEY=VALUE",
                    help="e.g. experiment.seeds=[0,1,2] train.precision=bf16 lengthgen.n=200 report.sweep=DIR")
     p.epilog = ("experiment keys: experiment.seeds (the preset's: quick [0], paper [0,1,2]), experiment.tasks, "
                 "experiment.retries, experiment.threads; a stage's keys and defaults: `possym score --help` "

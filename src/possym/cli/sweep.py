@@ -42,7 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="slurm: another submitit/sbatch setting, repeatable: account=ABC, qos=high, mem_gb=16, "
                         "constraint=a100, exclude=node07")
     p.add_argument("--aggregate-only", action="store_true", help="only redo the summary and figures")
-    p.add_argument("overrides", nargs="*", help="section.key=value, e.g. score.n_inputs=50 train.steps=500")
+    p.add_argument("overrides", nargs="*", default=[], help="section.key=value, e.g. score.n_inputs=50 train.steps=500")
     p.set_defaults(func=run)
 
 

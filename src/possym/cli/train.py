@@ -43,7 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "reproduction or a sweep over OUT finds it")
     p.add_argument("--resume", metavar="DIR", help="continue an interrupted run, or the runs of a --seeds OUT, "
                    "where they stopped")
-    p.add_argument("overrides", nargs="*", metavar="section.KEY=VALUE",
+    p.add_argument("overrides", nargs="*", default=[], metavar="section.KEY=VALUE",
                    help="e.g. train.lr=3e-4 model.n_layers=4 train.monitor=false; every key and its default is "
                    "listed below")
     defaults = RunConfig()

@@ -35,3 +35,14 @@ def test_a_library_refusal_is_one_line_and_exit_2(monkeypatch, capsys, exc):
 def test_any_other_exception_keeps_its_traceback(monkeypatch, exc):
     with pytest.raises(type(exc)):
         _main_with(monkeypatch, exc)
+
+
+@pytest.mark.parametrize(("argv", "missing"), [
+    (["sweep"], "spec, --out"), (["theory"], "--out"), (["score"], "run"), (["data"], "--task, --n, --out"),
+    (["reproduce"], "--preset, --out"), (["canonical"], "--out"),
+])
+def test_a_missing_argument_names_only_what_is_required_never_the_optional_overrides(argv, missing, capsys):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(argv)
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].endswith(f"error: the following arguments are required: {missing}")
