@@ -479,7 +479,7 @@ def load_config(task: str, preset: str | None = None, overrides: list[str] | Non
     >>> load_config("number", "quick", ["train.steps=500"]) == load_config("number", "quick", train__steps=500)
     True
     """
-    _require(isinstance(task, str) and task in TASKS, f"--task {task!r} is not a task; allowed: {tuple(TASKS)}")
+    _require(isinstance(task, str) and task in TASKS, f"task {task!r} is not a task; allowed: {tuple(TASKS)}")
     check_overrides(overrides or [])
     data: dict[str, Any] = {"task": {"name": task}}
     if preset is not None:

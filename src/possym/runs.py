@@ -338,7 +338,9 @@ class RunDir:
             raise RunError(f"{path} is not a directory; expected a run directory made by `possym train`")
         cfg_file = path / CONFIG
         if not cfg_file.is_file():
-            raise RunError(f"{path} is not a run directory: it has no {CONFIG}")
+            inside = sorted(str(c.parent) for c in (path / "runs").glob(f"*/{CONFIG}"))
+            hint = f"; it holds an experiment's runs: {', '.join(inside)}" if inside else ""
+            raise RunError(f"{path} is not a run directory: it has no {CONFIG}{hint}")
         try:
             data = yaml.safe_load(cfg_file.read_text())
         except yaml.YAMLError as exc:

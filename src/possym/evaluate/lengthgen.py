@@ -98,8 +98,10 @@ class LengthGenConfig:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "grid", tuple(sorted({int(k) for k in self.grid})))
-        if not self.grid or self.grid[0] < 0:
-            raise ConfigError(f"lengthgen grid={list(self.grid)} must hold at least one K >= 0")
+        if not self.grid:
+            raise ConfigError("lengthgen grid=[] must hold at least one K >= 0")
+        if self.grid[0] < 0:
+            raise ConfigError(f"lengthgen grid={list(self.grid)}: K = {self.grid[0]} is negative; every K must be >= 0")
         if self.n < 1 or not 1 <= self.n_prefixes <= self.n:
             raise ConfigError(f"lengthgen n={self.n} and n_prefixes={self.n_prefixes}: need 1 <= n_prefixes <= n")
         if self.mode not in ("cached", "plain"):

@@ -120,7 +120,7 @@ def test_the_paper_grid_and_window_split():
     "kw,match",
     [
         (dict(grid=()), "at least one K >= 0"),
-        (dict(grid=(-5, 10)), "at least one K >= 0"),
+        (dict(grid=(-5, 10)), "K = -5 is negative; every K must be >= 0"),
         (dict(n=4, n_prefixes=8), "need 1 <= n_prefixes <= n"),
         (dict(mode="fast"), "allowed: 'cached', 'plain'"),
         (dict(token_budget=10), "token_budget=10 must be >= 1024"),
