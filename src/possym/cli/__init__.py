@@ -34,7 +34,10 @@ SUBCOMMANDS: dict[str, str] = {
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="possym", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="possym", description="Positional versus symbolic attention heads in RoPE Transformers: the paper's "
+        "tasks, GPT-J trained on them, the heads' scores over training, the RoPE theory, length generalisation and LLM "
+        "heads, reproduced with its numbers beside ours. `possym COMMAND --help` lists a command's settings.")
     parser.add_argument("--debug", action="store_true",
                         help="show the full traceback of an error (it may come anywhere on the line)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
