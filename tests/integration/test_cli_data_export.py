@@ -21,6 +21,16 @@ def test_data_command_writes_solvable_jsonl(tmp_path):
         assert (sol.answer, sol.n_hops, list(sol.path)) == (r["answer"], r["n_hops"], r["path"])
 
 
+def test_data_to_standard_output_is_the_file_s_lines_alone_and_writes_no_file(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    args = ["data", "--task", "number", "--n", "6", "--seed", "2"]
+    assert main([*args, "--out", "-"]) == 0
+    printed = capsys.readouterr()
+    assert main([*args, "--out", "file.jsonl"]) == 0
+    assert printed.out == (tmp_path / "file.jsonl").read_text() and len(printed.out.splitlines()) == 6
+    assert "6 number instances to standard output" in printed.err and not (tmp_path / "-").exists()
+
+
 def test_data_command_reads_a_split_of_the_paper_dataset(tmp_path):
     out = tmp_path / "val.jsonl"
     args = ["data", "--task", "number", "--split", "val", "--n", "20", "--seed", "0", "--out", str(out)]

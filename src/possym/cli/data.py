@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from possym.config import apply_overrides, config_from_dict
-from possym.stages.data import task_instances, write_jsonl
+from possym.stages.data import jsonl_text, task_instances, write_jsonl
 from possym.tasks import SPLITS, TASKS
 
 
@@ -16,13 +17,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--n", type=int, required=True, help="number of instances to write")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--extra", type=int, default=0, help="extra tokens inserted before the target window")
-    p.add_argument("--out", required=True, help="output .jsonl file")
+    p.add_argument("--out", required=True, help="output .jsonl file, or - for standard output")
     p.add_argument("overrides", nargs="*", default=[], help="task.key=value, e.g. task.max_hops=2")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     cfg = config_from_dict(apply_overrides({"task": {"name": args.task}}, args.overrides)).task
-    n = write_jsonl(task_instances(cfg, args.n, args.seed, args.split, args.extra), cfg, args.out)
+    samples = task_instances(cfg, args.n, args.seed, args.split, args.extra)
+    if args.out == "-":  # the lines alone on stdout, so that they pipe; the count goes to stderr
+        sys.stdout.write(jsonl_text(samples, cfg))
+        print(f"wrote {args.n} {args.task} instances to standard output", file=sys.stderr)
+        return 0
+    n = write_jsonl(samples, cfg, args.out)
     print(f"wrote {n} {args.task} instances to {args.out}")
     return 0

@@ -38,13 +38,18 @@ def task_instances(task: TaskConfig, n: int, seed: int = 0, split: str | None = 
     return rows.take(np.arange(n))
 
 
-def write_jsonl(samples: TaskSamples, task: TaskConfig, out: Path) -> int:
-    """One JSON object per instance (tokens, answer, n_hops, path), written atomically; returns the count."""
+def jsonl_text(samples: TaskSamples, task: TaskConfig) -> str:
+    """One JSON object per instance and line: its tokens, answer, n_hops and path."""
     import json
 
-    lines = [json.dumps(r) for r in samples.records(task_vocab(task))]
-    atomic_write_text(Path(out), "".join(line + "\n" for line in lines))
-    return len(lines)
+    return "".join(json.dumps(r) + "\n" for r in samples.records(task_vocab(task)))
+
+
+def write_jsonl(samples: TaskSamples, task: TaskConfig, out: Path) -> int:
+    """:func:`jsonl_text` written atomically to ``out``; returns the count."""
+    text = jsonl_text(samples, task)
+    atomic_write_text(Path(out), text)
+    return text.count("\n")
 
 
 @dataclass(frozen=True)
