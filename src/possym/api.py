@@ -287,18 +287,19 @@ class Run:
             rows += [{"step": m.step, "hop": h, "accuracy": a, "loss": None} for h, a in m.hops.items()]
         return pd.DataFrame(rows, columns=["step", "hop", "accuracy", "loss"])
 
-    def scores(self, **settings: Any) -> pd.DataFrame:
+    def scores(self, progress: bool = True, **settings: Any) -> pd.DataFrame:
         """s_POS, s_SYM, entropy of every head at every checkpoint (``scores.csv``), scored by the score stage
         with these settings (:class:`possym.stages.score.ScoreConfig`, its defaults those of ``possym score``,
         figures included) at the checkpoints the run's memo lacks (:func:`possym.experiment.run_stage`), the
-        others read back."""
+        others read back; ``progress`` shows a bar over the checkpoints while it scores."""
         from possym.experiment import run_stage
         from possym.stages.score import STAGE, ScoreConfig
 
         cfg: ScoreConfig = from_dict(STAGE.config, settings, "score", error=OptionError)
-        wanted = set(STAGE.steps_of(self.dir, cfg))
-        run_stage(self.dir, STAGE, cfg)
-        return frame([r for r in self.dir.read("scores", ScoreRecord) if r.step in wanted], ScoreRecord)
+        wanted = STAGE.steps_of(self.dir, cfg)
+        with _bar(progress, len(wanted), "score", "ckpt") as bar:
+            run_stage(self.dir, STAGE, cfg, progress=lambda _step: bar.update(1))
+        return frame([r for r in self.dir.read("scores", ScoreRecord) if r.step in set(wanted)], ScoreRecord)
 
     def head_detectors(self, step: StepSpec = "final", n_inputs: int = 100, seed: int = 0, *,
                        exclude_bos: bool = False, exclude_current_token: bool = False) -> pd.DataFrame:
@@ -361,11 +362,12 @@ class Run:
         curve = self.length_curve(grid, step, **settings)
         return plot_length_curves({self.config.task.name: curve}, paper_numbers()["fig5b_length_generalisation"])
 
-    def length_curve(self, grid: tuple[int, ...] | None = None, step: StepSpec = "final",
+    def length_curve(self, grid: tuple[int, ...] | None = None, step: StepSpec = "final", progress: bool = True,
                      **settings: Any) -> pd.DataFrame:
         """Accuracy with K extra tokens (Fig. 5B) at checkpoint ``step``, with Wilson and per-prefix
         intervals (``lengthgen.csv``): measured by the lengthgen stage once per settings and step (the run's
-        memo, :func:`possym.experiment.run_stage`), then read back."""
+        memo, :func:`possym.experiment.run_stage`), then read back; ``progress`` shows a bar over the inputs
+        while it measures."""
         from possym.evaluate.lengthgen import LengthGenConfig
         from possym.experiment import run_stage
         from possym.stages.lengthgen import STAGE, LengthStageConfig
@@ -373,5 +375,15 @@ class Run:
         curve = from_dict(LengthGenConfig, settings if grid is None else {"grid": grid, **settings}, "lengthgen",
                           error=OptionError)
         at = self.step(step)
-        run_stage(self.dir, STAGE, LengthStageConfig(curve=curve, steps=(at,)))
+        with _bar(progress, curve.n * len(self.config.task.hops) * len(curve.grid), "lengthgen", "input") as bar:
+            run_stage(self.dir, STAGE, LengthStageConfig(curve=curve, steps=(at,)), progress=bar.update)
         return frame(points_at(self.dir.read("lengthgen", LengthRecord), at), LengthRecord)
+
+
+def _bar(show: bool, total: int, desc: str, unit: str):
+    """A progress bar that clears itself when done (a notebook cell keeps only the table), or none."""
+    from tqdm import tqdm
+
+    if not isinstance(show, bool):
+        raise PossymError(f"progress={show!r} must be True or False")
+    return tqdm(total=total, desc=desc, unit=unit, disable=not show, leave=False, dynamic_ncols=True)

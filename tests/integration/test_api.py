@@ -4,6 +4,7 @@ and `best` as the checkpoint HF Trainer would keep."""
 from __future__ import annotations
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -11,6 +12,7 @@ import torch
 
 import possym
 from possym.cli import main
+from possym.errors import PossymError
 from possym.evaluate.lengthgen import LengthGenConfig
 from possym.experiment import run_stage
 from possym.records import LengthRecord, ScoreRecord, frame, points_at, read_records
@@ -75,6 +77,17 @@ def test_length_curves_at_best_and_final_share_one_cached_file(run, capsys):
     with pytest.raises(SystemExit):  # argparse refuses it, naming what is allowed
         main(["export", str(run.path), "--step", "nope", "--out", "x"])
     assert "best or final" in capsys.readouterr().err
+
+
+def test_a_long_measurement_shows_a_bar_over_its_work_unless_asked_not_to(run, capsys):
+    run.length_curve(grid=(0, 7), n=4, n_prefixes=2, step="best", progress=False)
+    assert "lengthgen" not in capsys.readouterr().err
+    run.length_curve(grid=(0, 9), n=4, n_prefixes=2, step="best")
+    assert re.search(r"lengthgen: +0%\|.*\| 0/32 ", capsys.readouterr().err)  # 4 inputs x 2 K x 4 hop counts
+    run.scores(n_inputs=3, steps=(0,))
+    assert re.search(r"score: +0%\|.*\| 0/1 ", capsys.readouterr().err)
+    with pytest.raises(PossymError, match="progress='yes' must be True or False"):
+        run.scores(progress="yes")
 
 
 def test_a_corrupt_checkpoint_is_a_possym_error_that_names_the_file(tmp_path):
