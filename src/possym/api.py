@@ -375,7 +375,7 @@ class Run:
         curve = from_dict(LengthGenConfig, settings if grid is None else {"grid": grid, **settings}, "lengthgen",
                           error=OptionError)
         at = self.step(step)
-        with _bar(progress, curve.n * len(self.config.task.hops) * len(curve.grid), "lengthgen", "input") as bar:
+        with _bar(progress, curve.windows(self.config.task), "lengthgen", "input") as bar:
             run_stage(self.dir, STAGE, LengthStageConfig(curve=curve, steps=(at,)), progress=bar.update)
         return frame(points_at(self.dir.read("lengthgen", LengthRecord), at), LengthRecord)
 

@@ -44,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     # The figure goes into RUN too, so the lock covers it; taken before the progress bar, a refusal is one line.
     with run_dir.writing():
         steps = [run_dir.resolve_step(s) for s in cfg.steps]
-        total = cfg.curve.n * len(run_dir.config.task.hops) * len(cfg.curve.grid) * len(steps)
+        total = cfg.curve.windows(run_dir.config.task) * len(steps)
         with tqdm(total=total, desc=f"lengthgen {run_dir.config.task.name}", unit="input", dynamic_ncols=True) as bar:
             done = run_stage(run_dir, STAGE, cfg, redo=args.redo, progress=bar.update)
         if not done.ran:

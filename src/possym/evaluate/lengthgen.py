@@ -113,6 +113,15 @@ class LengthGenConfig:
         if self.hop_mix not in HOP_MIXES:
             raise ConfigError(f"lengthgen hop_mix={self.hop_mix!r}; allowed: {HOP_MIXES}")
 
+    def windows(self, task: TaskConfig) -> int:
+        """The windows one curve measures on ``task``: ``n`` per K and hop count (a progress bar's total).
+
+        >>> from possym.tasks import task_config
+        >>> LengthGenConfig().windows(task_config("letter"))   # 500 x 28 K x 4 hop counts
+        56000
+        """
+        return self.n * len(self.grid) * len(task.hops)
+
 
 EXTRA_TOKENS = ("targets", "pretargets", "mixed", "windows")
 HOP_MIXES = ("uniform", "test")
