@@ -1,0 +1,47 @@
+"""Every ``possym.…`` name the README and the guides in docs/ give in backticks exists: a module, or an
+attribute of one. A rename that leaves a guide pointing at nothing fails here. The lab notebook
+(docs/results.md) is left out: each of its entries is dated and names what existed then."""
+
+from __future__ import annotations
+
+import importlib
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+GUIDES = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "results.md")]
+NAME = re.compile(r"`(possym(?:\.[A-Za-z_]\w*)+)")
+
+
+def resolves(name: str) -> bool:
+    """Whether ``name`` is an importable module, or a chain of attributes of the longest one that is."""
+    parts = name.split(".")
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+def test_a_name_resolves_as_a_module_or_its_attributes_and_nothing_else_does():
+    assert resolves("possym.tasks") and resolves("possym.tasks.solve") and resolves("possym.Run.scores")
+    assert not resolves("possym.tasks.no_such_thing") and not resolves("possym.nowhere.x")
+
+
+def test_the_name_finder_reads_backticked_dotted_names_only():
+    text = "see `possym.tasks.solve(task, tokens)` and `possym.Run`, not possym.loose or `numpy.mean`"
+    assert NAME.findall(text) == ["possym.tasks.solve", "possym.Run"]
+
+
+@pytest.mark.parametrize("guide", GUIDES, ids=[p.name for p in GUIDES])
+def test_every_possym_name_a_guide_gives_exists(guide):
+    missing = sorted({n for n in NAME.findall(guide.read_text()) if not resolves(n)})
+    assert missing == [], f"{guide.name} names what does not exist: {missing}"
