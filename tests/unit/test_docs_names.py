@@ -1,9 +1,11 @@
 """Every ``possym.…`` name the README and the guides in docs/ give in backticks exists: a module, or an
-attribute of one. A rename that leaves a guide pointing at nothing fails here. The lab notebook
+attribute of one; so does every such name in the package's own docstrings, comments and messages. A
+rename that leaves a guide or a help text pointing at nothing fails here. The lab notebook
 (docs/results.md) is left out: each of its entries is dated and names what existed then."""
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import re
 from pathlib import Path
@@ -13,6 +15,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 GUIDES = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "results.md")]
 NAME = re.compile(r"`(possym(?:\.[A-Za-z_]\w*)+)")
+IN_SOURCE = re.compile(r"\b(possym(?:\.[A-Za-z_]\w*)+)")
+SOURCES = sorted((ROOT / "src" / "possym").rglob("*.py"))
 
 
 def resolves(name: str) -> bool:
@@ -24,6 +28,8 @@ def resolves(name: str) -> bool:
         except ImportError:
             continue
         for attr in parts[cut:]:
+            if dataclasses.is_dataclass(obj) and attr in {f.name for f in dataclasses.fields(obj)}:
+                return True  # a field without a class default, e.g. possym.tasks.Task.chance
             if not hasattr(obj, attr):
                 return False
             obj = getattr(obj, attr)
@@ -33,6 +39,7 @@ def resolves(name: str) -> bool:
 
 def test_a_name_resolves_as_a_module_or_its_attributes_and_nothing_else_does():
     assert resolves("possym.tasks") and resolves("possym.tasks.solve") and resolves("possym.Run.scores")
+    assert resolves("possym.tasks.Task.chance")  # a dataclass field
     assert not resolves("possym.tasks.no_such_thing") and not resolves("possym.nowhere.x")
 
 
@@ -45,3 +52,20 @@ def test_the_name_finder_reads_backticked_dotted_names_only():
 def test_every_possym_name_a_guide_gives_exists(guide):
     missing = sorted({n for n in NAME.findall(guide.read_text()) if not resolves(n)})
     assert missing == [], f"{guide.name} names what does not exist: {missing}"
+
+
+def source_names(text: str) -> set[str]:
+    """The ``possym.…`` names of a source file outside its import lines (a file name's suffix dropped)."""
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith(("import ", "from "))]
+    return {n for line in lines for n in IN_SOURCE.findall(line) if not n.endswith(("py", "yaml", "json", "csv"))}
+
+
+def test_the_source_reader_skips_imports_and_file_names():
+    text = "from possym.x import y\n# see possym.tasks.solve and possym.paper.json\nraise E('a possym.Run')\n"
+    assert source_names(text) == {"possym.tasks.solve", "possym.Run"}
+
+
+def test_every_possym_name_in_the_package_s_own_text_exists():
+    missing = sorted(f"{n} ({path.relative_to(ROOT)})" for path in SOURCES for n in source_names(path.read_text())
+                     if not resolves(n))
+    assert missing == []

@@ -23,7 +23,8 @@ from possym.sweep.engines import ENGINES
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sweep", help="run a grid of trials (train, score, lengthgen, discrepancy) and summarise it")
-    p.add_argument("spec", help="sweep spec: a YAML file or a packaged spec's name; see possym.sweep.spec")
+    p.add_argument("spec", help="sweep spec: an experiment YAML file (docs/sweeps.md), or a packaged one's name "
+                   "(src/possym/configs/sweeps/, e.g. quick_positional)")
     p.add_argument("--out", required=True, help="sweep directory (rerun the same command to resume)")
     p.add_argument("--engine", choices=ENGINES, default="local", help="where trials run (default: local)")
     p.add_argument("--workers", type=int, default=os.cpu_count() or 1,

@@ -4,7 +4,7 @@ The authors' metric code took the cosine of the swap 2-vectors with ``torch.nn.f
 (float32, eps = 1e-8 on each norm; :mod:`possym.scores.metric`). Where both swapped positions carry
 almost no attention the two cosines differ, and with them the scores. :func:`cosine_verdicts` scores
 one model on one set of inputs both ways, from one forward pass, and lists every head's scores and
-purity verdicts (γ ∈ :data:`~possym.scores.dynamics.GAMMAS`) under each, with whether they differ.
+purity verdicts (γ ∈ :data:`~possym.records.GAMMAS`) under each, with whether they differ.
 
 Example:
     >>> import torch

@@ -191,7 +191,7 @@ _DISCOVERED = False
 def register_stage(stage: Stage, *, replace: bool = False) -> Stage:
     """Add ``stage`` under its name; a taken name is an error unless ``replace``."""
     if not isinstance(stage, Stage):
-        raise ConfigError(f"register_stage takes a possym.stages.Stage, not {type(stage).__name__}")
+        raise ConfigError(f"register_stage takes a possym.stages.registry.Stage, not {type(stage).__name__}")
     if stage.name in _REGISTRY and not replace and _REGISTRY[stage.name] is not stage:
         raise ConfigError(f"stage {stage.name!r} is already registered")
     _REGISTRY[stage.name] = stage
