@@ -69,3 +69,28 @@ def test_every_possym_name_in_the_package_s_own_text_exists():
     missing = sorted(f"{n} ({path.relative_to(ROOT)})" for path in SOURCES for n in source_names(path.read_text())
                      if not resolves(n))
     assert missing == []
+
+
+PATH = re.compile(r"\b((?:docs|benchmarks|tests|src/possym)/[\w./-]+\.(?:md|py|yaml|csv|json|ipynb))(?:::(\w+))?")
+
+
+def missing_paths(text: str) -> list[str]:
+    """The repository files ``text`` names (``tests/x.py``, ``tests/x.py::test_y``) that are not there."""
+    out = []
+    for path, test in PATH.findall(text):
+        if not (ROOT / path).exists():
+            out.append(path)
+        elif test and not re.search(rf"def {test}\(", (ROOT / path).read_text()):
+            out.append(f"{path}::{test}")
+    return out
+
+
+def test_the_path_reader_finds_a_missing_file_and_a_missing_test():
+    text = "see `tests/unit/test_docs_names.py::no_such_test`, docs/nowhere.md and tests/unit/test_docs_names.py"
+    assert missing_paths(text) == ["tests/unit/test_docs_names.py::no_such_test", "docs/nowhere.md"]
+
+
+def test_every_file_and_test_a_guide_or_the_source_names_is_there():
+    files = [*GUIDES, *SOURCES, *sorted((ROOT / "benchmarks").glob("*.py"))]
+    missing = [f"{name} (in {f.relative_to(ROOT)})" for f in files for name in missing_paths(f.read_text())]
+    assert missing == []
