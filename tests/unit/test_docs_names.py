@@ -94,3 +94,23 @@ def test_every_file_and_test_a_guide_or_the_source_names_is_there():
     files = [*GUIDES, *SOURCES, *sorted((ROOT / "benchmarks").glob("*.py"))]
     missing = [f"{name} (in {f.relative_to(ROOT)})" for f in files for name in missing_paths(f.read_text())]
     assert missing == []
+
+
+def code_names(text: str) -> set[str]:
+    """The ``possym`` names a Markdown file's Python code blocks import (``from possym.x import a, b``) or use."""
+    names: set[str] = set()
+    for block in re.findall(r"```python\n(.*?)```", text, re.S):
+        for module, imported in re.findall(r"^from (possym[\w.]*) import ([\w, ]+)$", block, re.M):
+            names |= {f"{module}.{n.strip()}" for n in imported.split(",")}
+        names |= source_names(block)
+    return names
+
+
+def test_the_code_reader_reads_imports_and_uses():
+    text = "```python\nfrom possym.tasks import solve, task_config\nrun = possym.open_run(x)\n```\n`possym.z`\n"
+    assert code_names(text) == {"possym.tasks.solve", "possym.tasks.task_config", "possym.open_run"}
+
+
+def test_every_possym_name_a_guide_s_python_imports_or_uses_exists():
+    missing = sorted(f"{n} ({g.name})" for g in GUIDES for n in code_names(g.read_text()) if not resolves(n))
+    assert missing == []
