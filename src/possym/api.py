@@ -296,10 +296,10 @@ class Run:
         from possym.stages.score import STAGE, ScoreConfig
 
         cfg: ScoreConfig = from_dict(STAGE.config, settings, "score", error=OptionError)
-        wanted = STAGE.steps_of(self.dir, cfg)
+        wanted = set(STAGE.steps_of(self.dir, cfg))
         with _bar(progress, len(wanted), "score", "ckpt") as bar:
             run_stage(self.dir, STAGE, cfg, progress=lambda _step: bar.update(1))
-        return frame([r for r in self.dir.read("scores", ScoreRecord) if r.step in set(wanted)], ScoreRecord)
+        return frame([r for r in self.dir.read("scores", ScoreRecord) if r.step in wanted], ScoreRecord)
 
     def head_detectors(self, step: StepSpec = "final", n_inputs: int = 100, seed: int = 0, *,
                        exclude_bos: bool = False, exclude_current_token: bool = False) -> pd.DataFrame:

@@ -26,8 +26,10 @@ def run(args: argparse.Namespace) -> int:
     cfg = config_from_dict(apply_overrides({"task": {"name": args.task}}, args.overrides)).task
     samples = task_instances(cfg, args.n, args.seed, args.split, args.extra)
     if args.out == "-":  # the lines alone on stdout, so that they pipe; the count goes to stderr
-        sys.stdout.write(jsonl_text(samples, cfg))
-        print(f"wrote {args.n} {args.task} instances to standard output", file=sys.stderr)
+        text = jsonl_text(samples, cfg)
+        sys.stdout.write(text)
+        n = text.count("\n")
+        print(f"wrote {n} {args.task} instances to standard output", file=sys.stderr)
         return 0
     n = write_jsonl(samples, cfg, args.out)
     print(f"wrote {n} {args.task} instances to {args.out}")
