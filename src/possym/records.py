@@ -361,14 +361,20 @@ class LengthRecord(Record):
 
 @dataclass(frozen=True)
 class ClaimRecord(Record):
-    """One of the paper's claims against ours (``claims.csv``), with the rule that gave the verdict.
+    """One of the paper's claims against ours (``claims.csv``), graded by its entry in ``possym/data/claims.yaml``
+    (:mod:`possym.report.grading`).
 
-    ``ours`` is what the rule graded: the seed summary of a number, the set most seeds agree on, the
-    seeds on which an ordering holds. ``per_seed`` is our value at each seed, in seed order, and
-    ``seeds`` those seeds (``0,1,2``); ``step`` the checkpoint each seed's number comes from (e.g.
-    ``best 4800``; blank where no one checkpoint). A claim about a number also carries it as numbers:
-    ``paper_value`` and the seeds' ``seed_mean``, ``seed_sd`` (blank for one seed), ``seed_min`` and
-    ``seed_max``. Verdicts: :data:`possym.report.rules.VERDICTS`.
+    ``ours`` is what the rule graded, in words; ``per_seed`` our value at each seed, in seed order, and ``seeds``
+    those seeds (``0,1,2``); ``step`` the checkpoint each seed's number comes from (e.g. ``best 4800``). A number
+    also carries ``paper_value`` and the seeds' ``seed_mean``, ``seed_sd`` (blank for one seed), ``seed_min``,
+    ``seed_max``; ``p_value``, the paper's value as one more draw of our seeds; ``percentile``, its place in our
+    predictive distribution; ``gap`` = paper − our mean with its 90% interval ``gap_low``..``gap_high`` (the
+    equivalence test's) and the claim's ``margin``. ``power``: what the evidence could have detected (the rule's
+    simulated power at these seeds). ``seed_verdicts``: each seed graded alone by its own interval; ``reading``: the
+    graded reading; ``readings``: the verdict under every reading; ``robustness``: ``robust`` when they agree,
+    ``reading-dependent`` when not, ``unresolved`` when a nuisance decides; ``evidence``: what the seeds' purity
+    rests on (intervals, persistence, point estimates). ``kind``: ``empirical``, ``finding`` (ours, beyond the
+    paper's text, in the tally) or ``verification``. Verdicts: :data:`possym.report.rules.VERDICTS`.
     """
 
     claim: str
@@ -385,10 +391,6 @@ class ClaimRecord(Record):
     seed_sd: float | None = None
     seed_min: float | None = None
     seed_max: float | None = None
-    # Calibration (docs/replication.md): each seed's verdict by the same rule ("s0 partial; s1 differs")
-    # and their count ("partial at 2 seeds, differs at 1"); the p-value of the paper's value as one more
-    # draw of our seeds; the paper's uncertainty the rule used; the pre-registered reading that grades,
-    # the verdict under every admissible reading, and "robust" when they all agree.
     seed_verdicts: str = ""
     seed_verdict_counts: str = ""
     p_value: float | None = None
@@ -396,7 +398,15 @@ class ClaimRecord(Record):
     reading: str = ""
     readings: str = ""
     robustness: str = ""
-    kind: str = "empirical"  # "empirical", or "verification" (a check of our code or of a formula)
+    kind: str = "empirical"
+    id: str = ""
+    margin: float | None = None
+    percentile: float | None = None
+    gap: float | None = None
+    gap_low: float | None = None
+    gap_high: float | None = None
+    power: str = ""
+    evidence: str = ""
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The metric paper's claims about its canonical tasks, each turned into a verdict by a rule stated here.
 
-Verdicts as the reproduction's report uses them (:mod:`possym.report.claims`): ``match``, ``partial``,
+Verdicts as the reproduction's report uses them (:mod:`possym.report.rules`): ``match``, ``partial``,
 ``differs``, ``n/a`` (the grid lacks the conditions the claim needs). Constants, defined once:
 
 - **solved**: mean accuracy across seeds, at the training length, >= :data:`SOLVED` (0.9);

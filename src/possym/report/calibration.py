@@ -1,59 +1,97 @@
-"""The positive control: every claim's rule run on the paper's own data, which it must grade as agreeing.
+"""The rules on the paper's own data before they grade us: a positive control and two negative ones per claim.
 
-A rule that grades the paper against itself "differs" tests a reading the paper does not hold, and is
-mended before it grades us (docs/replication.md, "Calibration"). :func:`paper_evidence` turns the
-paper's reported numbers (:func:`possym.paper.paper_numbers`: Fig. 2A's digitised per-hop curves, Fig.
-2C's purity onsets, Fig. 6's final scores, Table 1, Fig. 5B) into one "seed" of evidence per task, the
-form our runs take; :func:`calibrate` grades it by :func:`possym.report.claims.check_claims` and says,
-per claim, which of the paper's data fed it, or why none could ("n/a: the paper reports only ...").
+**Positive** (:func:`calibrate`): the paper's reported numbers (:func:`paper_evidence`: Fig. 2A's digitised
+curves, Fig. 2C's purity onsets, Fig. 6's final scores, Table 1, Fig. 5A/5B) become one "seed" of each task, and
+each claim is graded on them through the same multi-seed path that grades us (:func:`possym.report.grading
+.grade_measured`): for a number, the paper's value as one draw among synthetic seeds at our spread (our seeds'
+deviations from their mean, moved to the paper's value on the rule's scale); for a statement, the paper's seed
+repeated as many times as we have seeds. It must grade ``match`` (or ``uninformative`` / ``ceiling``, where the
+rule declines to call agreement evidence). A number whose margin our spread cannot reach is ``consistent`` here:
+the row says so, and the claim can be at best consistent.
 
-A claim passes when the verdict is one of :data:`AGREEING`: ``match``, or its counterparts at the floor
-(``uninformative``) and the ceiling (``ceiling``), where the rule declines to call agreement evidence.
+**Negative**: the same claim (a) graded on the other task's evidence, where the paper states it of one task only
+(``negative: other_task``: the tasks swapped), and (b) for a number, on our seeds moved to 1.5 margins from the
+paper's value; neither may grade ``match``.
 
-:func:`digitisation_error` measures how far values read off the paper's figures lie from the truth,
-on the one figure whose truth is known: Fig. 5A plots Theorem 3.2's closed-form bounds.
+Each row says how the paper's data feeds the claim (``calibration`` in claims.yaml): *derived* (the measure
+computes the property from the paper's raw data, and could fail), *identity* (the paper's number is fed back as
+its own evidence: a check of the plumbing), or *n/a* (the paper has no data for it, or it is a check of our code);
+:func:`calibration_counts` counts each apart, and an n/a row is never counted as a pass.
+
+:func:`digitisation_error` measures how far values read off the paper's figures lie from the truth, on the one
+figure whose truth is known: Fig. 5A plots Theorem 3.2's closed-form bounds.
 
 Example:
-    >>> rows = calibrate()
-    >>> all(r.verdict in AGREEING or r.verdict == "n/a" for r in rows)
-    True
     >>> round(digitisation_error(), 4)
     0.0005
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 
 from possym.config import load_config
 from possym.paper import paper_numbers
 from possym.records import (
-    ClaimRecord,
+    GAMMA,
     LengthRecord,
     PurityRecord,
     Record,
     ScoreRecord,
     Table1Record,
 )
-from possym.report.claims import FIG2A_SPACING, PAPER_STEPS, Evidence, TaskEvidence, check_claims, fig2a_first
-from possym.report.evidence import chance
-from possym.report.rules import CEILING, DIGITISATION, MATCH, NA, UNINFORMATIVE
+from possym.report.claimspec import ClaimSpec, load_claims
+from possym.report.evidence import (
+    PAPER_LAYERS,
+    PAPER_STEPS,
+    Evidence,
+    TaskEvidence,
+    chance,
+    history_from_table,
+)
+from possym.report.grading import applies, grade, grade_measured
+from possym.report.measures import MEASURES, Measured, Reading, SeedReading
+from possym.report.rules import (
+    CEILING,
+    DIGITISATION,
+    MATCH,
+    NA,
+    UNINFORMATIVE,
+    Estimate,
+    _f,
+    _inv,
+)
 
 AGREEING = (MATCH, UNINFORMATIVE, CEILING)
 PAPER_EVAL_EVERY = 50  # the authors' recipe evaluates every 50 steps (configs/paper.yaml)
+FIG2A_SPACING = 500  # Fig. 2A is digitised every 500 steps (paper_numbers.json)
 FIG6_STEP = 6000
+SHIFT = 1.5  # the negative control moves our seeds this many margins from the paper's value
 
 
 @dataclass(frozen=True)
 class CalibrationRecord(Record):
-    """One claim graded on the paper's own data (``calibration.csv``): which data, the verdict, and how."""
+    """One claim's controls (``calibration.csv``): how the paper's data feeds it (``calibration``: derived,
+    identity, n/a) and which (``data``); the verdict on the paper's own data (``verdict``) with how it was reached
+    (``detail``); the verdicts of the negative controls, on the other task's evidence (``other_task``) and on our
+    seeds moved beyond the margin (``shifted``), blank where not applicable; ``passes``: the positive control agrees
+    and no negative control matches (blank for n/a)."""
 
     claim: str
+    id: str
+    calibration: str
     data: str
     verdict: str
     detail: str
-    passes: bool
+    other_task: str = ""
+    shifted: str = ""
+    passes: bool | None = None
 
 
 def digitisation_error() -> float:
@@ -69,12 +107,14 @@ def digitisation_error() -> float:
     return max(gaps)
 
 
-def _chance(task: str) -> float:
-    """A uniform guess's accuracy on the paper's ``task``, as the task declares it (possym.tasks.Task.chance)."""
-    return chance(load_config(task, "paper"))
+def fig2a_first(curve: dict, key: str) -> int | None:
+    """The first digitised step of Fig. 2A at which ``key`` reaches 0.9."""
+    from possym.records import first_step_at
+
+    return first_step_at(zip(curve["step"], curve[key], strict=True))
 
 
-def _purity(layer: int, kind: str, step: int | None, final: str, gamma: float = 0.1) -> PurityRecord:
+def _purity(layer: int, kind: str, step: int | None, final: str, gamma: float = GAMMA) -> PurityRecord:
     return PurityRecord(layer=layer, head=0, query="last", gamma=gamma, kind=kind, step=step, final_kind=final,
                         final_kind_step=step if final else None)
 
@@ -90,26 +130,27 @@ def _curve(task: str) -> list[LengthRecord]:
 
 
 def _fig5a(function: str) -> list[tuple[float, float | None]]:
-    """Fig. 5A's digitised bound of ``function`` ("index", "retrieval") against n (None where not read)."""
     fig = paper_numbers()["fig5a_discrepancy_bounds"]
     return [(float(n), b) for n, b in zip(fig["n"], fig[function], strict=True)]
 
 
 def _paper_seed(task: str, bound: str, purity: list[PurityRecord], scores: list[ScoreRecord],
                 solved: dict[str, int | None], best_step: int) -> TaskEvidence:
-    """One task's reported numbers as one seed: Table 1's IDs, Fig. 5B's curve and Fig. 5A's ``bound`` with what
-    is given (the purity table, the final scores, the first steps at 0.9 and the step of maximum accuracy)."""
+    """One task's reported numbers as one seed: Table 1's IDs, Fig. 5B's curve and Fig. 5A's ``bound`` with the
+    purity onsets, the final scores, the first steps at 0.9 and the step of maximum accuracy."""
     ids = paper_numbers()["table1_weighted_frequency_id"][f"{task}_task"]
     return TaskEvidence(
-        n_layers=12, seed=0, chance=_chance(task), purity=purity, scores=scores,
+        n_layers=PAPER_LAYERS, seed=0, chance=chance(load_config(task, "paper")),
         table1=[Table1Record(FIG6_STEP, layer, 0, float(i), int(i), math.nan, int(i)) for layer, i in enumerate(ids)],
         lengthgen=_curve(task), decay_bound=_fig5a(bound), best_step=best_step, eval_every=PAPER_EVAL_EVERY,
         solved=solved, trained_steps=PAPER_STEPS, solved_spacing=FIG2A_SPACING,
-        lengthgen_step="the paper's evaluated model", scores_step=f"step {FIG6_STEP}", table1_step="Table 1")
+        lengthgen_step="the paper's evaluated model", scores_step=f"step {FIG6_STEP}", table1_step="Table 1",
+        history=history_from_table(purity, finals=scores), history_005=history_from_table(purity, gamma=0.05),
+        preset="paper", final_scores=scores)
 
 
 def paper_evidence() -> Evidence:
-    """The paper's reported numbers as one seed of each task (seed label 0): what our rules read from a run."""
+    """The paper's reported numbers as one seed of each task (seed label 0): what our measures read from a run."""
     d = paper_numbers()
     fig2a, fig2a_l = d["fig2a_number_task_test_accuracy_by_hop"], d["fig2a_letter_task_test_accuracy_global"]
     fig2c, fig6 = d["fig2c_purity_gamma_0.1"], d["fig6_final_scores_last_token_step_6000"]
@@ -147,67 +188,109 @@ def paper_evidence() -> Evidence:
     return Evidence({"number": [number], "letter": [letter]})
 
 
-# What of the paper's data feeds each claim, by the claim's name (the first key contained in it).
-DATA = (
-    ("hops are learned in order", "Fig. 2A: the per-hop curves, digitised every 500 steps"),
-    ("learned before", "Fig. 2A: both tasks' global curves"),
-    ("step of maximum", "Fig. 2A: the dashed line"),
-    ("first reaches", "Fig. 2A: the digitised curve"),
-    ("converges only once", "Fig. 2C / 7 purity onsets, Fig. 6 final scores, Fig. 2A's dashed line"),
-    ("n hops need", "Fig. 2A per-hop curves and Fig. 2C purity onsets"),
-    ("as the layers purify", "Fig. 7 pure-symbolic counts at 2000/2500/3000 and Fig. 2A's global curve"),
-    ("γ = 0.05", "the text of Sec. 3.3 (only L1 and L2 at γ = 0.05)"),
-    ("layers that become", "Fig. 2C / Fig. 7 purity"),
-    ("L4 becomes", "Fig. 2C purity"),
-    ("no layer is ever pure positional", "Fig. 7 purity"),
-    ("number task only", "Fig. 6 final scores"),
-    ("pure heads at the end", "Fig. 6 final scores"),
-    ("Table 1", "Table 1"),
-    ("fastest rotations", "Table 1 with Fig. 6's final purity"),
-    ("accuracy at +", "Fig. 5B, digitised"),
-    ("extrapolates", "Fig. 5B, digitised"),
-    ("resembles the theory", "Fig. 5A's digitised bounds (θ = 0.8, 0.0027) and Fig. 5B's digitised accuracy"),
-)
-# Claims the paper's data cannot feed, and why.
-NOT_FED = {
-    "letter-task hops are learned together": "n/a: the paper reports only the letter task's global curve (Fig. 2A), "
-                                             "and says in words that its per-hop curves lie within a few points",
-    "number task: attention follows the hop path (Fig. 3)":
-        "n/a: the paper reports only one drawn input (Fig. 3A) and, in words, where three of its four hop queries "
-        "attend; no rate over inputs",
-    "letter task: attention follows the hop path (Fig. 3)":
-        "n/a: the paper reports only one drawn input (Fig. 3B), and says that the number task's analysis "
-        "'can be extrapolated' to it",
-    "number task: L1's keys aligned and queries aimed, as T_Index's (Fig. 4B)":
-        "n/a: the paper reports only a picture of one input's keys and queries in L1 (Fig. 4B), and no measure",
-}
-VERIFICATIONS = ("Thm. 3.1's constructions, Thm. 3.2's bounds and Fig. 5A's curves are checks of our code and of a "
-                 "formula against the paper's; they have no data of the paper's to be graded on")
+def _recentred(spec: ClaimSpec, ours: Sequence[Estimate], centre: float) -> list[Estimate]:
+    """Our seeds' deviations from their mean, moved to ``centre``, on the rule's scale (each own interval moved
+    with its point)."""
+    x = _f(spec.scale, np.array([e.value for e in ours]))
+    move = float(_f(spec.scale, np.array([centre]))[0] - x.mean())
+
+    def shift(v: float) -> float:
+        return float(_inv(spec.scale, _f(spec.scale, np.array([v])) + move)[0])
+
+    return [Estimate.of(shift(e.value), shift(e.low), shift(e.high)) for e in ours]
 
 
-def _data(claim: str) -> str:
-    return next((text for key, text in DATA if key in claim), "")
+def _synthetic(name: str, seeds: Sequence[Estimate]) -> Measured:
+    return Measured((Reading(name, tuple(SeedReading(i, f"{s.value:.3g}", s) for i, s in enumerate(seeds))),))
 
 
-def calibrate() -> list[CalibrationRecord]:
-    """Every empirical claim graded on the paper's own data (:func:`paper_evidence`), in the claims' order."""
-    claims = [c for c in check_claims(paper_evidence()) if c.kind == "empirical"]
-    rows = [CalibrationRecord(c.claim, _data(c.claim), c.verdict,
-                              f"{c.ours}" + (f"; readings: {c.readings}" if c.readings else ""),
-                              c.verdict in AGREEING) for c in claims]
-    for claim, why in NOT_FED.items():
-        rows = [r for r in rows if r.claim != claim]
-        rows.append(CalibrationRecord(claim, why, NA, "", True))
-    rows.append(CalibrationRecord("Theorem 3.1 and 3.2, Fig. 5A (verifications)", "n/a: " + VERIFICATIONS, NA, "",
-                                  True))
-    return rows
+def swap_tasks(ev: Evidence) -> Evidence:
+    """``ev`` with the two tasks' evidence exchanged: every claim about one task then reads the other's."""
+    other = {"number": "letter", "letter": "number"}
+
+    def claim(name: str) -> str:
+        for a, b in other.items():
+            if name.startswith(f"{a} task"):
+                return name.replace(f"{a} task", f"{b} task", 1)
+        return name
+
+    return dataclasses.replace(
+        ev, tasks={other.get(t, t): v for t, v in ev.tasks.items()},
+        hop_queries={other.get(t, t): v for t, v in ev.hop_queries.items()},
+        length_seeds=[dataclasses.replace(r, task=other.get(r.task, r.task)) for r in ev.length_seeds],
+        protocol=[dataclasses.replace(r, claim=claim(r.claim)) for r in ev.protocol],
+        hop_flow=[dataclasses.replace(r, task=other.get(r.task, r.task)) for r in ev.hop_flow],
+        geometry=[dataclasses.replace(r, task=other.get(r.task, r.task)) for r in ev.geometry])
 
 
-def failing(rows: list[CalibrationRecord] | None = None) -> list[CalibrationRecord]:
-    """The claims whose rule grades the paper's own data as disagreeing (none, for a calibrated table)."""
-    return [r for r in (calibrate() if rows is None else rows) if not r.passes]
+def _control(spec: ClaimSpec, ours: Evidence, paper: Evidence) -> CalibrationRecord:
+    base: dict[str, Any] = dict(claim=spec.claim, id=spec.id,
+                                calibration="n/a" if spec.calibration == "none" else spec.calibration)
+    if spec.calibration == "none":
+        return CalibrationRecord(**base, data=f"n/a: {spec.data}", verdict=NA, detail="")
+    theirs = MEASURES[spec.measure](paper, spec)
+    mine = MEASURES[spec.measure](ours, spec) if not applies(spec, ours) else Measured(na="another preset")
+    n = len(mine.graded.seeds) if not mine.na and mine.readings else 1
+    chance = next((te.chance for te in paper.seeds(spec.task or "number")), None)
+    other = ""
+    if spec.negative == "other_task":
+        other = grade(spec, swap_tasks(ours), power=False).verdict
+    shifted = ""
+    if theirs.na:
+        return CalibrationRecord(**base, data=spec.data, verdict=NA, detail=theirs.na, other_task=other)
+    if spec.rule == "value":
+        assert spec.value is not None and spec.margin is not None
+        paper_seed = theirs.graded.seeds[0].estimate
+        assert paper_seed is not None
+        estimates = ([s.estimate for s in mine.graded.seeds if s.estimate is not None] if n > 1
+                     else [paper_seed])
+        # The paper's seed at the middle of its own interval: a first step read on a curve digitised every 500 steps
+        # lies anywhere in the 500 before it.
+        centre = (paper_seed.low + paper_seed.high) / 2
+        synthetic = _recentred(spec, estimates, centre) if n > 1 else estimates
+        record = grade_measured(spec, _synthetic("the paper among seeds at our spread", synthetic), chance,
+                                power=False)
+        if n > 1:
+            away = spec.value.value + SHIFT * spec.margin
+            if spec.scale == "accuracy" and not 0.0 <= away <= 1.0:
+                away = spec.value.value - SHIFT * spec.margin
+            moved = _recentred(spec, estimates, away)
+            shifted = grade_measured(spec, _synthetic("our seeds beyond the margin", moved), chance,
+                                     power=False).verdict
+        detail = (f"the paper's value {centre:g} among {n} synthetic seeds at our spread: {record.ours}"
+                  if n > 1 else f"the paper's value as one seed: {record.ours}")
+    else:
+        seeds = tuple(dataclasses.replace(s, seed=i) for i in range(n) for s in theirs.graded.seeds[:1])
+        record = grade_measured(spec, Measured((dataclasses.replace(theirs.graded, seeds=seeds),)), power=False)
+        detail = f"the paper's data as {n} identical seed{'s' if n > 1 else ''}: {theirs.graded.seeds[0].text}"
+    passes = record.verdict in AGREEING and MATCH not in (other, shifted)
+    return CalibrationRecord(**base, data=spec.data, verdict=record.verdict, detail=detail, other_task=other,
+                             shifted=shifted, passes=passes)
 
 
-def paper_claims() -> list[ClaimRecord]:
-    """The claims graded on the paper's data, whole records (for reading the detail of one)."""
-    return check_claims(paper_evidence())
+def calibrate(ours: Evidence | None = None, specs: Sequence[ClaimSpec] | None = None) -> list[CalibrationRecord]:
+    """Every claim's controls (module docstring), in the claims' order; ``ours``: the evidence that sets the
+    seed count and spread of the positive control and feeds the negative ones (None: the paper's alone, one seed)."""
+    paper = paper_evidence()
+    ours = paper if ours is None else ours
+    return [_control(s, ours, paper) for s in (load_claims() if specs is None else specs)]
+
+
+def calibration_counts(rows: Sequence[CalibrationRecord]) -> dict[str, tuple[int, int]]:
+    """Per kind of calibration (derived, identity, n/a): (rows that pass, rows); an n/a row never passes.
+
+    >>> calibration_counts([CalibrationRecord("a", "a", "derived", "", "match", "", passes=True),
+    ...                     CalibrationRecord("b", "b", "n/a", "", "n/a", "")])
+    {'derived': (1, 1), 'identity': (0, 0), 'n/a': (0, 1)}
+    """
+    return {kind: (sum(bool(r.passes) for r in rows if r.calibration == kind), sum(r.calibration == kind for r in rows))
+            for kind in ("derived", "identity", "n/a")}
+
+
+def failing(rows: Sequence[CalibrationRecord]) -> list[CalibrationRecord]:
+    """The calibrated rows whose controls fail (the positive disagrees, or a negative matches)."""
+    return [r for r in rows if r.passes is False]
+
+
+__all__ = ["AGREEING", "CalibrationRecord", "calibrate",
+           "calibration_counts", "digitisation_error", "failing", "paper_evidence", "swap_tasks"]

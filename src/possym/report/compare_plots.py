@@ -9,7 +9,7 @@ Example:
     >>> import pandas as pd
     >>> evals = pd.DataFrame({"seed": [0, 0, 1, 1], "step": [0, 50, 0, 50], "accuracy": [0.1, 0.9, 0.1, 0.8]})
     >>> fig = fig2a_compare({"letter": evals}, {})
-    >>> len([line for line in fig.axes[1].lines if line.get_label().startswith("global")])
+    >>> len(fig.axes[1].lines)   # one line per seed; the legend names the first
     2
 """
 
@@ -22,7 +22,6 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from possym.records import Fig5aRecord
-from possym.report.claims import FIG3_PANELS
 from possym.report.score_plots import ACC, HOP_COLOURS, POS, SYM
 
 # The paper's Fig. 2A, panel by panel: the hop counts it plots one curve each for (the letter panel: global only).
@@ -208,7 +207,11 @@ def flow_compare(flow: pd.DataFrame) -> Figure:
     """
     from matplotlib.patches import Rectangle
 
-    order = {t: i for i, t in enumerate(FIG3_PANELS)}
+    from possym.report.claimspec import load_claims
+
+    # The panels the claims read, in the paper's order, and whether the paper names one layer per hop (Fig. 3A).
+    panels = {s.task: bool(s.arg("layer_per_hop")) for s in load_claims() if s.measure == "hop_flow"}
+    order = {t: i for i, t in enumerate(panels)}
     keys = sorted({(str(t), int(s)) for t, s in zip(flow["task"], flow["seed"], strict=True)},
                   key=lambda k: (order.get(k[0], len(order)), k))
     cols = min(max(len(keys), 1), 3)
@@ -222,7 +225,7 @@ def flow_compare(flow: pd.DataFrame) -> Figure:
         rows = flow[(flow["task"] == task) & (flow["seed"] == seed)]
         grid = rows.pivot_table(index="depth", columns="layer", values="on_next")
         image = ax.imshow(grid.to_numpy(), aspect="auto", cmap="Greys", vmin=0, vmax=1)
-        if task in FIG3_PANELS and FIG3_PANELS[task].layer_per_hop:  # the paper's one-hop-per-layer diagonal
+        if panels.get(task):  # the paper's one-hop-per-layer diagonal
             for d in grid.index:
                 ax.add_patch(Rectangle((d - 1 - 0.5, d - 1 - 0.5), 1, 1, fill=False, ec=POS, lw=1.5))
         ax.set_xticks(range(grid.shape[1]))

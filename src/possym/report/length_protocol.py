@@ -5,7 +5,7 @@ protocol"). A *reading* fixes what it leaves open: what the extra tokens are (``
 pooled accuracy weights the hop counts (``hop_mix``), which checkpoint is measured (``checkpoint``:
 "best" or "final"), and what the paper's x-axis counts (``x_axis``: "extra", the K inserted tokens, or
 "seq_len", the total input length K + 17). For each reading this module computes the values the length
-claims of :func:`possym.report.claims.length_claims` grade:
+claims of ``possym/data/claims.yaml`` grade:
 
 - ``{task} task: accuracy at +{L} tokens`` for L = 100, 800, 5,000 and both tasks: the pooled accuracy at
   x = L (K = L, or K = L − 17 on the total-length axis), with its per-prefix 95% interval;
@@ -13,8 +13,8 @@ claims of :func:`possym.report.claims.length_claims` grade:
   lengths x ≥ 50 measured for both tasks at which the letter accuracy ≥ the number accuracy (holds at 1).
 
 :func:`length_claim_values` gives one row per (reading, claim, seed); :func:`length_claim_table` grades
-each (reading, claim) over the seeds by the claims' own rules (:mod:`possym.report.rules`) and lays the
-readings side by side, so one table shows which reading moves which verdict.
+each (reading, claim) over the seeds by the claims' own grading (:func:`possym.report.grading.grade_measured`)
+and lays the readings side by side, so one table shows which reading moves which verdict.
 
 The input is a frame of length-curve rows (``possym.records.LengthRecord`` fields) with columns ``task``,
 ``seed`` and the reading's columns, as :func:`possym.stages.length_protocol.read_protocol_curves` reads them.
@@ -38,14 +38,14 @@ import pandas as pd
 
 from possym.errors import PossymError
 from possym.paper import paper_numbers
-from possym.report import rules
-from possym.report.rules import Estimate
+from possym.report.measures import Measured, Reading, SeedReading
+from possym.report.rules import Estimate, SeedVerdict
 
 READING = ("extra_tokens", "hop_mix", "checkpoint")
 X_AXES = ("extra", "seq_len")
 CLAIM_LENGTHS = (100, 800, 5000)
 ORDER_CLAIM = "the letter model extrapolates much further than the number model"
-ORDER_FROM = 50  # the ordering claim is checked at every length >= +50 (report/claims.py)
+ORDER_FROM = 50  # the ordering claim is checked at every length >= +50 (claims.yaml: letter-extrapolates)
 
 
 def accuracy_claim(task: str, length: int) -> str:
@@ -113,19 +113,27 @@ def length_claim_table(curves: pd.DataFrame, chance: dict[str, float] | None = N
     text ``cell`` ("0.43 (0.33–0.54) match"). ``chance``: a uniform guess's accuracy per task (1/120 and
     1/64 at the paper's), for the "uninformative" verdict at the floor. Pivot ``cell`` on the reading
     columns for the one-table view (:func:`claims_by_reading`)."""
+    from possym.report.claimspec import load_claims
+    from possym.report.grading import grade_measured
+
     values = length_claim_values(curves, x_axes)
     chance = chance or {}
+    specs = {s.claim: s for s in load_claims()}
     rows = []
     for key, group in values.groupby(["claim", *READING, "x_axis"], sort=False):
         claim = key[0]
+        spec = specs[claim]
         if claim == ORDER_CLAIM:
-            verdict = rules.grade_holds([v == 1.0 for v in group.value], [v >= 0.8 for v in group.value])
+            seeds = tuple(SeedReading(int(s), f"{v:.2f}", verdict=SeedVerdict.holds(v == 1.0, weak=v >= 0.8))
+                          for s, v in zip(group.seed, group.value, strict=True))
             paper = float("nan")
         else:
-            task = claim.split(" ")[0]
             paper = float(group.paper.iloc[0])
-            seeds = [Estimate.of(v, lo, hi) for v, lo, hi in zip(group.value, group.low, group.high, strict=True)]
-            verdict = rules.grade_accuracy(seeds, paper, chance.get(task)).verdict
+            seeds = tuple(SeedReading(int(s), f"{v:.2f}", Estimate.of(v, lo, hi))
+                          for s, v, lo, hi in zip(group.seed, group.value, group.low, group.high, strict=True))
+        # The claims' own grading, on this reading's seeds: one grading system, whatever the reading.
+        verdict = grade_measured(spec, Measured((Reading("this reading", seeds),)), chance.get(spec.task),
+                                 power=False).verdict
         mean, lo, hi = group.value.mean(), group.value.min(), group.value.max()
         rows.append({"claim": claim, **dict(zip([*READING, "x_axis"], key[1:], strict=True)), "paper": paper,
                      "seeds": len(group), "mean": mean, "min": lo, "max": hi, "verdict": verdict,

@@ -1,7 +1,6 @@
 """Assemble a reproduction into ``report.html``, ``claims.csv``, ``figures/`` and ``tables/``, every seed shown.
 
-:func:`build_report` takes per task the run directories of its seeds (see :mod:`possym.report.evidence`;
-:func:`~possym.report.evidence.legacy_runs` reads a single-seed ``possym reproduce`` directory), draws
+:func:`build_report` takes per task the run directories of its seeds (see :mod:`possym.report.evidence`), draws
 the paper-beside-ours figures with one thin line per seed, copies each run's own figures and key
 tables under one name scheme (``figures/{task}_s{seed}_{stem}.png|svg``,
 ``tables/{task}_s{seed}_{name}.csv``), grades the claims over the seeds and renders one
@@ -33,8 +32,8 @@ from possym.records import (
     records_csv,
 )
 from possym.report import compare_plots, html
-from possym.report.claims import Evidence, TaskEvidence, check_claims, claim_summary, final_kinds
-from possym.report.evidence import load_evidence, run_seed, table
+from possym.report.evidence import Evidence, TaskEvidence, final_kinds, load_evidence, run_seed, table
+from possym.report.grading import check_claims, claim_summary
 from possym.report.length_plots import plot_length_curves
 from possym.report.seeds import claims_wide
 from possym.runs import ARTIFACTS, RunDir, atomic_write_text, csv_text, read_csv, save_figure
@@ -84,8 +83,7 @@ def _images(items: Sequence[tuple[Path, str]]) -> list[html.Image]:
 
 def _last_scores(te: TaskEvidence) -> list[ScoreRecord]:
     """A run's scores at its last scored step, last-token query."""
-    step = max((r.step for r in te.scores), default=None)
-    return [r for r in te.scores if r.step == step and r.query == "last"]
+    return list(te.final_scores)
 
 
 def learning_rows(evidence: Evidence) -> list[dict[str, Any]]:
@@ -109,7 +107,7 @@ def final_score_rows(evidence: Evidence) -> list[FinalScoreRecord]:
     rows = []
     for task, runs in evidence.tasks.items():
         for te in runs:
-            kinds = final_kinds(te.scores)
+            kinds = final_kinds(te.final_scores)
             rows += [FinalScoreRecord(task, te.seed, r.step, r.layer, r.head, r.s_pos, r.s_sym, kinds.get(r.layer, ""))
                      for r in _last_scores(te)]
     return rows

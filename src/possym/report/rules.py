@@ -1,114 +1,99 @@
-"""The verdict rules, one per kind of claim, each a pure function of per-seed values.
+"""The rule kinds that grade a claim over seeds, each a pure function of per-seed values, each defined once.
 
-A claim is graded on the distribution over seeds, by a rule fixed before the result. No rule chooses,
-among the readings our data allow, the one closest to the paper: a tie, or a layer whose interval
-straddles γ, is resolved against the paper or not at all.
+A claim (:mod:`possym.report.claimspec`, one entry of ``possym/data/claims.yaml``) names a measure and one
+of three rule kinds. The rule and its margin are written in the entry before the claim is graded; no rule
+chooses, among the readings our data allow, the one closest to the paper.
 
-Verdicts (:data:`VERDICTS`): ``match``, ``partial``, ``differs``; ``uninformative`` where the paper's
-value and ours both lie at the chance floor, so that agreement says nothing; ``ceiling``, its
-counterpart at accuracy 1; ``verified`` for a check of our own code or of a formula against the
-paper's (a construction, a plotted bound), which reproduces nothing and stays out of the empirical
-tally; ``n/a`` where the evidence cannot judge the claim.
+**Verdicts**, each defined here once (:data:`VERDICTS`):
 
-**A number, with uncertainty on both sides** (:func:`grade_accuracy`, :func:`grade_step`).
+- ``match``: *equivalent*. For a number, the gap between the paper's value and our seeds' mean is shown to lie
+  within the claim's margin (two one-sided tests at :data:`ALPHA`); for a statement checked per seed, it holds
+  surely (its intervals decide it) at every seed.
+- ``consistent``: neither excluded nor shown equivalent: the evidence could not tell. Never counted as a match.
+- ``partial``: statements only: it holds surely at more than half the seeds but surely fails at some, or its
+  stated weaker form holds surely at every seed; for a set, it shares at least half its layers with the paper's.
+- ``differs``: for a number, the paper's value lies outside what our seeds predict for a new seed (two-sided
+  p < :data:`ALPHA`) and is not equivalent; for a statement, it surely fails at more than half the seeds.
+- ``uninformative`` / ``ceiling``: an accuracy of the paper and of every seed at chance's floor / within the
+  figure's resolution of 1, where agreement is no evidence.
+- ``unresolved``: the verdict depends on a protocol choice the paper does not state (a nuisance, e.g. the length
+  test's hop mix): the claim lists the verdict under each admissible choice instead.
+- ``verified``: a check of our code or of a formula (a construction, a plotted bound), outside the tally.
+- ``n/a``: the evidence cannot judge the claim (no run, or a run of another preset: ``possym.report.grading``).
 
-*Ours*: the interval in which a new seed's value should fall, a 95% t prediction interval over the
-seeds' point estimates, mean ± t(0.975, n−1)·sd·√(1 + 1/n), on the log-odds scale for an accuracy
-(the between-seed spread already holds each seed's own sampling noise). With one seed, or seeds
-that all agree, it is the seeds' own intervals' hull.
+**Rule kind ``value``: a number per seed** (:func:`grade_value`). x₁..xₙ our seeds' values, P the paper's,
+σ_P its own uncertainty (a value read off a figure to within a tolerance, and for an accuracy the binomial
+error at an evaluation sample the paper does not state, :class:`PaperValue`), M the claim's margin.
 
-*The paper's* (:class:`PaperValue`): its value, read off a figure to within ``tolerance`` (measured:
-:data:`DIGITISATION`), and, for an accuracy, the 95% Wilson interval of a binomial proportion at a
-stated number of evaluation inputs ``n``: the paper gives none, so claims show the verdict at 100,
-500 and 2,400 inputs (:data:`PAPER_SAMPLE_SIZES`) and grade at :data:`GRADING_N` = 500.
+- *Prediction* (``differs``): on a transformed scale f, the paper's run as one more draw of our seeds: t =
+  (f(P) − mean f(x)) / √(sd²(1 + 1/n) + σ_P²), two-sided p from Student's t with n − 1 degrees of freedom. For an
+  accuracy f(p) = arcsin √p, the binomial's variance-stabilising transform: bounded, so that a spread of seeds
+  near 0 or 1 cannot stretch the prediction over the whole range (the log-odds could: seeds at 0.00–0.31 would
+  predict 0.89). ``percentile``: P's place in the predictive t distribution, without σ_P.
+- *Equivalence* (``match``): the gap G = P − mean(x) in the value's own units, with standard error
+  √(sd²/n + σ_P²); match iff its 90% interval, G ± t(0.95, n − 1)·se, lies inside (−M, M): both one-sided tests
+  reject at 0.05. An equivalence needs a spread to estimate: with one seed the rule can give no ``match``.
+- Order: floor or ceiling first (accuracies), then ``match``, then ``differs``, else ``consistent``. A gap
+  inside the margin that a tight spread also shows to be non-zero is a match: the margin says what is immaterial.
+- One seed, or seeds without spread: the prediction uses the seeds' own intervals as a normal 95% interval; its
+  size is then not controlled (:mod:`possym.report.power` says how far off).
 
-The p-value of "the paper's run is one more draw of our seeds": a two-sided t test of the paper's
-value against the seeds' mean, with variance sd²(1 + 1/n) plus the paper's own (its interval's
-half-width / 1.96, squared), on the log-odds scale for an accuracy (with one seed, or no spread, a
-normal test with the seeds' own interval as its 95%).
+**Rule kind ``seeds``: a statement, a set or a count per seed** (:func:`grade_seeds`). Each seed's evidence
+gives the best and the worst verdict its intervals allow (:class:`SeedVerdict`: a holds/fails statement gives
+match/differs, or partial for a weaker form; a set by its Jaccard index J with the paper's, match if J = 1,
+partial if J ≥ :data:`JACCARD_PARTIAL`; a count match within ``match_within``, partial within
+``partial_within``). Over n seeds, with h seeds surely ``match``, f surely ``differs`` and s surely at least
+``partial``: match if h = n; differs if f > n/2; partial if s > n/2 and some seed is surely not ``match``;
+else consistent.
 
-- match if p ≥ :data:`ALPHA` = 0.05: the paper's value is what a new seed of ours could give;
-- partial if not, but the paper's interval meets ours once ours is widened by a stated band: a
-  factor :data:`ODDS_PARTIAL` = 2 in odds at each end for an accuracy (about ±0.17 at 0.5, ±0.06 at
-  0.9), :data:`STEP_PARTIAL` = 10% of the paper's value for a step;
-- differs otherwise.
-
-**At the floor and at the ceiling.** An accuracy is *at the floor* when its odds are within a
-factor :data:`ODDS_FLOOR` = 10 of chance's: a ≤ expit(logit(c) + log 10); chance c = 1/(number of
-possible answers): 1/120 on the number task (0.078 and below), 1/64 on the letter task (0.137 and
-below). When the paper's value and every seed's point estimate are at the floor, the claim is
-``uninformative``. Its counterpart at the top is ``ceiling``: the paper's value within its figure's
-resolution of 1 (p ≥ 1 − tolerance) and every seed's point estimate too, so that the figure cannot
-tell the two apart and agreement says only that both solve it. Neither counts as a match.
-
-**A layer set or a count** (:func:`grade_set`, :func:`grade_count`). Each seed's point estimates give
-its set (or count); the verdict is on the set that most seeds give. On a tie for most, the verdict
-is the worst of the tied sets' (the one furthest from the paper), never the best. Sets: with J the
-Jaccard index against the paper's set, match if J = 1, partial if J ≥ 0.5. Counts: match if within
-:data:`COUNT_MATCH` = 1 of the paper's, partial if within :data:`COUNT_PARTIAL` = 3. Layers whose
-interval straddles γ are listed by the caller beside the set; they never enter it.
-
-**An ordering or a statement per seed** (:func:`grade_holds`): match if it holds at every seed,
-partial if at most (more than half), differs otherwise. Where a claim also states a weaker form,
-partial also when the weaker form holds at every seed.
-
-**Two groups of seeds** (:func:`compare_groups`): the exact permutation test of the difference in
-means (two-sided) beside Welch's t; with 3 seeds against 3, the smallest p the exact test can give is
-2/20 = 0.1, so complete separation is suggestive, not significant at 0.05.
+**Rule kind ``check``**: a verification, ``verified`` if it holds, else ``partial`` or ``differs`` as the entry says.
 
 Example:
-    >>> grade_accuracy([Estimate(0.33, 0.28, 0.38), Estimate(0.54, 0.50, 0.58)], paper=0.70).verdict
-    'match'
-    >>> seeds = [Estimate(0.33, 0.31, 0.35), Estimate(0.54, 0.52, 0.56), Estimate(0.37, 0.35, 0.39),
-    ...          Estimate(0.50, 0.48, 0.52)]
-    >>> g = grade_accuracy(seeds, paper=PaperValue(0.74, DIGITISATION, 500))
-    >>> g.verdict, round(g.p_value, 3)
-    ('match', 0.072)
-    >>> grade_accuracy(seeds, paper=PaperValue(0.85, DIGITISATION, 500)).verdict
+    >>> seeds = [Estimate.of(v) for v in (0.46, 0.52, 0.49, 0.55, 0.50)]
+    >>> g = grade_value(seeds, PaperValue(0.51, 0.01), margin=0.05, scale="accuracy")
+    >>> g.verdict, round(g.gap, 3), round(g.percentile, 2)
+    ('match', 0.006, 0.56)
+    >>> grade_value(seeds, PaperValue(0.56, 0.01), margin=0.05, scale="accuracy").verdict
+    'consistent'
+    >>> grade_value(seeds, PaperValue(0.74, 0.01), margin=0.05, scale="accuracy").verdict
+    'differs'
+    >>> grade_seeds([SeedVerdict.holds(True), SeedVerdict.holds(True), SeedVerdict.holds(False)]).verdict
     'partial'
-    >>> grade_accuracy([Estimate(0.02, 0.01, 0.03)], paper=0.04, chance=1 / 120).verdict
-    'uninformative'
-    >>> grade_set([frozenset({1}), frozenset({1, 2, 3}), frozenset({1, 2, 3})], frozenset({0, 1, 2, 3})).verdict
-    'partial'
-    >>> grade_holds([True, True, False])
-    'partial'
-    >>> round(compare_groups([1.0, 2.0, 3.0], [4.0, 5.0, 6.0]).p_permutation, 3)
-    0.1
+    >>> grade_seeds([SeedVerdict.holds(True), SeedVerdict.of("differs", "match")]).verdict   # one seed undecided
+    'consistent'
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
-from collections.abc import Hashable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import combinations, product
-from typing import TypeVar
 
 import numpy as np
 
-MATCH, PARTIAL, DIFFERS, UNINFORMATIVE, NA = "match", "partial", "differs", "uninformative", "n/a"
-CEILING, VERIFIED = "ceiling", "verified"
-VERDICTS = (MATCH, PARTIAL, DIFFERS, UNINFORMATIVE, CEILING, VERIFIED, NA)
-EMPIRICAL = (MATCH, PARTIAL, DIFFERS, UNINFORMATIVE, CEILING)  # the tally of a reproduction: verified stays out
-# How far a verdict is from agreeing with the paper: a tie is resolved towards the larger rank.
-_RANK = {MATCH: 0, PARTIAL: 1, DIFFERS: 2}
+MATCH, CONSISTENT, PARTIAL, DIFFERS = "match", "consistent", "partial", "differs"
+UNINFORMATIVE, CEILING, UNRESOLVED, VERIFIED, NA = "uninformative", "ceiling", "unresolved", "verified", "n/a"
+VERDICTS = (MATCH, CONSISTENT, PARTIAL, DIFFERS, UNINFORMATIVE, CEILING, UNRESOLVED, VERIFIED, NA)
+# The tally of a reproduction: every verdict a claim about the paper's results can get (verified stays out).
+EMPIRICAL = (MATCH, CONSISTENT, PARTIAL, DIFFERS, UNINFORMATIVE, CEILING, UNRESOLVED)
+# A seed's verdict on a statement, a set or a count, from agreeing with the paper to not.
+ORDINAL = (MATCH, PARTIAL, DIFFERS)
 
-ODDS_PARTIAL = 2.0  # an accuracy's partial band: odds within this factor beyond the widened seed range
+ALPHA = 0.05  # the level of every test: the prediction's two-sided test and each one-sided test of equivalence
 ODDS_FLOOR = 10.0  # an accuracy is at the floor when its odds are within this factor of chance's
-STEP_PARTIAL = 0.10  # a step's partial band: this fraction of the paper's value beyond the range
-# How far a value read off one of the paper's figures can be from the figure's own: the largest gap
-# between Fig. 5A's digitised points and the closed form they plot (0.005; possym.report.calibration
-# .digitisation_error), rounded up to the 0.01 the digitisation notes state.
-DIGITISATION = 0.01
-PAPER_SAMPLE_SIZES = (100, 500, 2400)  # the paper's evaluation sample is unstated: verdicts at each
-GRADING_N = 500  # the one that grades: the paper preset's inputs per length point (lengthgen.n = 500)
-PREDICTION = 0.95  # the coverage of our prediction interval for a new seed
-ALPHA = 0.05  # match: the paper's value is not significantly unlike a new seed of ours
 JACCARD_PARTIAL = 0.5
 COUNT_MATCH, COUNT_PARTIAL = 1, 3
-
-T = TypeVar("T", bound=Hashable)
+# How far a value read off one of the paper's figures can be from the figure's own: the largest gap between Fig.
+# 5A's digitised points and the closed form they plot (0.0005; possym.report.calibration.digitisation_error),
+# rounded up to the 0.01 the digitisation notes state.
+DIGITISATION = 0.01
+PAPER_SAMPLE_SIZES = (50, 100, 500, 2400)  # the paper's evaluation sample is unstated: verdicts at each
+GRADING_N = 500  # the one that grades: the paper preset's inputs per length point (lengthgen.n = 500)
+SCALES = ("accuracy", "linear")
+_Z95 = 1.959963984540054
 
 
 @dataclass(frozen=True)
@@ -128,7 +113,7 @@ class Estimate:
         """An estimate whose missing or NaN bounds collapse onto the point (no interval: the point alone)."""
         lo = value if low is None or math.isnan(low) else min(low, value)
         hi = value if high is None or math.isnan(high) else max(high, value)
-        return cls(value, lo, hi)
+        return cls(float(value), float(lo), float(hi))
 
 
 @dataclass(frozen=True)
@@ -148,8 +133,12 @@ class SeedSummary:
         return f"{self.mean:{fmt}} ± {self.sd:{fmt}} ({self.min:{fmt}}–{self.max:{fmt}}, {self.n} seeds)"
 
 
-def summarise(values: Sequence[float]) -> SeedSummary:
-    """:class:`SeedSummary` of ``values`` (at least one)."""
+def summarise_seeds(values: Sequence[float]) -> SeedSummary:
+    """:class:`SeedSummary` of ``values`` (at least one).
+
+    >>> summarise_seeds([1.0, 2.0, 3.0]).text(".1f")
+    '2.0 ± 1.0 (1.0–3.0, 3 seeds)'
+    """
     x = np.asarray(values, dtype=float)
     if x.size == 0:
         raise ValueError("no values to summarise")
@@ -157,21 +146,25 @@ def summarise(values: Sequence[float]) -> SeedSummary:
     return SeedSummary(int(x.size), float(x.mean()), sd, float(x.min()), float(x.max()))
 
 
-@dataclass(frozen=True)
-class Grade:
-    """A verdict and the words that say how the rule reached it; for a number, the p-value of the
-    paper's value as one more draw of our seeds (NaN where not computed)."""
+def wilson(p: float, n: int, z: float = _Z95) -> tuple[float, float]:
+    """The Wilson score interval of a proportion ``p`` observed on ``n`` trials.
 
-    verdict: str
-    detail: str
-    p_value: float = math.nan
+    >>> [round(x, 4) for x in wilson(1.0, 100)]
+    [0.963, 1.0]
+    """
+    if n < 1:
+        raise ValueError(f"n={n} must be >= 1")
+    denom = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 @dataclass(frozen=True)
 class PaperValue:
-    """One of the paper's numbers with its uncertainty: ``tolerance``, how far a value read off a figure
-    may be from the figure's own (0 for a table's number); ``n``, the evaluation inputs assumed behind
-    an accuracy (None: no binomial error, as for a step).
+    """One of the paper's numbers with its uncertainty: ``tolerance``, how far a value read off a figure may be
+    from the figure's own (0 for a table's number); ``n``, the evaluation inputs assumed behind an accuracy (None:
+    no binomial error, as for a step).
 
     >>> lo, hi = PaperValue(1.0, 0.01, 500).interval()
     >>> round(lo, 3), hi
@@ -194,30 +187,42 @@ class PaperValue:
             lo, hi = max(lo, 0.0), min(hi, 1.0)
         return lo, hi
 
+    def sd(self, scale: str = "linear", toward: float | None = None) -> float:
+        """The standard deviation its 95% interval implies on ``scale``; an interval lopsided there (a
+        proportion near 0 or 1) is read on the side that faces ``toward`` (else its mean half-width)."""
+        f = transform(scale)
+        lo, hi = (f(x) for x in self.interval())
+        centre = f(self.value)
+        if toward is None:
+            return (hi - lo) / 2 / _Z95
+        return ((centre - lo) if toward < centre else (hi - centre)) / _Z95
+
     def text(self) -> str:
         lo, hi = self.interval()
         parts = [f"±{self.tolerance:g} read off the figure"] if self.tolerance else []
         if self.n is not None:
             parts.append(f"binomial at n = {self.n}")
-        return f"{self.value:g} [{lo:.3g}, {hi:.3g}]" + (f" ({'; '.join(parts)})" if parts else "")
+        return f"{self.value:g} [{lo:.4g}, {hi:.4g}]" + (f" ({'; '.join(parts)})" if parts else "")
 
 
-def paper_value(paper: float | PaperValue) -> PaperValue:
-    return paper if isinstance(paper, PaperValue) else PaperValue(float(paper))
+def transform(scale: str):
+    """The scale a rule compares on: ``accuracy`` p → arcsin √p (clamped to [0, 1]), ``linear`` the identity.
 
-
-def wilson(p: float, n: int, z: float = 1.959963984540054) -> tuple[float, float]:
-    """The Wilson score interval of a proportion ``p`` observed on ``n`` trials.
-
-    >>> [round(x, 4) for x in wilson(1.0, 100)]
-    [0.963, 1.0]
+    >>> round(transform("accuracy")(0.5), 4), transform("linear")(3.0)
+    (0.7854, 3.0)
     """
-    if n < 1:
-        raise ValueError(f"n={n} must be >= 1")
-    denom = 1.0 + z * z / n
-    centre = (p + z * z / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    if scale == "accuracy":
+        return lambda p: float(np.arcsin(np.sqrt(np.clip(p, 0.0, 1.0))))
+    if scale == "linear":
+        return float
+    raise ValueError(f"scale {scale!r}; allowed: {SCALES}")
+
+
+def inverse(scale: str):
+    """The inverse of :func:`transform` (an accuracy's inverse clamped to the transform's range)."""
+    if scale == "accuracy":
+        return lambda y: float(np.sin(np.clip(y, 0.0, math.pi / 2)) ** 2)
+    return float
 
 
 def logit(p: float) -> float:
@@ -247,132 +252,309 @@ def floor_ceiling(chance: float) -> float:
     return expit(logit(chance) + math.log(ODDS_FLOOR))
 
 
-def _overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
-    return a[0] <= b[1] and b[0] <= a[1]
-
-
-# Accuracies of exactly 0 or 1 have infinite log-odds; on this scale they sit at the resolution of
-# the largest sample anyone evaluates on (1 in 10^4).
-_CLIP = 1e-4
-
-
-def _clipped_logit(p: float) -> float:
-    return logit(min(max(p, _CLIP), 1 - _CLIP))
+# ---- rule kind ``value``: a number per seed ----------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class Prediction:
-    """Where a new seed's value should fall: ``low``..``high`` (on the value's own scale), from ``n``
-    seeds; ``how`` says which construction gave it; ``centre``, ``scale``: the mean and the standard
-    deviation of a new seed on the transformed scale (NaN where the hull stands in)."""
+class ValueGrade:
+    """A number's verdict (rule kind ``value``) and what the rule computed: ``p``, the two-sided p of the paper's
+    value as one more draw of our seeds; ``percentile``, its place in our predictive distribution; ``gap`` = paper −
+    our mean in the value's units, ``gap_low``..``gap_high`` its 90% interval (the equivalence test's), ``margin``
+    the claim's; ``low``..``high`` our 95% prediction interval for a new seed. NaN where not computed."""
 
-    low: float
-    high: float
+    verdict: str
+    detail: str
+    p: float = math.nan
+    percentile: float = math.nan
+    gap: float = math.nan
+    gap_low: float = math.nan
+    gap_high: float = math.nan
+    margin: float = math.nan
+    low: float = math.nan
+    high: float = math.nan
+
+
+def _f(scale: str, values: np.ndarray) -> np.ndarray:
+    """:func:`transform`, elementwise."""
+    if scale == "accuracy":
+        return np.arcsin(np.sqrt(np.clip(values, 0.0, 1.0)))
+    return np.asarray(values, dtype=float)
+
+
+def _inv(scale: str, values: np.ndarray) -> np.ndarray:
+    """:func:`inverse`, elementwise."""
+    if scale == "accuracy":
+        return np.sin(np.clip(values, 0.0, math.pi / 2)) ** 2
+    return np.asarray(values, dtype=float)
+
+
+# The predictive distribution's scale mixture is integrated over the chi-square's probability u = v², by
+# Gauss-Legendre at this many nodes in v (the square takes out the tail's √q behaviour at q → 0): within 1e-4
+# relative of scipy's adaptive quad on 1 to 7 degrees of freedom, tails from 1e-4 up (tests/unit/report/test_rules.py).
+_QUADRATURE = 48
+
+
+@functools.lru_cache(maxsize=64)
+def _chi2_nodes(df: int) -> tuple[np.ndarray, np.ndarray]:
+    """Nodes q and weights w (summing to 1) with Σ w g(q) ≈ E g(Q), Q ~ χ²(df)."""
+    from scipy import stats
+
+    x, w = np.polynomial.legendre.leggauss(_QUADRATURE)
+    v = (x + 1) / 2
+    return stats.chi2.ppf(v ** 2, df), w * v  # du = 2v dv, and dv = dx / 2
+
+
+def _mixture_tail(d: np.ndarray, var: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Per case, the two-sided tail P(|X| ≥ d) of a scale mixture of normals: variances ``var`` [case, node] with
+    ``weights`` [node]."""
+    from scipy.special import erfc
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(var > 0, d[:, None] / np.sqrt(var), np.where(d[:, None] > 0, np.inf, 0.0))
+    return erfc(z / math.sqrt(2)) @ weights
+
+
+def _mixture_quantile(var: np.ndarray, weights: np.ndarray, tail: float) -> np.ndarray:
+    """Per case, the half-width h with P(|X| ≥ h) = ``tail`` under the mixture of :func:`_mixture_tail`."""
+    lo = np.zeros(len(var))
+    hi = 50 * np.sqrt(var.max(axis=1)) + 1e-12
+    for _ in range(34):  # bisection, to 1e-10 of the range: the tail falls monotonically in h
+        mid = (lo + hi) / 2
+        above = _mixture_tail(mid, var, weights) > tail
+        lo, hi = np.where(above, mid, lo), np.where(above, hi, mid)
+    return (lo + hi) / 2
+
+
+def value_core(natural: np.ndarray, paper: np.ndarray, *, scale: str, margin: float, paper_sd: np.ndarray,
+               paper_sd_natural: np.ndarray, own_sd: np.ndarray) -> dict[str, np.ndarray]:
+    """The arithmetic of rule kind ``value`` over many cases at once: a grade is one case, a simulation
+    (:mod:`possym.report.power`) many, so that what is simulated is the rule itself.
+
+    natural: [case, seed] our seeds' values; paper: [case] the paper's, both in the value's own units;
+    paper_sd: [case] the paper's sd on the transformed scale, paper_sd_natural in the value's units; own_sd: [case]
+    the sd the seeds' own intervals imply on the transformed scale (used with one seed, or seeds without spread).
+
+    With n seeds of spread s, a new seed's value is normal with variance σ²(1 + 1/n) about our mean, and σ² given s²
+    is (n − 1)s²/χ²(n − 1): without the paper's own variance σ_P² the predictive is Student's t, and with it the
+    same scale mixture of normals, of variance σ²(1 + 1/n) + σ_P² (integrated by Gauss-Legendre quadrature
+    over the chi-square's probability, :data:`_QUADRATURE` nodes). Its two-sided tail at the paper's value is
+    ``p``; the gap to our mean has the mixture of variance σ²/n + σ_P², whose 90% half-width makes
+    ``gap_low``..``gap_high``. (Student's t with the paper's
+    variance simply added would be far too cautious with few seeds: at 2 seeds it calls a paper of our own
+    distribution different in 0.1% of draws, not 5%; :mod:`possym.report.power` measures this rule's size.)
+    Returns per case ``p``, ``percentile`` (the paper's place in the t predictive, without σ_P), ``centre`` and
+    ``spread`` (the predictive's, transformed scale), ``gap``, ``gap_low``, ``gap_high`` and the booleans
+    ``equivalent`` and ``excluded``.
+
+    >>> out = value_core(np.array([[0.0, 1.0, 2.0]]), np.array([1.0]), scale="linear", margin=5.0,
+    ...                  paper_sd=np.zeros(1), paper_sd_natural=np.zeros(1), own_sd=np.zeros(1))
+    >>> round(float(out["p"][0]), 3), bool(out["equivalent"][0]), bool(out["excluded"][0])
+    (1.0, True, False)
+    """
+    seeds = seed_side(natural, scale=scale, paper_sd_natural=paper_sd_natural)
+    return paper_side(seeds, paper, scale=scale, margin=margin, paper_sd=paper_sd, own_sd=own_sd)
+
+
+def seed_side(natural: np.ndarray, *, scale: str, paper_sd_natural: np.ndarray) -> dict[str, np.ndarray]:
+    """The half of :func:`value_core` that our seeds alone decide (a simulation draws them once per case and tries
+    many papers against them): their centre and variance on the transformed scale, the chi-square mixture of σ²,
+    and the 90% half-width of the gap to their mean."""
+
+    natural = np.asarray(natural, dtype=float)
+    cases, n = natural.shape
+    x = _f(scale, natural)
+    out = {"n": np.full(cases, n), "centre": x.mean(axis=1), "var": x.var(axis=1, ddof=1) if n > 1 else np.zeros(cases),
+           "mean": natural.mean(axis=1)}
+    if n > 1:
+        q, w = _chi2_nodes(n - 1)
+        out["weights"] = w
+        out["sigma2"] = (n - 1) * out["var"][:, None] / q[None, :]  # [case, node]
+        nat = (n - 1) * natural.var(axis=1, ddof=1)[:, None] / q[None, :]
+        out["half"] = _mixture_quantile(nat / n + np.asarray(paper_sd_natural)[:, None] ** 2, w, 2 * ALPHA)
+    else:
+        out["half"] = np.full(cases, np.nan)
+    return out
+
+
+def paper_side(seeds: dict[str, np.ndarray], paper: np.ndarray, *, scale: str, margin: float, paper_sd: np.ndarray,
+               own_sd: np.ndarray) -> dict[str, np.ndarray]:
+    """The other half of :func:`value_core`: the paper's value against the seeds' side."""
+    from scipy import stats
+
+    n = int(seeds["n"][0])
+    centre, var = seeds["centre"], seeds["var"]
+    has_spread = var > 0
+    theirs = _f(scale, paper)
+    d = np.abs(theirs - centre)
+    p_mix = (_mixture_tail(d, seeds["sigma2"] * (1 + 1 / n) + paper_sd[:, None] ** 2, seeds["weights"]) if n > 1
+             else np.ones(len(d)))
+    own = np.hypot(own_sd, paper_sd)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p_own = np.where(own > 0, 2 * stats.norm.sf(d / own), np.where(d > 0, 0.0, 1.0))
+    p = np.where(has_spread, p_mix, p_own)
+    spread = np.where(has_spread, np.sqrt(var * (1.0 + 1.0 / n)), own_sd)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        zq = np.where(spread > 0, (theirs - centre) / spread, np.sign(theirs - centre) * np.inf)
+    zq = np.where(np.isnan(zq), 0.0, zq)  # no spread and the paper on our value: its median
+    percentile = np.where(has_spread, stats.t.cdf(zq, max(n - 1, 1)), stats.norm.cdf(zq))
+    gap = paper - seeds["mean"]
+    gap_low, gap_high = gap - seeds["half"], gap + seeds["half"]
+    equivalent = (gap_low > -margin) & (gap_high < margin) if n > 1 else np.zeros(len(d), dtype=bool)
+    return {"p": p, "percentile": percentile, "centre": centre, "spread": spread, "gap": gap, "gap_low": gap_low,
+            "gap_high": gap_high, "equivalent": equivalent, "excluded": p < ALPHA}
+
+
+def value_verdict(equivalent: bool, excluded: bool) -> str:
+    """The order of rule kind ``value``'s verdicts (after floor and ceiling): match, then differs, else consistent."""
+    return MATCH if equivalent else DIFFERS if excluded else CONSISTENT
+
+
+def _hull_sd(seeds: Sequence[Estimate], scale: str, toward: float) -> float:
+    """The sd on the transformed scale that the hull of the seeds' own intervals implies as a normal 95%,
+    read on the side facing ``toward`` (transformed)."""
+    lo, hi = (_f(scale, np.array([v]))[0] for v in (min(e.low for e in seeds), max(e.high for e in seeds)))
+    centre = float(_f(scale, np.array([e.value for e in seeds])).mean())
+    return float(((centre - lo) if toward < centre else (hi - centre)) / _Z95)
+
+
+def grade_value(seeds: Sequence[Estimate], paper: PaperValue, *, margin: float, scale: str,
+                chance: float | None = None, units: str = "") -> ValueGrade:
+    """Rule kind ``value`` (module docstring): the paper's value against our seeds, on ``scale`` ("accuracy":
+    floor and ceiling checked, given ``chance``; "linear": a step or a count), with the claim's ``margin`` in the
+    value's units. ``units`` names them in the detail ("steps")."""
+    if scale not in SCALES:
+        raise ValueError(f"scale {scale!r}; allowed: {SCALES}")
+    if not seeds:
+        return ValueGrade(NA, "no seed")
+    if margin <= 0 or not math.isfinite(margin):
+        raise ValueError(f"margin={margin} must be a positive number")
+    values = [e.value for e in seeds]
+    if scale == "accuracy" and chance is not None:
+        floor = floor_ceiling(chance)
+        if paper.value <= floor and all(v <= floor for v in values):
+            return ValueGrade(UNINFORMATIVE, f"paper and every seed at the floor (≤ {floor:.3f}; chance {chance:.2g})")
+    if scale == "accuracy" and paper.value >= 1 - paper.tolerance and all(v >= 1 - paper.tolerance for v in values):
+        return ValueGrade(CEILING, f"paper and every seed within the figure's resolution ({paper.tolerance:g}) of 1")
+    natural = np.array([values])
+    centre = float(_f(scale, natural).mean())
+    theirs = float(_f(scale, np.array([paper.value]))[0])
+    out = {k: float(v[0]) for k, v in value_core(
+        natural, np.array([paper.value]), scale=scale, margin=margin,
+        paper_sd=np.array([paper.sd(scale, toward=centre)]), paper_sd_natural=np.array([paper.sd("linear")]),
+        own_sd=np.array([_hull_sd(seeds, scale, theirs)])).items()}
+    from scipy import stats
+
+    n = len(seeds)
+    inv = inverse(scale)
+    k = float(stats.t.ppf(0.975, n - 1)) if n > 1 and out["spread"] > 0 else _Z95
+    low, high = inv(out["centre"] - k * out["spread"]), inv(out["centre"] + k * out["spread"])
+    how = f"t over {n} seeds" if n > 1 and len(set(values)) > 1 else "the seeds' own intervals: no spread over seeds"
+    fmt = ".3g" if scale == "accuracy" else ".0f"
+    unit = f" {units}" if units else ""
+    text = (f"paper {paper.text()}; a new seed of ours [{low:{fmt}}, {high:{fmt}}] ({how}): p = {out['p']:.2g}, the "
+            f"paper at our {_ordinal(out['percentile'])} percentile; gap (paper − our mean) {out['gap']:+{fmt}}{unit}")
+    text += (f", 90% [{out['gap_low']:+{fmt}}, {out['gap_high']:+{fmt}}]" if n > 1 else " (one seed: no interval)")
+    text += f" against the margin ±{margin:g}{unit}"
+    verdict = value_verdict(bool(out["equivalent"]), bool(out["excluded"]))
+    return ValueGrade(verdict, text, out["p"], out["percentile"], out["gap"], out["gap_low"], out["gap_high"],
+                      margin, low, high)
+
+
+def grade_one_seed(seed: Estimate, paper: PaperValue, *, margin: float, scale: str,
+                   chance: float | None = None) -> str:
+    """One seed graded alone by the same definitions, its own interval standing in for the spread: match if the
+    gap's 90% interval (the seed's own sd and the paper's, normal) lies inside the margin, differs if the paper
+    lies outside the seed's own 95% (two-sided, on the rule's scale), else consistent; floor and ceiling first.
+
+    >>> grade_one_seed(Estimate(0.50, 0.48, 0.52), PaperValue(0.51, 0.01), margin=0.10, scale="accuracy")
+    'match'
+    >>> grade_one_seed(Estimate(0.50, 0.48, 0.52), PaperValue(0.74, 0.01), margin=0.10, scale="accuracy")
+    'differs'
+    """
+    g = grade_value([seed], paper, margin=margin, scale=scale, chance=chance)
+    if g.verdict in (UNINFORMATIVE, CEILING, NA):
+        return g.verdict
+    own = (seed.high - seed.low) / 2 / _Z95
+    half = 1.6448536269514722 * math.hypot(own, paper.sd("linear"))
+    gap = paper.value - seed.value
+    if -margin < gap - half and gap + half < margin:
+        return MATCH
+    return g.verdict
+
+
+def _ordinal(q: float) -> str:
+    """A percentile in words: 0.034 → '3rd'; beyond 0.5% of either end, '<1st' / '>99th'.
+
+    >>> _ordinal(0.034), _ordinal(0.512), _ordinal(0.0001), _ordinal(0.9999)
+    ('3rd', '51st', '<1st', '>99th')
+    """
+    if math.isnan(q):
+        return "undefined"
+    if q < 0.005:
+        return "<1st"
+    if q > 0.995:
+        return ">99th"
+    k = int(round(100 * q))
+    suffix = "th" if 10 <= k % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(k % 10, "th")
+    return f"{k}{suffix}"
+
+
+# ---- rule kind ``seeds``: a statement, a set or a count per seed ------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SeedVerdict:
+    """One seed's verdict on a statement, a set or a count: the ``worst`` and the ``best`` its intervals allow
+    (equal when they decide it), each in :data:`ORDINAL`; ``text`` what the seed shows.
+
+    >>> SeedVerdict.holds(True).decided, SeedVerdict.of(DIFFERS, MATCH).decided
+    (True, False)
+    """
+
+    worst: str
+    best: str
+    text: str = ""
+
+    def __post_init__(self) -> None:
+        if self.worst not in ORDINAL or self.best not in ORDINAL:
+            raise ValueError(f"a seed's verdicts {self.worst!r}, {self.best!r}; allowed: {ORDINAL}")
+        if ORDINAL.index(self.best) > ORDINAL.index(self.worst):
+            raise ValueError(f"best {self.best!r} is worse than worst {self.worst!r}")
+
+    @classmethod
+    def of(cls, worst: str, best: str | None = None, text: str = "") -> SeedVerdict:
+        return cls(worst, worst if best is None else best, text)
+
+    @classmethod
+    def holds(cls, surely: bool | None, possibly: bool | None = None, *, weak: bool | None = None,
+              text: str = "") -> SeedVerdict:
+        """A statement at one seed: ``surely`` holds under every reading its intervals allow, ``possibly`` under
+        some (default: as ``surely``); ``weak``: its weaker form holds surely (a fail is then ``partial``)."""
+        possibly = surely if possibly is None else possibly or bool(surely)
+        fail = PARTIAL if weak else DIFFERS
+        return cls(MATCH if surely else fail, MATCH if possibly else fail, text)
+
+    @property
+    def decided(self) -> bool:
+        return self.worst == self.best
+
+    @property
+    def label(self) -> str:
+        """``match``, or ``differs or match`` where the intervals leave it open."""
+        return self.worst if self.decided else f"{self.worst} or {self.best}"
+
+
+@dataclass(frozen=True)
+class SeedsGrade:
+    """The verdict of rule kind ``seeds`` and its counts: ``n`` seeds, ``surely_match``, ``surely_differs``,
+    ``undecided``."""
+
+    verdict: str
+    detail: str
     n: int
-    how: str
-    centre: float = math.nan
-    scale: float = math.nan
-
-
-def prediction_interval(seeds: Sequence[Estimate], *, log_odds: bool) -> Prediction:
-    """The 95% t prediction interval for a new seed (module docstring); with fewer than 2 seeds, or no
-    spread, the hull of the seeds' own intervals.
-
-    >>> p = prediction_interval([Estimate(0.4, 0.38, 0.42), Estimate(0.5, 0.48, 0.52), Estimate(0.6, 0.58, 0.62)],
-    ...                         log_odds=True)
-    >>> round(p.low, 3), round(p.high, 3), p.how
-    (0.118, 0.882, 't prediction interval over 3 seeds')
-    """
-    from scipy import stats
-
-    f, inv = (_clipped_logit, expit) if log_odds else ((lambda v: v), (lambda v: v))
-    x = np.array([f(e.value) for e in seeds], dtype=float)
-    hull = (min(e.low for e in seeds), max(e.high for e in seeds))
-    if len(x) < 2 or float(np.ptp(x)) == 0.0:
-        return Prediction(hull[0], hull[1], len(x), "the seeds' own intervals (no spread over seeds to use)")
-    mean, sd = float(x.mean()), float(x.std(ddof=1))
-    scale = sd * math.sqrt(1.0 + 1.0 / len(x))
-    half = float(stats.t.ppf(0.5 + PREDICTION / 2, len(x) - 1)) * scale
-    return Prediction(inv(mean - half), inv(mean + half), len(x), f"t prediction interval over {len(x)} seeds",
-                      mean, scale)
-
-
-def _facing(lo: float, centre: float, hi: float, toward: float) -> float:
-    """The standard deviation an asymmetric 95% interval implies on the side facing ``toward``."""
-    return ((centre - lo) if toward < centre else (hi - centre)) / 1.959963984540054
-
-
-def _p_value(pred: Prediction, seeds: Sequence[Estimate], paper: PaperValue, f) -> float:
-    """Two-sided p of the paper's value as a new draw of our seeds, with the paper's own variance added. An
-    interval near 0 or 1 is lopsided on the log-odds scale: each side's spread is read on the side that faces
-    the other's value."""
-    from scipy import stats
-
-    lo, hi = paper.interval()
-    if paper.n is not None:  # an accuracy of 0 or 1 on n inputs: its log-odds at half an input's resolution
-        paper = PaperValue(min(max(paper.value, 0.5 / paper.n), 1 - 0.5 / paper.n), paper.tolerance, paper.n)
-    theirs = f(paper.value)
-    if math.isnan(pred.scale):  # one seed, or no spread: the seeds' own interval as its normal 95%
-        centre = float(np.mean([f(e.value) for e in seeds]))
-        own = _facing(f(pred.low), centre, f(pred.high), theirs)
-        sd = math.hypot(own, _facing(f(lo), theirs, f(hi), centre))
-        if sd == 0:
-            return 1.0 if theirs == centre else 0.0
-        return float(2 * stats.norm.sf(abs(theirs - centre) / sd))
-    sd = math.hypot(pred.scale, _facing(f(lo), theirs, f(hi), pred.centre))
-    return float(2 * stats.t.sf(abs(theirs - pred.centre) / sd, pred.n - 1))
-
-
-def grade_accuracy(seeds: Sequence[Estimate], paper: float | PaperValue, chance: float | None = None) -> Grade:
-    """The rule for an accuracy (module docstring): our prediction interval for a new seed on the log-odds
-    scale against the paper's interval; a factor 2 in odds beyond ours for partial; ``uninformative`` at
-    the floor of ``chance``, ``ceiling`` at 1."""
-    if not seeds:
-        return Grade(NA, "no seed")
-    pv = paper_value(paper)
-    if chance is not None:
-        top = floor_ceiling(chance)
-        if pv.value <= top and all(e.value <= top for e in seeds):
-            return Grade(UNINFORMATIVE, f"paper and every seed at the floor (≤ {top:.3f}; chance {chance:.4f})")
-    if pv.tolerance > 0 and pv.value >= 1 - pv.tolerance and all(e.value >= 1 - pv.tolerance for e in seeds):
-        return Grade(CEILING, f"paper and every seed within the figure's resolution ({pv.tolerance:g}) of 1")
-    pred = prediction_interval(seeds, log_odds=True)
-    band = math.log(ODDS_PARTIAL)
-    wide = (expit(_clipped_logit(pred.low) - band), expit(_clipped_logit(pred.high) + band))
-    p = _p_value(pred, seeds, pv, _clipped_logit)
-    where = (f"paper {pv.text()}; ours [{pred.low:.3f}, {pred.high:.3f}] ({pred.how}; "
-             f"×{ODDS_PARTIAL:g} in odds: [{wide[0]:.3f}, {wide[1]:.3f}]); p = {p:.2g}")
-    verdict = MATCH if p >= ALPHA else PARTIAL if _overlap(wide, pv.interval()) else DIFFERS
-    return Grade(verdict, where, p)
-
-
-def grade_step(seeds: Sequence[Estimate], paper: float | PaperValue) -> Grade:
-    """The rule for a step (module docstring): our prediction interval for a new seed against the paper's
-    interval, then :data:`STEP_PARTIAL` of the paper's value beyond ours."""
-    if not seeds:
-        return Grade(NA, "no seed")
-    pv = paper_value(paper)
-    pred = prediction_interval(seeds, log_odds=False)
-    pad = STEP_PARTIAL * abs(pv.value)
-    p = _p_value(pred, seeds, pv, lambda v: v)
-    lo, hi = pv.interval()
-    paper_text = f"paper {pv.value:g}" + (f" [{lo:g}, {hi:g}]" if (lo, hi) != (pv.value, pv.value) else "")
-    where = (f"{paper_text}; ours [{pred.low:.0f}, {pred.high:.0f}] ({pred.how}; ± {pad:g}: "
-             f"[{pred.low - pad:.0f}, {pred.high + pad:.0f}]); p = {p:.2g}")
-    verdict = MATCH if p >= ALPHA else PARTIAL if _overlap((pred.low - pad, pred.high + pad), (lo, hi)) else DIFFERS
-    return Grade(verdict, where, p)
-
-
-def per_seed_verdicts(verdicts: Sequence[str]) -> str:
-    """How many seeds give each verdict, most first: ``partial at 2 seeds, differs at 1``.
-
-    >>> per_seed_verdicts(["partial", "differs", "partial"])
-    'partial at 2 seeds, differs at 1'
-    """
-    counts = Counter(verdicts)
-    order = sorted(counts, key=lambda v: (-counts[v], VERDICTS.index(v) if v in VERDICTS else 99))
-    return ", ".join(f"{v} at {counts[v]}" + (" seeds" if i == 0 and counts[v] > 1 else " seed" if i == 0 else "")
-                     for i, v in enumerate(order))
+    surely_match: int
+    surely_differs: int
+    undecided: int
 
 
 def jaccard(a: frozenset[int], b: frozenset[int]) -> float:
@@ -387,82 +569,92 @@ def set_verdict(ours: frozenset[int], paper: frozenset[int]) -> str:
     return MATCH if j == 1.0 else PARTIAL if j >= JACCARD_PARTIAL else DIFFERS
 
 
+def set_seed(sure: frozenset[int], possible: frozenset[int], paper: frozenset[int], text: str = "") -> SeedVerdict:
+    """One seed's layer set, known to lie between ``sure`` and ``possible`` (its intervals): the best and worst
+    :func:`set_verdict` over every set in between (enumerated: the undecided layers are few).
+
+    >>> set_seed(frozenset({1, 2}), frozenset({1, 2, 3}), frozenset({1, 2, 3})).label
+    'partial or match'
+    """
+    if not sure <= possible:
+        raise ValueError(f"sure layers {sorted(sure)} must lie among the possible ones {sorted(possible)}")
+    open_layers = sorted(possible - sure)
+    if len(open_layers) > 12:
+        raise ValueError(f"{len(open_layers)} undecided layers; at most 12 are enumerated")
+    ranks = [ORDINAL.index(set_verdict(sure | frozenset(c), paper))
+             for k in range(len(open_layers) + 1) for c in combinations(open_layers, k)]
+    return SeedVerdict(ORDINAL[max(ranks)], ORDINAL[min(ranks)], text)
+
+
 def count_verdict(ours: int, paper: int, match_within: int = COUNT_MATCH, partial_within: int = COUNT_PARTIAL) -> str:
     """One count against the paper's: match within ``match_within``, partial within ``partial_within``."""
     gap = abs(ours - paper)
     return MATCH if gap <= match_within else PARTIAL if gap <= partial_within else DIFFERS
 
 
-@dataclass(frozen=True)
-class ModalGrade:
-    """The verdict on the value most seeds give: ``chosen`` (given by ``support`` of ``n`` seeds);
-    ``tied``: other values had as many seeds, and the worst of them was chosen."""
+def count_seed(low: int, high: int, paper: int, *, match_within: int = COUNT_MATCH,
+               partial_within: int = COUNT_PARTIAL, text: str = "") -> SeedVerdict:
+    """One seed's count, known to lie in ``low``..``high``: the best and worst :func:`count_verdict` there.
 
-    verdict: str
-    chosen: object
-    support: int
-    n: int
-    tied: bool
-
-    @property
-    def detail(self) -> str:
-        tie = "; a tie for most seeds, graded on the tied value furthest from the paper" if self.tied else ""
-        return f"given by {self.support} of {self.n} seeds{tie}"
-
-
-def _modal(per_seed: Sequence[T], verdict, distance) -> ModalGrade:
-    if not per_seed:
-        return ModalGrade(NA, None, 0, 0, False)
-    counts = Counter(per_seed)
-    top = max(counts.values())
-    tied = [v for v, c in counts.items() if c == top]
-    worst = max(tied, key=lambda v: (_RANK[verdict(v)], distance(v)))
-    return ModalGrade(verdict(worst), worst, top, len(per_seed), len(tied) > 1)
-
-
-def grade_set(per_seed: Sequence[frozenset[int]], paper: frozenset[int]) -> ModalGrade:
-    """The verdict on the set most seeds give (ties: the one furthest from ``paper``); see the module docstring."""
-    return _modal(per_seed, lambda s: set_verdict(s, paper), lambda s: 1.0 - jaccard(s, paper))
-
-
-def grade_count(per_seed: Sequence[int], paper: int, *, match_within: int = COUNT_MATCH,
-                partial_within: int = COUNT_PARTIAL) -> ModalGrade:
-    """The verdict on the count most seeds give (ties: the one furthest from ``paper``): match if within
-    ``match_within`` of ``paper``, partial if within ``partial_within``.
-
-    >>> grade_count([9, 10, 11], 12, match_within=2, partial_within=6).chosen  # Table 1: >= 10 of 12 agree
-    9
+    >>> count_seed(9, 11, 11).label
+    'partial or match'
     """
-    return _modal(per_seed, lambda c: count_verdict(c, paper, match_within, partial_within), lambda c: abs(c - paper))
+    ranks = [ORDINAL.index(count_verdict(c, paper, match_within, partial_within)) for c in range(low, high + 1)]
+    return SeedVerdict(ORDINAL[max(ranks)], ORDINAL[min(ranks)], text)
 
 
-def grade_holds(holds: Sequence[bool], weak: Sequence[bool] | None = None) -> str:
-    """An ordering or statement checked at each seed: match if it holds at every seed, partial if at most
-    (more than half) or if its weaker form ``weak`` holds at every seed, differs otherwise; n/a for none.
+def grade_seeds(seeds: Sequence[SeedVerdict]) -> SeedsGrade:
+    """Rule kind ``seeds`` (module docstring): match if every seed surely matches; differs if more than half surely
+    differ; partial if more than half are surely at least partial and some seed is surely not a match; else
+    consistent; n/a with no seed."""
+    n = len(seeds)
+    if not n:
+        return SeedsGrade(NA, "no seed", 0, 0, 0, 0)
+    match = sum(s.worst == MATCH for s in seeds)
+    differs = sum(s.best == DIFFERS for s in seeds)
+    partial = sum(s.worst in (MATCH, PARTIAL) for s in seeds)
+    undecided = sum(not s.decided for s in seeds)
+    if match == n:
+        verdict = MATCH
+    elif 2 * differs > n:
+        verdict = DIFFERS
+    elif 2 * partial > n and any(s.best != MATCH for s in seeds):
+        verdict = PARTIAL
+    else:
+        verdict = CONSISTENT
+    parts = [f"surely matches at {match} of {n} seed{'s' if n > 1 else ''}"]
+    if differs:
+        parts.append(f"surely differs at {differs}")
+    if undecided:
+        parts.append(f"undecided by its intervals at {undecided}")
+    words = ", ".join(parts)
+    return SeedsGrade(verdict, words, n, match, differs, undecided)
 
-    >>> grade_holds([True, False]), grade_holds([True, False], weak=[True, True]), grade_holds([])
-    ('differs', 'partial', 'n/a')
+
+def per_seed_verdicts(verdicts: Sequence[str]) -> str:
+    """How many seeds give each verdict, most first: ``partial at 2 seeds, differs at 1``.
+
+    >>> per_seed_verdicts(["partial", "differs", "partial"])
+    'partial at 2 seeds, differs at 1'
     """
-    if not holds:
-        return NA
-    n = sum(bool(h) for h in holds)
-    if n == len(holds):
-        return MATCH
-    if 2 * n > len(holds) or (weak is not None and len(weak) and all(weak)):
-        return PARTIAL
-    return DIFFERS
+    counts = Counter(verdicts)
+    order = sorted(counts, key=lambda v: (-counts[v], v))
+    return ", ".join(f"{v} at {counts[v]}" + (" seeds" if i == 0 and counts[v] > 1 else " seed" if i == 0 else "")
+                     for i, v in enumerate(order))
+
+
+# ---- two groups of seeds: a supplementary test some statements show beside their verdict ----------------------
 
 
 @dataclass(frozen=True)
 class GroupComparison:
     """Two groups of per-seed values: their means, b − a, and two tests of "no difference".
 
-    ``p_permutation``: exact two-sided permutation test of the difference in means (every split of
-    the pooled values into groups of the same sizes; for ``paired``, every sign flip of the
-    differences); ``p_min`` the smallest p that test can give at these sizes (0.1 for 3 against 3,
-    0.25 for 3 pairs); ``p_welch`` Welch's t test (paired: the paired t test), NaN where both groups
-    have no spread. ``separated``: every b above every a, or every b below every a (paired: every
-    difference of one sign).
+    ``p_permutation``: exact two-sided permutation test of the difference in means (every split of the pooled
+    values into groups of the same sizes; for ``paired``, every sign flip of the differences); ``p_min`` the
+    smallest p that test can give at these sizes (0.1 for 3 against 3, 0.25 for 3 pairs); ``p_welch`` Welch's t
+    test (paired: the paired t test), NaN where both groups have no spread. ``separated``: every b above every a,
+    or every b below every a (paired: every difference of one sign).
     """
 
     n_a: int
@@ -521,53 +713,6 @@ def compare_groups(a: Sequence[float], b: Sequence[float], *, paired: bool = Fal
     p, p_min = _exact_p(stat, observed, 1e-12 * max(1.0, float(stat.max())))
     return GroupComparison(len(x), len(y), float(x.mean()), float(y.mean()), float(y.mean() - x.mean()), p, p_min,
                            welch, separated, paired)
-
-
-@dataclass(frozen=True)
-class Correlation:
-    """Spearman's rank correlation of two per-seed quantities, with its exact permutation p-value (every
-    pairing of the seeds' values, two-sided) and the smallest p the number of seeds allows."""
-
-    n: int
-    rho: float
-    p_permutation: float
-    p_min: float
-
-
-def rank_correlation(x: Sequence[float], y: Sequence[float]) -> Correlation:
-    """Whether ``y`` tracks ``x`` across seeds: Spearman's ρ and its exact permutation test.
-
-    With n seeds there are n! pairings; up to 9 seeds all are enumerated. The smallest attainable p
-    (2/n! for untied values) is reported beside p, so that a small sample says how little it can show.
-
-    >>> c = rank_correlation([1, 2, 3, 4, 5], [2, 4, 6, 8, 10])
-    >>> round(c.rho, 3), round(c.p_permutation, 4), round(c.p_min, 4)
-    (1.0, 0.0167, 0.0167)
-    """
-    from itertools import permutations
-
-    a, b = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
-    if len(a) != len(b) or len(a) < 3:
-        raise ValueError(f"need two equal-length samples of at least 3 seeds, got {len(a)} and {len(b)}")
-    if len(a) > 9:
-        raise ValueError(f"{len(a)} seeds: the exact test enumerates n! pairings; allowed: up to 9")
-
-    def ranks(v: np.ndarray) -> np.ndarray:
-        order = v.argsort(kind="stable")
-        r = np.empty(len(v))
-        r[order] = np.arange(len(v), dtype=float)
-        for value in np.unique(v):  # ties share their mean rank
-            r[v == value] = r[v == value].mean()
-        return r
-
-    ra, rb = ranks(a), ranks(b)
-    ra, rb = ra - ra.mean(), rb - rb.mean()
-    denom = math.sqrt(float((ra ** 2).sum() * (rb ** 2).sum()))
-    if denom == 0:
-        return Correlation(len(a), math.nan, math.nan, math.nan)
-    stats = np.array([abs(float((ra * rb[list(p)]).sum())) / denom for p in permutations(range(len(a)))])
-    return Correlation(len(a), float((ra * rb).sum()) / denom,
-                       *_exact_p(stats, abs(float((ra * rb).sum())) / denom, 1e-12))
 
 
 # ---- shapes of curves: "the qualitative patterns of decay" (Sec. 3.6, Fig. 5A against Fig. 5B) ---------------

@@ -31,7 +31,7 @@ def table(rows: Rows) -> pd.DataFrame:
     """Records, plain dicts or a DataFrame, as a DataFrame (its column types as the records give them).
 
     >>> from possym.records import TallyRecord
-    >>> table([TallyRecord(gamma=0.1, step=5, positional=1, symbolic=2)]).loc[0, "symbolic"]
+    >>> int(table([TallyRecord(gamma=0.1, step=5, positional=1, symbolic=2)]).loc[0, "symbolic"])
     2
     """
     if isinstance(rows, pd.DataFrame):

@@ -2,7 +2,7 @@
 
 For each (variant, seed), the finished trials' run directories (number and letter side by side)
 are read as one reproduction's evidence and checked by the claims table's own rules
-(:mod:`possym.report.claims`: every claim but the theory's, which a sweep has no tables for).
+(:func:`possym.report.grading.check_claims`: every claim about a trained run).
 A claim's robustness across the seeds that could judge it (verdict other than ``n/a``):
 
 - ``holds for every seed``: ``match`` on every seed;
@@ -39,7 +39,7 @@ def robustness(verdicts: list[str]) -> str:
     elif kinds == {"differs"}:
         words = "fails for every seed"
     else:
-        words = "varies (" + ", ".join(f"{v} ×{tally[v]}" for v in ("match", "partial", "differs") if tally[v]) + ")"
+        words = "varies (" + ", ".join(f"{v} ×{tally[v]}" for v in sorted(tally, key=lambda v: -tally[v])) + ")"
     return words if len(judged) == len(verdicts) else f"{words} (judged on {len(judged)} of {len(verdicts)} seeds)"
 
 

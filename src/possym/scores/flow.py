@@ -1,8 +1,8 @@
 """Fig. 3 and Fig. 4B over many inputs: where each hop query's attention lands, and layer 1's plane geometry.
 
 The paper shows one input of each (Sec. 3.2, 3.4). These read the same quantities on every correctly solved
-input with the most hops, as records a rule can grade (:func:`possym.report.claims.flow_claims`,
-:func:`possym.report.claims.geometry_claims`):
+input with the most hops, as records a rule can grade (the measures :func:`possym.report.measures.mechanisms.hop_flow`,
+:func:`possym.report.measures.mechanisms.plane_geometry`):
 
 - :func:`hop_flow_records`: at the hop query ``depth`` hops from the answer (1: the hop that lands on it; the
   most: the last token), per layer, the share of inputs whose attention maximum (head 0) lies on the next

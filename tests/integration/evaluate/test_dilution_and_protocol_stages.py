@@ -131,7 +131,7 @@ def test_length_protocol_curves_and_the_claims_table(runs, tmp_path):
     assert wide.shape[1] == 8 and (tmp_path / "length_protocol" / "claims_by_reading.csv").is_file()
     # The per-seed values read back as records, and each non-default reading becomes a reading of the claim.
     from possym.records import ProtocolValueRecord, read_records
-    from possym.report.claims import protocol_readings
+    from possym.report.measures.length import protocol_readings
 
     values = read_records(tmp_path / "length_protocol" / "values.csv", ProtocolValueRecord)
     assert len(values) == len(length_claim_values(read_protocol_curves(list(runs.values()))))

@@ -16,10 +16,12 @@ import yaml
 
 from possym.cli import main
 from possym.experiment.config import load_experiment
-from possym.report.claims import frequency_claims, head_claims, learning_claims, length_claims
-from possym.report.evidence import legacy_runs, load_evidence
+from possym.report.claimspec import load_claims
+from possym.report.evidence import load_evidence
+from possym.report.grading import check_claims
 from possym.runs import RunDir, read_csv
 from possym.stages.log import ResumeLog
+from possym.sweep.claims import SWEEP_SKIPS
 
 SCORE = {"n_inputs": 4, "figures": False, "frequency": False}
 
@@ -84,10 +86,10 @@ def test_local_engine_runs_every_stage_then_resumes_without_redoing_work(tmp_pat
     # The claims table per seed: seed 1's verdicts are those of its run read as a reproduction alone.
     claims = read_csv(out / "claims_by_seed.csv")
     assert {(r["variant"], r["seed"]) for r in claims} == {(v, s) for v in ("base", "nope1") for s in ("0", "1")}
-    (tmp_path / "alone").mkdir()
-    (tmp_path / "alone/number").symlink_to(out / "runs/base-number-s1")
-    ev = load_evidence(legacy_runs(tmp_path / "alone"), None)
-    alone = learning_claims(ev) + head_claims(ev) + frequency_claims(ev) + length_claims(ev)
+    # The same grading as a reproduction's, over that one seed.
+    ev = load_evidence({"number": [RunDir.open(out / "runs/base-number-s1")]}, None)
+    specs = [s for s in load_claims() if s.kind == "empirical" and s.measure not in SWEEP_SKIPS]
+    alone = check_claims(ev, specs, power=False)
     mine = [r for r in claims if r["variant"] == "base" and r["seed"] == "1"]
     fields = ("claim", "ours", "verdict")
     assert [tuple(r[f] for f in fields) for r in mine] == [tuple(getattr(c, f) for f in fields) for c in alone]

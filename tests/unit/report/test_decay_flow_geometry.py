@@ -11,15 +11,17 @@ import pytest
 from possym.paper import paper_numbers
 from possym.records import HopFlowRecord, LengthRecord, PlaneGeometryRecord, Table1Record
 from possym.report import rules
-from possym.report.calibration import calibrate, paper_claims
-from possym.report.claims import Evidence, TaskEvidence, check_claims, frequency_angle, theory_curve
+from possym.report.calibration import calibrate, paper_evidence
+from possym.report.evidence import Evidence, TaskEvidence
+from possym.report.grading import check_claims
+from possym.report.measures.length import frequency_angle, theory_curve
 
 DECAY = "the decay of accuracy with length resembles the theory (Fig. 5A against Fig. 5B)"
 GRID = (0, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000)
 
 
 def _claim(ev: Evidence, start: str):
-    return next(c for c in check_claims(ev) if c.claim.startswith(start))
+    return next(c for c in check_claims(ev, power=False) if c.claim.startswith(start))
 
 
 def _curve(acc) -> list[LengthRecord]:
@@ -61,7 +63,7 @@ def test_a_letter_curve_below_the_collapsed_number_curve_breaks_the_order():
 
 
 def test_the_rule_grades_the_papers_own_figures_match():
-    c = next(c for c in paper_claims() if c.claim == DECAY)
+    c = next(c for c in check_claims(paper_evidence(), power=False) if c.claim == DECAY)
     assert c.verdict == "match" and c.robustness == "robust", (c.per_seed, c.readings)
     row = next(r for r in calibrate() if r.claim == DECAY)
     assert row.verdict == "match" and row.passes and "Fig. 5A" in row.data
@@ -84,8 +86,8 @@ def test_a_slow_index_angle_predicts_no_early_collapse_and_the_seed_does_not_res
     assert theory.weak and not theory.holds
     ev = Evidence({"number": [_run(0, 12, COLLAPSE)], "letter": [_run(0, 42, SLOW)]})
     c = _claim(ev, "the decay of accuracy")
-    assert c.verdict == "partial" and c.seed_verdicts == "s0 differs"
-    assert "theory at Fig. 5A's angles (θ = 0.8, 0.0027): match" in c.readings
+    assert c.verdict == "partial" and c.seed_verdicts == "s0 partial"
+    assert "theory at Fig. 5A's angles (θ = 0.8, 0.0027), uniform hop mix: match" in c.readings
 
 
 def test_a_letter_model_that_collapses_like_the_number_model_differs():
@@ -97,7 +99,7 @@ def test_a_curve_that_stops_short_of_fig5bs_range_is_not_graded():
     short = [p for p in _curve(SLOW) if p.extra <= 2000]
     ev = Evidence({"number": [_run(0, 2, COLLAPSE)],
                    "letter": [TaskEvidence(n_layers=12, seed=0, table1=_run(0, 42, SLOW).table1, lengthgen=short)]})
-    assert not [c for c in check_claims(ev) if c.claim == DECAY]
+    assert next(c for c in check_claims(ev) if c.claim == DECAY).verdict == "n/a"
 
 
 def _flow(task: str, seed: int, shares: dict[tuple[int, int], float]) -> list[HopFlowRecord]:
@@ -118,7 +120,7 @@ def test_one_hop_per_layer_matches_just_past_a_majority_and_not_at_it():
 def test_hops_carried_by_other_layers_pass_the_weaker_form_only():
     shifted = {(d, d + 1): 0.9 for d in range(1, 5)}
     c = _claim(Evidence(hop_flow=_flow("number", 0, shifted)), "number task: attention follows the hop path")
-    assert c.verdict == "partial" and c.seed_verdicts == "s0 differs"
+    assert c.verdict == "partial" and c.seed_verdicts == "s0 partial"
     assert "some layer per hop query: match" in c.readings
 
 
@@ -138,7 +140,7 @@ def test_aligned_keys_and_aimed_queries_match_just_past_the_thresholds():
     c = _claim(Evidence(geometry=_geometry(0, 0.9, 6)), "number task: L1's keys")
     assert c.verdict == "match"
     c = _claim(Evidence(geometry=_geometry(0, 0.9, 5)), "number task: L1's keys")  # aimed at half: not more
-    assert c.verdict == "partial" and c.seed_verdicts == "s0 differs"
+    assert c.verdict == "partial" and c.seed_verdicts == "s0 partial"
     c = _claim(Evidence(geometry=_geometry(0, 0.89, 10)), "number task: L1's keys")  # keys not aligned
     assert c.verdict == "differs"
 
@@ -148,7 +150,8 @@ def test_the_paper_has_no_data_for_fig3_or_fig4b_and_calibration_says_so():
     for name in ("number task: attention follows the hop path (Fig. 3)",
                  "letter task: attention follows the hop path (Fig. 3)",
                  "number task: L1's keys aligned and queries aimed, as T_Index's (Fig. 4B)"):
-        assert rows[name].verdict == "n/a" and rows[name].data.startswith("n/a: the paper reports only")
+        assert rows[name].verdict == "n/a" and rows[name].calibration == "n/a" and rows[name].passes is None
+        assert rows[name].data.startswith("n/a: the paper reports only")
 
 
 def test_the_angle_reading_added_after_the_result_never_changes_the_verdict():
