@@ -177,20 +177,22 @@ def seeds_power(n: int, sims: int = 0, rng: np.random.Generator | None = None) -
 
 def power_table(rng: np.random.Generator | None = None, sims: int = 2000) -> pd.DataFrame:
     """Size and power of each rule kind at 1, 2, 3, 5 and 8 seeds (``rule_power.csv``): rule kind ``value`` on a
-    linear scale (a step) and on the accuracy scale at 0.5, with the margin equal to the between-seed sd s, the
-    paper's own sd s/4, and a seed's own interval's sd s/2 (which stands in for the spread with one seed); gaps
-    in units of s; and rule kind ``seeds``, failure rates per seed."""
+    linear scale (a step: gaps in units of the between-seed sd s, the margin s, the paper's sd s/4), and on the
+    accuracy scale at 0.5 as the length claims have it (gaps in accuracy; seeds spread 0.05, the paper's own sd
+    0.027, its binomial error at 500 inputs with the digitisation's ±0.01, the margin 0.10); a seed's own
+    interval's sd is half the spread (it stands in for the spread with one seed); and rule kind ``seeds``,
+    failure rates per seed."""
     rng = np.random.default_rng(0) if rng is None else rng
     rows = []
     for n in SIZES:
-        for scale, sd in (("linear", 1.0), ("accuracy", 0.1)):
-            p = value_power(n, sd=sd, paper_sd=sd / 4, margin=sd if scale == "linear" else 0.1 * 0.5,
-                            scale=scale, rng=rng, sims=sims)
-            unit = 1.0 if scale == "linear" else 0.05
-            rows.append({"rule": f"value ({scale})", "seeds": n, "size": p.size,
-                         "differs_80": p.differs_80 / unit, "match_05": p.match_05 / unit, "match_at_0": p.match_at_0,
-                         "units": "gap in between-seed sds" if scale == "linear" else
-                         "gap in accuracy points of 0.05 (s = 0.1 rad on the arcsine scale at 0.5)"})
+        p = value_power(n, sd=1.0, paper_sd=0.25, margin=1.0, scale="linear", rng=rng, sims=sims)
+        rows.append({"rule": "value (linear)", "seeds": n, "size": p.size, "differs_80": p.differs_80,
+                     "match_05": p.match_05, "match_at_0": p.match_at_0,
+                     "units": "gap in between-seed sds; margin 1 sd, the paper's sd 1/4"})
+        p = value_power(n, sd=0.05, paper_sd=0.027, margin=0.10, scale="accuracy", rng=rng, sims=sims)
+        rows.append({"rule": "value (accuracy)", "seeds": n, "size": p.size, "differs_80": p.differs_80,
+                     "match_05": p.match_05, "match_at_0": p.match_at_0,
+                     "units": "gap in accuracy at 0.5; seeds' spread 0.05, the paper's sd 0.027, margin 0.10"})
         s = seeds_power(n)
         rows.append({"rule": "seeds", "seeds": n, "size": s.size, "differs_80": s.differs_80, "match_05": s.match_05,
                      "match_at_0": 1.0, "units": "failure rate per seed"})

@@ -323,8 +323,7 @@ def render(claims: Sequence[ClaimRecord], calibration: Sequence[CalibrationRecor
                   "share of papers drawn from our own distribution graded *differs* (the stated rate is 0.05; with "
                   "one seed it is not controlled); *differs_80*, the smallest gap graded *differs* 80% of the time; "
                   "*match_05*, the largest still graded *match* 5% of the time; *match_at_0*, a paper equal to our "
-                  "mean graded *match*. Rule kind value at margin = the between-seed sd s and the paper's sd s/4; "
-                  "rule kind seeds in failure rates per seed.", "",
+                  "mean graded *match*. The units column says each row's setting.", "",
                   "| rule | seeds | size | differs_80 | match_05 | match_at_0 | units |",
                   "|---|---|---|---|---|---|---|"]
         lines += [_row((r.rule, str(r.seeds), f"{r.size:.3f}", f"{r.differs_80:.2f}", f"{r.match_05:.2f}",
