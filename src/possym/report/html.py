@@ -21,9 +21,9 @@ from typing import Any
 
 from possym.report.rules import EMPIRICAL, NA
 
-VERDICT_COLOURS = {"match": "#d8f0d8", "partial": "#fff1c7", "differs": "#f6d3d3", "uninformative": "#dde6f3",
-                   "ceiling": "#dde6f3", "verified": "#eef4ee", "n/a": "#e8e8e8"}
-EMPIRICAL_VERDICTS = (*EMPIRICAL, NA)  # the page's tally: the empirical verdicts and n/a
+VERDICT_COLOURS = {"match": "#d8f0d8", "consistent": "#eef2e2", "partial": "#fff1c7", "differs": "#f6d3d3",
+                   "unresolved": "#ece3f3", "uninformative": "#dde6f3", "ceiling": "#dde6f3", "verified": "#eef4ee",
+                   "n/a": "#e8e8e8"}
 
 STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 1150px; margin: 2em auto; padding: 0 1em; color: #222; }
@@ -106,15 +106,20 @@ def image_html(image: Image) -> str:
 
 
 def render(title: str, sections: Sequence[Section], claims: Sequence[Mapping[str, Any]], intro: str = "") -> str:
-    """The whole page: title, intro, the claims table (coloured by verdict; a row whose ``kind`` is not
-    "empirical" is a verification, counted apart), then each section."""
-    parts = [f"<h1>{html.escape(title)}</h1>", f"<p>{intro}</p>" if intro else ""]
+    """The whole page: title, intro, the claims table (coloured by verdict), then each section. The tally counts
+    only the claims this run could grade; the n/a ones (another preset, missing evidence) and the verifications
+    (a row whose ``kind`` is "verification") are counted apart."""
+    parts = [f"<h1>{html.escape(title)}</h1>", f"<p id='intro'>{intro}</p>" if intro else ""]
     if claims:
-        empirical = [c for c in claims if c.get("kind", "empirical") == "empirical"]
-        tally = {v: sum(1 for c in empirical if c["verdict"] == v) for v in EMPIRICAL_VERDICTS}
-        summary = ", ".join(f"{n} {v}" for v, n in tally.items() if n)
-        checks = len(claims) - len(empirical)
-        parts.append(f"<h2 id='claims'>Claims: {summary}" + (f"; {checks} verifications" if checks else "") + "</h2>")
+        results = [c for c in claims if c.get("kind", "empirical") != "verification"]
+        graded = [c for c in results if c["verdict"] != NA]
+        tally = {v: sum(1 for c in graded if c["verdict"] == v) for v in EMPIRICAL}
+        summary = ", ".join(f"{n} {v}" for v, n in tally.items() if n) or "none"
+        not_here = len(results) - len(graded)
+        checks = len(claims) - len(results)
+        parts.append(f"<h2 id='claims'>Claims this run can grade ({len(graded)}): {summary}</h2>"
+                     f"<p class='small'>{not_here} n/a here (another preset, or evidence this run did not make)"
+                     + (f"; {checks} verifications of our code or of a formula" if checks else "") + ".</p>")
         parts.append(table_html([{k: v for k, v in c.items() if k != "kind"} for c in claims], colour_key="verdict"))
     for s in sections:
         parts.append(f"<h2>{html.escape(s.title)}</h2>")

@@ -10,7 +10,9 @@ from a partial run (and a tiny one, in the tests).
 
 from __future__ import annotations
 
+import html as html_text
 import json
+import os
 import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -29,12 +31,14 @@ from possym.records import (
     Table1Record,
     frame,
     read_records,
+    read_records_text,
     records_csv,
 )
 from possym.report import compare_plots, html
 from possym.report.evidence import Evidence, TaskEvidence, final_kinds, load_evidence, run_seed, table
 from possym.report.grading import check_claims, claim_summary
 from possym.report.length_plots import plot_length_curves
+from possym.report.rules import NA
 from possym.report.seeds import claims_wide
 from possym.runs import ARTIFACTS, RunDir, atomic_write_text, csv_text, read_csv, save_figure
 
@@ -59,7 +63,7 @@ THEORY_FIGURES = (
 THEORY_TABLES = ("verification.csv", "bounds.csv", "violations.csv", "counterexamples.csv", "beta.csv")
 # The claims table as the page shows it first: the claim, the paper's value, ours over seeds, the verdict with
 # each seed's; the rule, the per-seed values, the readings and the paper's uncertainty fold out under each row.
-CLAIM_COLUMNS = ("claim", "paper", "ours", "verdict", "per seed", "details")
+CLAIM_COLUMNS = ("claim", "paper", "ours", "verdict", "paper-preset replication", "per seed", "details")
 
 
 def _copy_figure(src_stem: Path, dst_stem: Path) -> bool:
@@ -113,20 +117,77 @@ def final_score_rows(evidence: Evidence) -> list[FinalScoreRecord]:
     return rows
 
 
-def claim_rows(claims: Sequence[ClaimRecord]) -> list[dict[str, Any]]:
-    """The claims as the page's table shows them (:data:`CLAIM_COLUMNS`, and ``kind``)."""
+def replication_verdicts() -> dict[str, ClaimRecord]:
+    """The committed paper-preset replication's claims, by id (the package's copy of
+    ``docs/reproduce_paper/claims.csv``, ``possym/data/replication_claims.csv``; a test holds the two equal)."""
+    import importlib.resources
+
+    text = importlib.resources.files("possym").joinpath("data/replication_claims.csv").read_text("utf-8")
+    return {c.id: c for c in read_records_text(text, ClaimRecord)}
+
+
+def _replication_cell(c: ClaimRecord | None) -> str:
+    """``match (8 seeds)``: the committed replication's verdict for a claim, with its seeds."""
+    if c is None:
+        return ""
+    n = len(c.seeds.split(",")) if c.seeds else 0
+    return f"{c.verdict}" + (f" ({n} seed{'s' if n != 1 else ''})" if n else "")
+
+
+def claim_rows(claims: Sequence[ClaimRecord], replication: Mapping[str, ClaimRecord] | None = None
+               ) -> list[dict[str, Any]]:
+    """The claims as the page's table shows them (:data:`CLAIM_COLUMNS`, and ``kind``): this run's verdict, and
+    beside it the committed paper-preset replication's for the same claim."""
+    replication = replication_verdicts() if replication is None else replication
     rows = []
     for c in claims:
         lines = [f"{c.section}", f"rule: {c.rule}"] + [f"{name}: {value}" for name, value in (
             ("per seed", c.per_seed), ("per-seed verdicts", c.seed_verdicts), ("checkpoint", c.step),
             ("p-value", "" if c.p_value is None else f"{c.p_value:.2g}"),
-            ("the paper's uncertainty", c.paper_uncertainty),
+            ("the paper's uncertainty", c.paper_uncertainty), ("power", c.power), ("evidence", c.evidence),
             ("graded reading", c.reading), ("every reading", f"{c.readings} ({c.robustness})" if c.readings else ""),
             ("as the rule read it", c.ours)) if value]
         rows.append({"claim": c.claim, "paper": c.paper, "ours": claim_summary(c), "verdict": c.verdict,
+                     "paper-preset replication": _replication_cell(replication.get(c.id)),
                      "per seed": c.seed_verdict_counts, "details": html.Fold("rule, seeds, readings", lines),
                      "kind": c.kind})
     return rows
+
+
+PAPER_SETTING = {"layers": 12, "steps": 6750}
+REPLICATION_DOC = Path(__file__).resolve().parents[3] / "docs" / "replication.md"  # in a checkout
+
+
+def what_this_run_is(evidence: Evidence, claims: Sequence[ClaimRecord], out: Path) -> str:
+    """The page's first paragraph: the preset, its depth, steps and seeds against the paper's; what this run can
+    grade and what it cannot; where the committed replication is."""
+    seeds = [te for runs in evidence.tasks.values() for te in runs]
+    presets = sorted({te.preset for te in seeds if te.preset}) or ["(unnamed)"]
+    layers = sorted({te.n_layers for te in seeds})
+    steps = sorted({s for te in seeds if (s := te.total_steps()) is not None})
+    n_seeds = max((len(v) for v in evidence.tasks.values()), default=0)
+    graded = [c for c in claims if c.kind != "verification" and c.verdict != NA]
+    other = [c for c in claims
+             if c.kind != "verification" and c.verdict == NA and "the paper's value holds for" in c.ours]
+    same = layers == [PAPER_SETTING["layers"]] and steps == [PAPER_SETTING["steps"]]
+    link = (os.path.relpath(REPLICATION_DOC, out.resolve()) if REPLICATION_DOC.exists()
+            else "docs/replication.md in possym's repository")
+    setting = (f"the <b>{html_text.escape(', '.join(presets))}</b> preset: {', '.join(map(str, layers))} layers "
+               f"(the paper: {PAPER_SETTING['layers']}), {', '.join(f'{s:,}' for s in steps)} training steps "
+               f"(the paper: {PAPER_SETTING['steps']:,}), {n_seeds} seed{'s' if n_seeds != 1 else ''} per task")
+    if same:
+        scope = (f"It is the paper's setting, so every claim can be graded here ({len(graded)} graded); with "
+                 f"{n_seeds} seed{'s' if n_seeds != 1 else ''} a match (equivalence within the claim's margin) needs "
+                 "several seeds.")
+    else:
+        scope = (f"It checks the whole pipeline at small scale; it is not a replication. The {len(other)} claims "
+                 "whose paper value depends on the paper's depth, training length or width (a step, a layer, an "
+                 f"accuracy of its model) are n/a here and say why; the {len(graded)} that hold whatever the scale "
+                 "(orderings and statements) are graded below, with one seed, so at best consistent where a "
+                 "number is concerned.")
+    return (f"This run is {setting}. {scope} Whether the paper replicates is answered by the committed "
+            f"replication of the paper preset (3-8 seeds per claim): <a href='{html_text.escape(link)}'>"
+            "docs/replication.md</a>, whose verdict for each claim stands beside this run's in the table.")
 
 
 def _seed_frame(runs: Sequence[TaskEvidence], records, kind) -> pd.DataFrame:
@@ -193,7 +254,6 @@ def build_report(
         return ", ".join(f"{t} s{te.seed} {getattr(te, attr)}" for t, seeds in tasks.items() for te in seeds
                          if getattr(te, attr))
 
-    n_seeds = max((len(s) for s in tasks.values()), default=0)
     compared: list[tuple[Path, str]] = []
     if any(te.metrics for seeds in tasks.values() for te in seeds):
         fig = compare_plots.fig2a_compare({t: eval_frame(s) for t, s in tasks.items()}, paper)
@@ -283,12 +343,11 @@ def build_report(
             pre=_run_info({f"{t} seed {te.seed}": dirs[t][te.seed] for t, seeds in tasks.items() for te in seeds}),
         ),
     ]
-    seeds_text = f" over {n_seeds} seeds" if n_seeds > 1 else " on one seed"
     intro = (
         "A reproduction of Urrutia et al., <i>Positional versus Symbolic Attention Heads</i> (arXiv 2605.31558), "
-        f"made by <code>possym reproduce</code>. Claims are graded{seeds_text} by the rules in "
-        "<code>possym.report.rules</code> (docs/reproduce.md), repeated in each row; each row lists our value at "
-        "every seed."
+        "made by <code>possym reproduce</code>. " + what_this_run_is(evidence, claims, out) + " Each claim is an "
+        "entry of <code>possym/data/claims.yaml</code>, graded by the rules of <code>possym.report.rules</code> "
+        "(docs/reproduce.md); each row folds out its rule, seeds and readings."
     )
     page = html.render(title or f"possym reproduction: {out.name}", sections, claim_rows(claims), intro)
     atomic_write_text(out / "report.html", page)
