@@ -64,9 +64,10 @@ def test_length_curves_are_measured_at_the_best_checkpoint_and_the_final_one_and
         assert {p.step for p in run.read("lengthgen", LengthRecord)} == {best, final}
         assert json.loads((run.path / "best.json").read_text())["step"] == best
     claims = read_csv(out / "claims.csv")
+    # The paper's accuracies hold for its 12 layers: on a 2-layer run they are n/a, and say why.
     length = [c for c in claims if "accuracy at +100 tokens" in c["claim"]]
-    assert len(length) == 2 and all(c["step"].startswith("best") for c in length)  # "best 20", "best = final 30"
-    scores = [c for c in claims if c["claim"].startswith("number task: pure heads")]
+    assert len(length) == 2 and all(c["verdict"] == "n/a" and "12 layers" in c["ours"] for c in length)
+    scores = [c for c in claims if c["claim"] == "positional layers appear in the number task only"]
     assert scores and scores[0]["step"].endswith(str(RunDir.open(out / "runs" / "number-s0").checkpoint_steps()[-1]))
 
 
@@ -124,6 +125,18 @@ def test_the_report_renders_in_headless_chromium_with_no_missing_image(tiny_repr
     assert body, "the page's load script did not run"
     loaded, total = map(int, body.groups())
     assert total >= 10 and loaded == total
+    # The first screen, as a newcomer reads it: what this run is, against the paper's setting, and where the
+    # replication is; its claims table grades no step or layer of the paper's model on this tiny preset.
+    intro = re.search(r"<p id=\"intro\">(.*?)</p>", dom, re.S).group(1)
+    assert "<b>quick</b> preset: 2 layers (the paper: 12), 30 training steps (the paper: 6,750)" in intro
+    assert "not a replication" in intro and "replication.md</a>" in intro
+    assert re.search(r"<h2 id=\"claims\">Claims this run can grade \(\d+\)", dom)
+    from possym.report.claimspec import load_claims
+
+    scaled = {s.claim for s in load_claims() if s.preset}
+    claims = read_csv(tiny_reproduction / "claims.csv")
+    assert scaled and all(c["verdict"] == "n/a" for c in claims if c["claim"] in scaled)
+    assert "paper-preset replication" in dom
 
 
 @pytest.mark.long

@@ -78,3 +78,10 @@ def test_a_claims_summary_gives_mean_sd_range_and_seeds_for_a_number(verdict):
     c = ClaimRecord("x", "", "0.74", "", verdict, "", seeds="0,1,2", seed_mean=0.4, seed_sd=0.1, seed_min=0.3,
                     seed_max=0.5)
     assert claim_summary(c) == "0.40 ± 0.10 (0.30–0.50, 3 seeds)"
+
+
+def test_the_packages_copy_of_the_replications_claims_is_the_committed_one():
+    """The demo's page shows the replication's verdict beside its own from possym/data/replication_claims.csv: it
+    must be docs/reproduce_paper/claims.csv, byte for byte (copy it after every regrade)."""
+    copy = ROOT / "src" / "possym" / "data" / "replication_claims.csv"
+    assert copy.read_bytes() == (DOCS / "reproduce_paper" / "claims.csv").read_bytes()
