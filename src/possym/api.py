@@ -48,8 +48,8 @@ if TYPE_CHECKING:
 
     from possym.model.gptj import GPTJ
 
-__all__ = ["Run", "head_scores", "load_config", "load_model", "open_run", "to_hooked_transformer",
-           "to_transformer_bridge", "train_model", "train_models"]
+__all__ = ["Run", "from_transformer_lens", "head_scores", "load_config", "load_model", "open_run",
+           "to_hooked_transformer", "to_transformer_bridge", "train_model", "train_models"]
 
 
 @named_options
@@ -226,6 +226,20 @@ def to_transformer_bridge(model: GPTJ, **options: Any) -> TransformerBridge:
     return convert(model, **options)
 
 
+def from_transformer_lens(model: Any) -> GPTJ:
+    """The way back from TransformerLens: a possym GPT-J computing what ``model`` computes, a
+    ``HookedTransformer`` (3.x) or a ``TransformerBridge`` (3.9 or 4.x) of a possym GPT-J or of a Hugging Face
+    GPT-J, with its weights as they are now (edited or fine-tuned there); its logits are checked against
+    ``model``'s before it is returned (:func:`possym.model.tl.from_transformer_lens`).
+
+    >>> bridge = run.transformer_bridge()                           # doctest: +SKIP
+    >>> model = possym.from_transformer_lens(bridge)                 # doctest: +SKIP
+    """
+    from possym.model.tl import from_transformer_lens as convert
+
+    return convert(model)
+
+
 class Run:
     """A run directory with its analyses as DataFrames; each is computed once and cached on disk."""
 
@@ -268,13 +282,24 @@ class Run:
 
     def hooked_transformer(self, step: StepSpec = "final", dtype: torch.dtype = torch.float32,
                            device: str | None = None) -> HookedTransformer:
-        """The model at ``step`` as a TransformerLens ``HookedTransformer`` (:func:`to_hooked_transformer`), with
-        the task's vocabulary as its tokenizer, so ``to_str_tokens`` shows the task's tokens."""
+        """The model at ``step`` as a TransformerLens ``HookedTransformer`` (:func:`to_hooked_transformer`;
+        transformer-lens 3.x), with the task's vocabulary as its tokenizer, so TransformerLens's own tools
+        read the task's text: ``to_str_tokens``, ``run_with_cache("3 4 c2 ...")``, ``detect_head``."""
+        return to_hooked_transformer(self.model(step, dtype, device), tokenizer=self._tokenizer())
+
+    def transformer_bridge(self, step: StepSpec = "final", dtype: torch.dtype = torch.float32,
+                           device: str | None = None) -> TransformerBridge:
+        """The model at ``step`` as a TransformerLens ``TransformerBridge`` (:func:`to_transformer_bridge`;
+        transformer-lens 3.9 or 4.x), with the task's vocabulary as its tokenizer, as :meth:`hooked_transformer`:
+        ``detect_head(run.transformer_bridge(), texts, "previous_token_head")`` works on 4.x."""
+        return to_transformer_bridge(self.model(step, dtype, device), tokenizer=self._tokenizer())
+
+    def _tokenizer(self) -> Any:
+        """The task's vocabulary as a Hugging Face tokenizer (ids are the task's; words split on spaces)."""
         from possym.model.hf import hf_tokenizer
         from possym.tasks import PAD, task_vocab
 
-        tokenizer = hf_tokenizer(task_vocab(self.config.task).tokens, PAD)
-        return to_hooked_transformer(self.model(step, dtype, device), tokenizer=tokenizer)
+        return hf_tokenizer(task_vocab(self.config.task).tokens, PAD)
 
     def metrics(self) -> pd.DataFrame:
         """Validation accuracy over training, long form: ``step, hop, accuracy, loss``; ``hop`` 0 is the
