@@ -37,7 +37,6 @@ from possym.devices import resolve_device, torch_threads
 from possym.errors import OptionError, PossymError, RunError, named_options
 from possym.records import GAMMA, LengthRecord, PurityRecord, ScoreRecord, Table1Record, frame, points_at
 from possym.runs import RunDir, StepSpec, ensure_run
-from possym.scores.metric import TAU
 from possym.settings import from_dict
 
 if TYPE_CHECKING:
@@ -47,6 +46,7 @@ if TYPE_CHECKING:
     from transformer_lens.model_bridge import TransformerBridge
 
     from possym.model.gptj import GPTJ
+    from possym.scores.swaps import HeadScores
 
 __all__ = ["Run", "from_transformer_lens", "head_scores", "load_config", "load_model", "open_run",
            "to_hooked_transformer", "to_transformer_bridge", "train_model", "train_models"]
@@ -154,51 +154,30 @@ def open_run(path: str | Path, allow_unfinished: bool = False) -> Run:
     return Run(RunDir.open(path, allow_unfinished=allow_unfinished))
 
 
-def head_scores(model: Any, tokens: Any, **options: Any):
-    """s_POS, s_SYM and entropy of every head of ``model`` on ``tokens``, with the exact swap engine.
+def head_scores(model: Any, inputs: Any, *, tokenizer: Any = None, progress: bool = True,
+                **options: Any) -> HeadScores:
+    """s_POS, s_SYM, entropy and TransformerLens's head detectors of every head of ``model`` on ``inputs``, with the
+    exact swap engine: one result type for every model kind (:class:`possym.scores.swaps.HeadScores`), whose
+    ``.frame()`` is a DataFrame of every head (``layer, head, kv_head, s_pos, s_sym``, their sds and 95%
+    intervals, the detectors) and ``.records()`` its rows, the key-head count read from the model.
 
-    A possym GPT-J takes a LongTensor [batch, pos] of token ids (options: ``query``, ``tau``,
-    ``block_size``; see :func:`possym.scores.swaps.head_scores`). A Hugging Face RoPE model, a rotary
-    TransformerLens ``HookedTransformer`` or a ``TransformerBridge`` takes a list of encoded prompts
-    (:class:`possym.heads.prompts.EncodedPrompt`; options as :func:`possym.heads.scores.score_heads`),
-    or a LongTensor scored as a possym model's is (the last token queries, blocks of ``block_size``
-    tile the keys before it; :func:`possym.heads.layout.token_prompts`). Either way the result has
-    ``s_pos`` and ``s_sym`` tensors [input, layer, head]. An empty batch, or a token id outside the
-    model's vocabulary, raises :class:`~possym.errors.PossymError`. An nnsight ``LanguageModel`` (or
-    any nnsight wrapper) is scored as the model it wraps (:mod:`possym.heads.wrappers`). A Hugging Face or
-    TransformerLens model's result also carries TransformerLens's head detectors, ``detectors``
-    [input, layer, head, detector] (:mod:`possym.heads.detectors`).
+    ``model``: a possym GPT-J, a Hugging Face RoPE model, a rotary TransformerLens ``HookedTransformer``, a
+    ``TransformerBridge``, or any of them in an nnsight wrapper (scored as the model it wraps). ``inputs``: a
+    LongTensor [batch, pos] of token ids (the last token queries, or ``query=``; blocks of ``block_size`` tile
+    the keys before it); a list of strings, as TransformerLens's ``detect_head`` takes them (``tokenizer=``, or
+    the model's own: a TransformerLens model's, an nnsight ``LanguageModel``'s); a list of
+    :class:`~possym.heads.prompts.HeadPrompt` or :class:`~possym.heads.layout.EncodedPrompt` (blocks where they
+    say). Options: ``layers``, ``tau``, ``batch_size``, ``block_size``, ``n_blocks``, ``query`` (see
+    :mod:`possym.heads.dispatch`). ``progress`` shows a bar over the inputs while it scores. An empty batch,
+    or a token id outside the model's vocabulary, raises :class:`~possym.errors.PossymError`.
+
+    >>> possym.head_scores(run.model(), tokens).frame().query("s_pos > 0.9")      # doctest: +SKIP
+    >>> possym.head_scores(bridge, ["3 4 c2 b1 ...", ...]).frame()                 # doctest: +SKIP
     """
-    from possym.heads.layout import check_token_ids, token_prompts
-    from possym.heads.wrappers import unwrap
-    from possym.model.gptj import GPTJ
+    from possym.heads.dispatch import n_inputs, score_any
 
-    model = unwrap(model)
-
-    if isinstance(model, GPTJ):
-        from possym.scores.swaps import head_scores as gptj_scores
-
-        tokens = torch.as_tensor(tokens)
-        check_token_ids(tokens, model.cfg.d_vocab)
-        return gptj_scores(model, tokens, **{"tau": TAU, **options})
-    from possym.heads.tl import is_transformer_lens
-
-    if isinstance(tokens, torch.Tensor):
-        tokens = token_prompts(tokens, options.pop("block_size", 1), options.pop("query", None))
-    if is_transformer_lens(model):
-        from possym.heads.tl import score_transformer_lens
-
-        return score_transformer_lens(model, list(tokens), **options)
-    from transformers import PreTrainedModel
-
-    from possym.heads.scores import score_heads
-
-    if not isinstance(model, PreTrainedModel):
-        raise PossymError(
-            "head_scores takes a possym GPTJ, a Hugging Face model, a TransformerLens model or an nnsight wrapper, "
-            f"not {type(model).__name__}"
-        )
-    return score_heads(model, list(tokens), **options)
+    with _bar(progress, n_inputs(inputs) or 0, "head_scores", "input") as bar:
+        return score_any(model, inputs, tokenizer=tokenizer, progress=bar.update, **options)
 
 
 def to_hooked_transformer(model: GPTJ, **options: Any) -> HookedTransformer:
