@@ -101,11 +101,13 @@ def train_model(config: RunConfig, out: str | Path, monitor: bool = True, progre
     """
     from possym.experiment import run_stage
     from possym.stages.train import CONTINUE, TrainStageConfig
+    from possym.train.tracking import require_tracker
 
     # The run's threads hold from before it records its environment (meta.json tells the truth) to the
     # end of training, and the caller's count comes back after.
     _check_train_args(config, out, monitor, progress)
     resolve_device(config.train.device)  # a device this machine lacks is refused before the run directory is made
+    require_tracker(config.train.log)  # and so is a tracker whose package is missing
     with torch_threads(config.train.threads):
         run = ensure_run(out, config, argv=["possym.train", str(out)])
         # Through the run's memo, as `possym train --out RUN` trains: an experiment over it later trains nothing.
@@ -126,6 +128,7 @@ def train_models(configs: list[RunConfig], outs: list[str | Path], monitor: bool
     """
     from possym.experiment import run_stage
     from possym.stages.train import DEFAULT_MEMORY_BUDGET_MB, STAGE, TrainStageConfig
+    from possym.train.tracking import require_tracker
 
     if isinstance(configs, RunConfig) or isinstance(outs, str | Path):
         raise PossymError("train_models takes a list of configs and a list of output directories; for one run "
@@ -133,6 +136,7 @@ def train_models(configs: list[RunConfig], outs: list[str | Path], monitor: bool
     for config, out in zip(configs, outs, strict=False):
         _check_train_args(config, out, monitor, progress)
         resolve_device(config.train.device)
+        require_tracker(config.train.log)
     if len(configs) != len(outs):
         raise PossymError(f"train_models takes one output directory per config ({len(configs)} configs, "
                           f"{len(outs)} directories)")
