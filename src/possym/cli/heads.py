@@ -25,7 +25,8 @@ DEFAULTS = {f.name: f.default for f in dataclasses.fields(HeadsConfig) if f.defa
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("heads", help="positional/symbolic scores of every head of a local Hugging Face RoPE LM",
                        description=__doc__)
-    p.add_argument("--model", help="local model directory, .gguf file, or a packaged model name (required)")
+    p.add_argument("--model", help="local model directory, .gguf file, packaged model name, or a Hugging Face id "
+                                   "(ORG/NAME) already in the local Hugging Face cache; nothing is fetched (required)")
     p.add_argument("--prompts", help=f"one of {', '.join(PROMPT_SETS)}, or a text file (a prompt a line) (required)")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--replot", action="store_true", help="only redraw the figures from DIR's CSV and JSON files")

