@@ -360,14 +360,23 @@ class Run:
         return fig6_layer_scores(scores, best_step=self.dir.best(), query=query,
                                  title=f"{name} task: s_POS, s_SYM and entropy per layer")
 
-    def plot_length_curve(self, grid: tuple[int, ...] | None = None, step: StepSpec = "final",
-                          **settings: Any) -> Figure:
+    def plot_length_curve(self, grid: tuple[int, ...] | None = None, step: StepSpec = "final", *,
+                          curve: pd.DataFrame | None = None, **settings: Any) -> Figure:
         """Fig. 5B of this run: accuracy against extra tokens K, pooled and per hop count, with the paper's
-        curve dashed (measured first if needed, as :meth:`length_curve`)."""
+        curve dashed. ``curve``: a curve :meth:`length_curve` returned, drawn as it is (nothing is measured);
+        else the curve at ``grid``, ``step`` and ``settings``, measured first if needed, as :meth:`length_curve`.
+
+        >>> curve = run.length_curve(grid=(0, 100, 1000), step="best")     # doctest: +SKIP
+        >>> run.plot_length_curve(curve=curve)                              # doctest: +SKIP
+        """
         from possym.paper import paper_numbers
         from possym.report.length_plots import plot_length_curves
 
-        curve = self.length_curve(grid, step, **settings)
+        if curve is None:
+            curve = self.length_curve(grid, step, **settings)
+        elif grid is not None or step != "final" or settings:
+            raise PossymError("plot_length_curve takes a measured curve (curve=run.length_curve(...)) or the "
+                              "settings to measure one (grid, step, ...), not both")
         return plot_length_curves({self.config.task.name: curve}, paper_numbers()["fig5b_length_generalisation"])
 
     def length_curve(self, grid: tuple[int, ...] | None = None, step: StepSpec = "final", progress: bool = True,

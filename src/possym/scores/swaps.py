@@ -213,8 +213,11 @@ class HeadScores:
         (resamples from ``rng``; default: the fixed :data:`~possym.scores.spread.BOOTSTRAP_SEED`). Where
         known, ``kv_head`` (the key head the head reads; ``n_kv_heads`` overrides the model's count) follows
         ``head``, and the detectors' means over the inputs (TransformerLens's mean over a list of inputs)
-        close the record.
+        close the record. An int in ``rng``'s place is taken for ``n_kv_heads``, as ``records(n_kv_heads)``
+        was called when prompts had a result type of their own.
         """
+        if isinstance(rng, int) and not isinstance(rng, bool):  # records(n_kv_heads), as the prompts' result took it
+            rng, n_kv_heads = None, rng
         pos, sym = mean_spread(self.s_pos, rng), mean_spread(self.s_sym, rng)
         n_heads = self.s_pos.shape[-1]
         kv = n_kv_heads or self.n_kv_heads
