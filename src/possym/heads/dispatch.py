@@ -41,7 +41,7 @@ import torch
 from torch import Tensor
 
 from possym.errors import PossymError
-from possym.heads.detectors import detector_scores
+from possym.heads.detectors import HEAD_NAMES, detector_scores
 from possym.heads.layout import EncodedPrompt, check_token_ids, token_prompts
 from possym.scores.metric import TAU
 from possym.scores.swaps import HeadScores
@@ -59,7 +59,7 @@ def concat(parts: Sequence[HeadScores]) -> HeadScores:
 
     return HeadScores(torch.cat([p.s_pos for p in parts]), torch.cat([p.s_sym for p in parts]),
                       torch.cat([p.entropy for p in parts]), first.layers, torch.cat([p.query for p in parts]),
-                      cat("detectors"), cat("correct"), first.n_kv_heads)
+                      cat("detectors"), cat("correct"), first.n_kv_heads, first.detector_names)
 
 
 def score_gptj_tokens(
@@ -98,7 +98,7 @@ def score_gptj_tokens(
                              **{"tau": TAU, **engine})
         detectors = torch.stack([detector_scores(cache["pattern", layer], chunk[:, None]) for layer in layers], 1)
         parts.append(HeadScores(scores.s_pos, scores.s_sym, scores.entropy, scores.layers, scores.query,
-                                detectors, None, model.cfg.n_heads))
+                                detectors, None, model.cfg.n_heads, HEAD_NAMES))
         if progress is not None:
             progress(chunk.shape[0])
     return concat(parts)

@@ -223,7 +223,7 @@ def score_prompts(
         if progress is not None:
             progress(len(idx))
     queries = torch.tensor([len(p.ids) - 1 for p in prompts])  # each prompt's last token
-    return HeadScores(s_pos, s_sym, ent, tuple(layers), queries, detectors, correct, n_kv_heads)
+    return HeadScores(s_pos, s_sym, ent, tuple(layers), queries, detectors, correct, n_kv_heads, HEAD_NAMES)
 
 
 def _n_embeddings(model: PreTrainedModel) -> int:

@@ -188,8 +188,8 @@ class HeadScores:
     """Per-input scores of every (layer, head) for one query per input: what :func:`possym.head_scores` returns
     for every kind of model (possym, Hugging Face, TransformerLens, nnsight), and the engine's own result.
 
-    ``detectors`` (TransformerLens's head detectors of each input, [input, layer, head, detector] in the order
-    of :data:`possym.heads.detectors.HEAD_NAMES`; NaN where the model returned no pattern), ``correct``
+    ``detectors`` (TransformerLens's head detectors of each input, [input, layer, head, detector], named by
+    ``detector_names``: :data:`possym.heads.detectors.HEAD_NAMES`; NaN where the model returned no pattern), ``correct``
     (whether the greedy next token is each prompt's answer, NaN where a prompt has none) and ``n_kv_heads``
     (the model's key heads, grouped-query attention) are filled in by :func:`possym.head_scores`; the
     engine's training-time callers leave them None, and then :meth:`records` has no columns for them.
@@ -203,6 +203,7 @@ class HeadScores:
     detectors: Tensor | None = None  # [batch, layer, head, detector]
     correct: Tensor | None = None  # [batch] 1.0 / 0.0, NaN: no answer
     n_kv_heads: int | None = None  # key heads; head h reads key head h // (n_heads / n_kv_heads)
+    detector_names: tuple[str, ...] = ()  # the detectors' names, in the order of their last axis
 
     def records(self, rng: np.random.Generator | None = None, *, n_kv_heads: int | None = None,
                 **fields: Any) -> list[dict[str, Any]]:
@@ -223,10 +224,8 @@ class HeadScores:
         kv = n_kv_heads or self.n_kv_heads
         detectors: dict[str, Tensor] = {}
         if self.detectors is not None:
-            from possym.heads.detectors import HEAD_NAMES
-
             means = self.detectors.detach().to("cpu", torch.float64).nanmean(0)  # [layer, head, detector]
-            detectors = {name: means[..., d] for d, name in enumerate(HEAD_NAMES)}
+            detectors = {name: means[..., d] for d, name in enumerate(self.detector_names)}
         out = []
         for li, layer in enumerate(self.layers):
             for head in range(n_heads):
