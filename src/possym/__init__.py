@@ -8,7 +8,8 @@ The library API (:mod:`possym.api`), imported on first use so that ``import poss
     run.length_curve(grid=(0, 100, 1000), step="best")
     possym.head_scores(model, tokens)          # a possym, Hugging Face or TransformerLens model
     possym.to_hooked_transformer(model); run.hooked_transformer(step="best")   # pip install "possym[tl3]"
-    possym.to_transformer_bridge(model)        # TransformerLens 3.9 or 4.x
+    possym.to_transformer_bridge(model); run.transformer_bridge(step="best")   # TransformerLens 3.9 or 4.x
+    possym.from_transformer_lens(ht_or_bridge)   # the way back, edits and fine-tuning included
     possym.train_model(possym.load_config("number", "quick", train__steps=500), out="runs/x")
     possym.train_models([cfg0, cfg1, cfg2], ["runs/s0", "runs/s1", "runs/s2"])   # one batched step for all three
     possym.load_model("runs/x/checkpoints/step_000500.safetensors")
@@ -23,8 +24,8 @@ from typing import Any
 
 __version__ = "0.1.0"
 
-_API = ("Run", "head_scores", "load_config", "load_model", "open_run", "to_hooked_transformer",
-        "to_transformer_bridge", "train_model", "train_models")
+_API = ("Run", "from_transformer_lens", "head_scores", "load_config", "load_model", "open_run",
+        "to_hooked_transformer", "to_transformer_bridge", "train_model", "train_models")
 _EXPERIMENT = ("load_experiment", "run_experiment")
 __all__ = [*_API, *_EXPERIMENT, "PossymError", "reproduce", "__version__"]
 

@@ -37,7 +37,6 @@ from possym.devices import resolve_device, torch_threads
 from possym.errors import OptionError, PossymError, RunError, named_options
 from possym.records import GAMMA, LengthRecord, PurityRecord, ScoreRecord, Table1Record, frame, points_at
 from possym.runs import RunDir, StepSpec, ensure_run
-from possym.scores.metric import TAU
 from possym.settings import from_dict
 
 if TYPE_CHECKING:
@@ -47,9 +46,10 @@ if TYPE_CHECKING:
     from transformer_lens.model_bridge import TransformerBridge
 
     from possym.model.gptj import GPTJ
+    from possym.scores.swaps import HeadScores
 
-__all__ = ["Run", "head_scores", "load_config", "load_model", "open_run", "to_hooked_transformer",
-           "to_transformer_bridge", "train_model", "train_models"]
+__all__ = ["Run", "from_transformer_lens", "head_scores", "load_config", "load_model", "open_run",
+           "to_hooked_transformer", "to_transformer_bridge", "train_model", "train_models"]
 
 
 @named_options
@@ -101,11 +101,13 @@ def train_model(config: RunConfig, out: str | Path, monitor: bool = True, progre
     """
     from possym.experiment import run_stage
     from possym.stages.train import CONTINUE, TrainStageConfig
+    from possym.train.tracking import require_tracker
 
     # The run's threads hold from before it records its environment (meta.json tells the truth) to the
     # end of training, and the caller's count comes back after.
     _check_train_args(config, out, monitor, progress)
     resolve_device(config.train.device)  # a device this machine lacks is refused before the run directory is made
+    require_tracker(config.train.log)  # and so is a tracker whose package is missing
     with torch_threads(config.train.threads):
         run = ensure_run(out, config, argv=["possym.train", str(out)])
         # Through the run's memo, as `possym train --out RUN` trains: an experiment over it later trains nothing.
@@ -126,6 +128,7 @@ def train_models(configs: list[RunConfig], outs: list[str | Path], monitor: bool
     """
     from possym.experiment import run_stage
     from possym.stages.train import DEFAULT_MEMORY_BUDGET_MB, STAGE, TrainStageConfig
+    from possym.train.tracking import require_tracker
 
     if isinstance(configs, RunConfig) or isinstance(outs, str | Path):
         raise PossymError("train_models takes a list of configs and a list of output directories; for one run "
@@ -133,6 +136,7 @@ def train_models(configs: list[RunConfig], outs: list[str | Path], monitor: bool
     for config, out in zip(configs, outs, strict=False):
         _check_train_args(config, out, monitor, progress)
         resolve_device(config.train.device)
+        require_tracker(config.train.log)
     if len(configs) != len(outs):
         raise PossymError(f"train_models takes one output directory per config ({len(configs)} configs, "
                           f"{len(outs)} directories)")
@@ -154,51 +158,30 @@ def open_run(path: str | Path, allow_unfinished: bool = False) -> Run:
     return Run(RunDir.open(path, allow_unfinished=allow_unfinished))
 
 
-def head_scores(model: Any, tokens: Any, **options: Any):
-    """s_POS, s_SYM and entropy of every head of ``model`` on ``tokens``, with the exact swap engine.
+def head_scores(model: Any, inputs: Any, *, tokenizer: Any = None, progress: bool = True,
+                **options: Any) -> HeadScores:
+    """s_POS, s_SYM, entropy and TransformerLens's head detectors of every head of ``model`` on ``inputs``, with the
+    exact swap engine: one result type for every model kind (:class:`possym.scores.swaps.HeadScores`), whose
+    ``.frame()`` is a DataFrame of every head (``layer, head, kv_head, s_pos, s_sym``, their sds and 95%
+    intervals, the detectors) and ``.records()`` its rows, the key-head count read from the model.
 
-    A possym GPT-J takes a LongTensor [batch, pos] of token ids (options: ``query``, ``tau``,
-    ``block_size``; see :func:`possym.scores.swaps.head_scores`). A Hugging Face RoPE model, a rotary
-    TransformerLens ``HookedTransformer`` or a ``TransformerBridge`` takes a list of encoded prompts
-    (:class:`possym.heads.prompts.EncodedPrompt`; options as :func:`possym.heads.scores.score_heads`),
-    or a LongTensor scored as a possym model's is (the last token queries, blocks of ``block_size``
-    tile the keys before it; :func:`possym.heads.layout.token_prompts`). Either way the result has
-    ``s_pos`` and ``s_sym`` tensors [input, layer, head]. An empty batch, or a token id outside the
-    model's vocabulary, raises :class:`~possym.errors.PossymError`. An nnsight ``LanguageModel`` (or
-    any nnsight wrapper) is scored as the model it wraps (:mod:`possym.heads.wrappers`). A Hugging Face or
-    TransformerLens model's result also carries TransformerLens's head detectors, ``detectors``
-    [input, layer, head, detector] (:mod:`possym.heads.detectors`).
+    ``model``: a possym GPT-J, a Hugging Face RoPE model, a rotary TransformerLens ``HookedTransformer``, a
+    ``TransformerBridge``, or any of them in an nnsight wrapper (scored as the model it wraps). ``inputs``: a
+    LongTensor [batch, pos] of token ids (the last token queries, or ``query=``; blocks of ``block_size`` tile
+    the keys before it); a list of strings, as TransformerLens's ``detect_head`` takes them (``tokenizer=``, or
+    the model's own: a TransformerLens model's, an nnsight ``LanguageModel``'s); a list of
+    :class:`~possym.heads.prompts.HeadPrompt` or :class:`~possym.heads.layout.EncodedPrompt` (blocks where they
+    say). Options: ``layers``, ``tau``, ``batch_size``, ``block_size``, ``n_blocks``, ``query`` (see
+    :mod:`possym.heads.dispatch`). ``progress`` shows a bar over the inputs while it scores. An empty batch,
+    or a token id outside the model's vocabulary, raises :class:`~possym.errors.PossymError`.
+
+    >>> possym.head_scores(run.model(), tokens).frame().query("s_pos > 0.9")      # doctest: +SKIP
+    >>> possym.head_scores(bridge, ["3 4 c2 b1 ...", ...]).frame()                 # doctest: +SKIP
     """
-    from possym.heads.layout import check_token_ids, token_prompts
-    from possym.heads.wrappers import unwrap
-    from possym.model.gptj import GPTJ
+    from possym.heads.dispatch import n_inputs, score_any
 
-    model = unwrap(model)
-
-    if isinstance(model, GPTJ):
-        from possym.scores.swaps import head_scores as gptj_scores
-
-        tokens = torch.as_tensor(tokens)
-        check_token_ids(tokens, model.cfg.d_vocab)
-        return gptj_scores(model, tokens, **{"tau": TAU, **options})
-    from possym.heads.tl import is_transformer_lens
-
-    if isinstance(tokens, torch.Tensor):
-        tokens = token_prompts(tokens, options.pop("block_size", 1), options.pop("query", None))
-    if is_transformer_lens(model):
-        from possym.heads.tl import score_transformer_lens
-
-        return score_transformer_lens(model, list(tokens), **options)
-    from transformers import PreTrainedModel
-
-    from possym.heads.scores import score_heads
-
-    if not isinstance(model, PreTrainedModel):
-        raise PossymError(
-            "head_scores takes a possym GPTJ, a Hugging Face model, a TransformerLens model or an nnsight wrapper, "
-            f"not {type(model).__name__}"
-        )
-    return score_heads(model, list(tokens), **options)
+    with _bar(progress, n_inputs(inputs) or 0, "head_scores", "input") as bar:
+        return score_any(model, inputs, tokenizer=tokenizer, progress=bar.update, **options)
 
 
 def to_hooked_transformer(model: GPTJ, **options: Any) -> HookedTransformer:
@@ -224,6 +207,20 @@ def to_transformer_bridge(model: GPTJ, **options: Any) -> TransformerBridge:
     from possym.model.tl import to_transformer_bridge as convert
 
     return convert(model, **options)
+
+
+def from_transformer_lens(model: Any) -> GPTJ:
+    """The way back from TransformerLens: a possym GPT-J computing what ``model`` computes, a
+    ``HookedTransformer`` (3.x) or a ``TransformerBridge`` (3.9 or 4.x) of a possym GPT-J or of a Hugging Face
+    GPT-J, with its weights as they are now (edited or fine-tuned there); its logits are checked against
+    ``model``'s before it is returned (:func:`possym.model.tl.from_transformer_lens`).
+
+    >>> bridge = run.transformer_bridge()                           # doctest: +SKIP
+    >>> model = possym.from_transformer_lens(bridge)                 # doctest: +SKIP
+    """
+    from possym.model.tl import from_transformer_lens as convert
+
+    return convert(model)
 
 
 class Run:
@@ -268,13 +265,24 @@ class Run:
 
     def hooked_transformer(self, step: StepSpec = "final", dtype: torch.dtype = torch.float32,
                            device: str | None = None) -> HookedTransformer:
-        """The model at ``step`` as a TransformerLens ``HookedTransformer`` (:func:`to_hooked_transformer`), with
-        the task's vocabulary as its tokenizer, so ``to_str_tokens`` shows the task's tokens."""
+        """The model at ``step`` as a TransformerLens ``HookedTransformer`` (:func:`to_hooked_transformer`;
+        transformer-lens 3.x), with the task's vocabulary as its tokenizer, so TransformerLens's own tools
+        read the task's text: ``to_str_tokens``, ``run_with_cache("3 4 c2 ...")``, ``detect_head``."""
+        return to_hooked_transformer(self.model(step, dtype, device), tokenizer=self._tokenizer())
+
+    def transformer_bridge(self, step: StepSpec = "final", dtype: torch.dtype = torch.float32,
+                           device: str | None = None) -> TransformerBridge:
+        """The model at ``step`` as a TransformerLens ``TransformerBridge`` (:func:`to_transformer_bridge`;
+        transformer-lens 3.9 or 4.x), with the task's vocabulary as its tokenizer, as :meth:`hooked_transformer`:
+        ``detect_head(run.transformer_bridge(), texts, "previous_token_head")`` works on 4.x."""
+        return to_transformer_bridge(self.model(step, dtype, device), tokenizer=self._tokenizer())
+
+    def _tokenizer(self) -> Any:
+        """The task's vocabulary as a Hugging Face tokenizer (ids are the task's; words split on spaces)."""
         from possym.model.hf import hf_tokenizer
         from possym.tasks import PAD, task_vocab
 
-        tokenizer = hf_tokenizer(task_vocab(self.config.task).tokens, PAD)
-        return to_hooked_transformer(self.model(step, dtype, device), tokenizer=tokenizer)
+        return hf_tokenizer(task_vocab(self.config.task).tokens, PAD)
 
     def metrics(self) -> pd.DataFrame:
         """Validation accuracy over training, long form: ``step, hop, accuracy, loss``; ``hop`` 0 is the
@@ -352,14 +360,23 @@ class Run:
         return fig6_layer_scores(scores, best_step=self.dir.best(), query=query,
                                  title=f"{name} task: s_POS, s_SYM and entropy per layer")
 
-    def plot_length_curve(self, grid: tuple[int, ...] | None = None, step: StepSpec = "final",
-                          **settings: Any) -> Figure:
+    def plot_length_curve(self, grid: tuple[int, ...] | None = None, step: StepSpec = "final", *,
+                          curve: pd.DataFrame | None = None, **settings: Any) -> Figure:
         """Fig. 5B of this run: accuracy against extra tokens K, pooled and per hop count, with the paper's
-        curve dashed (measured first if needed, as :meth:`length_curve`)."""
+        curve dashed. ``curve``: a curve :meth:`length_curve` returned, drawn as it is (nothing is measured);
+        else the curve at ``grid``, ``step`` and ``settings``, measured first if needed, as :meth:`length_curve`.
+
+        >>> curve = run.length_curve(grid=(0, 100, 1000), step="best")     # doctest: +SKIP
+        >>> run.plot_length_curve(curve=curve)                              # doctest: +SKIP
+        """
         from possym.paper import paper_numbers
         from possym.report.length_plots import plot_length_curves
 
-        curve = self.length_curve(grid, step, **settings)
+        if curve is None:
+            curve = self.length_curve(grid, step, **settings)
+        elif grid is not None or step != "final" or settings:
+            raise PossymError("plot_length_curve takes a measured curve (curve=run.length_curve(...)) or the "
+                              "settings to measure one (grid, step, ...), not both")
         return plot_length_curves({self.config.task.name: curve}, paper_numbers()["fig5b_length_generalisation"])
 
     def length_curve(self, grid: tuple[int, ...] | None = None, step: StepSpec = "final", progress: bool = True,

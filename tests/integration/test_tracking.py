@@ -1,19 +1,31 @@
 """train.log=tensorboard and train.log=wandb mirror metrics.jsonl: each tracker's files, read back with its own
 reader (TensorBoard's event accumulator; the offline wandb run's record log, parsed here), hold exactly the
 scalars of every metrics.jsonl record (loss, accuracy per hop, the monitor's scores), for a run trained alone
-and for the members of a training group."""
+and for the members of a training group; and, live, the training loss and learning rate every
+train.log_every steps, and the run's resolved config. A tracker whose package is missing is refused before the
+run directory is made, so the retry after the install trains."""
 
 from __future__ import annotations
 
 import json
 import struct
+import sys
 import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 import possym
-from possym.train.tracking import TENSORBOARD_DIR, WANDB_DIR, scalars
+from possym.cli import main
+from possym.runs import RunDir
+from possym.tasks import make_splits
+from possym.train import tracking
+from possym.train.loop import train as train_loop
+from possym.train.schedule import lr_factor
+from possym.train.tracking import CONFIG_TAG, TENSORBOARD_DIR, WANDB_DIR, WANDB_RUNS, scalars
+
+LOG_EVERY = 4
 
 
 def expected(run) -> dict[tuple[str, int], float]:
@@ -24,17 +36,27 @@ def expected(run) -> dict[tuple[str, int], float]:
     return out
 
 
-def check_has_everything(run, read: dict[tuple[str, int], float]) -> None:
+def check_has_everything(run, read: dict[tuple[str, int], float], losses: dict[int, float] | None = None) -> None:
     want = expected(run)
     assert any(tag.startswith("scores/layer1.head0/s_sym") for tag, _ in want)  # the monitor's scores are there
     assert any(tag == "val/acc_hop2" for tag, _ in want) and any(tag == "test/loss" for tag, _ in want)
-    assert read.keys() == want.keys()
+    curve = {key: value for key, value in read.items() if key[0].startswith("train/")}
+    assert read.keys() - curve.keys() == want.keys()
     for key, value in want.items():
         assert read[key] == pytest.approx(value, rel=1e-6), key  # TensorBoard stores float32
+    tc = run.config.train
+    steps = list(range(LOG_EVERY, tc.steps + 1, LOG_EVERY))
+    assert sorted(curve) == sorted((tag, s) for tag in ("train/loss", "train/lr") for s in steps)
+    for s in steps:  # the rate the s-th update took: the schedule at optimiser step s - 1 (0-based)
+        assert curve["train/lr", s] == pytest.approx(tc.lr * lr_factor(s - 1, tc.warmup_steps, tc.steps), rel=1e-6)
+        if losses is not None:  # the loss the loop reported for that step
+            assert curve["train/loss", s] == pytest.approx(losses[s], rel=1e-6)
+    assert 0 < min(curve["train/loss", s] for s in steps) < max(curve["train/loss", s] for s in steps) < 10
 
 
 def train(tmp_path: Path, overrides: list[str], log: str, n: int = 1) -> list[possym.Run]:
-    cfgs = [possym.load_config("number", None, [*overrides, f"train.log={log}", f"seeds.init={s}"]) for s in range(n)]
+    cfgs = [possym.load_config("number", None, [*overrides, f"train.log={log}", f"train.log_every={LOG_EVERY}",
+                                                f"seeds.init={s}"]) for s in range(n)]
     return possym.train_models(cfgs, [tmp_path / f"run{s}" for s in range(n)], monitor=True, progress=False)
 
 
@@ -72,15 +94,22 @@ def wandb_records(path: Path):
             yield record
 
 
-def wandb_scalars(run) -> dict[tuple[str, int], float]:
-    (file,) = (run.path / WANDB_DIR).glob("wandb/offline-run-*/run-*.wandb")
+def wandb_file(run) -> Path:
+    """The offline run's record log, where the module's docstring says it is (``wandb sync`` takes its folder)."""
+    assert f"wandb sync RUN/{WANDB_RUNS}" in tracking.__doc__
+    (folder,) = run.path.glob(WANDB_RUNS)
+    (file,) = folder.glob("run-*.wandb")
     # wandb's service process writes the file (buffered) and closes it moments after run.finish() returns
     deadline = time.monotonic() + 60
     while not any(r.WhichOneof("record_type") == "exit" for r in wandb_records(file)):
         assert time.monotonic() < deadline, f"{file} has no exit record 60 s after the run finished"
         time.sleep(0.2)
+    return file
+
+
+def wandb_scalars(run) -> dict[tuple[str, int], float]:
     out = {}
-    for record in wandb_records(file):
+    for record in wandb_records(wandb_file(run)):
         if record.WhichOneof("record_type") != "history":
             continue
         row = {item.key or "/".join(item.nested_key): json.loads(item.value_json) for item in record.history.item}
@@ -89,10 +118,36 @@ def wandb_scalars(run) -> dict[tuple[str, int], float]:
     return out
 
 
-def test_tensorboard_event_files_hold_what_metrics_jsonl_holds(tmp_path, tiny_overrides):
+def wandb_config(run) -> dict:
+    out = {}
+    for record in wandb_records(wandb_file(run)):
+        kind = record.WhichOneof("record_type")
+        if kind in ("run", "config"):  # the config wandb.init was given comes with the run record
+            items = record.run.config.update if kind == "run" else record.config.update
+            out |= {item.key: json.loads(item.value_json) for item in items}
+    return {k: v for k, v in out.items() if not k.startswith("_")}  # wandb's own keys (_wandb)
+
+
+def tensorboard_config(run) -> dict:
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run.path / TENSORBOARD_DIR), size_guidance={"tensors": 0}).Reload()
+    (text,) = [e.tensor_proto.string_val[0].decode() for e in events.Tensors(f"{CONFIG_TAG}/text_summary")]
+    assert text.startswith("```yaml\n") and text.endswith("```")
+    return yaml.safe_load(text.removeprefix("```yaml\n").removesuffix("```"))
+
+
+def test_tensorboard_holds_what_metrics_jsonl_holds_the_training_curve_and_the_config(tmp_path, tiny_overrides):
     pytest.importorskip("tensorboard", reason='train.log=tensorboard needs: pip install "possym[tensorboard]"')
-    (run,) = train(tmp_path, tiny_overrides, "tensorboard")
-    check_has_everything(run, tensorboard_scalars(run))
+    from possym.scores.monitor import monitor_scores
+
+    cfg = possym.load_config("number", None, [*tiny_overrides, "train.log=tensorboard", f"train.log_every={LOG_EVERY}"])
+    run = RunDir.create(tmp_path / "run", cfg)
+    losses: dict[int, float] = {}
+    train_loop(run, make_splits(cfg.task, cfg.seeds.data), monitor=monitor_scores,
+               on_step=lambda info: losses.setdefault(info["step"], info["loss"]))
+    check_has_everything(possym.open_run(run.path), tensorboard_scalars(possym.open_run(run.path)), losses)
+    assert tensorboard_config(run) == cfg.to_dict() == yaml.safe_load((run.path / "config.yaml").read_text())
 
 
 def test_an_offline_wandb_run_holds_what_metrics_jsonl_holds_for_every_member_of_a_group(
@@ -104,6 +159,7 @@ def test_an_offline_wandb_run_holds_what_metrics_jsonl_holds_for_every_member_of
     assert all(r.dir.metrics()[-1]["event"] == "final" for r in runs)
     for run in runs:
         check_has_everything(run, wandb_scalars(run))
+        assert wandb_config(run) == run.config.to_dict() == yaml.safe_load((run.path / "config.yaml").read_text())
     assert {(r.path / WANDB_DIR).is_dir() for r in runs} == {True}
 
 
@@ -118,3 +174,20 @@ def test_wandb_mode_from_the_environment_is_respected(tmp_path, tiny_overrides, 
 def test_an_unknown_tracker_is_refused_with_the_known_ones(tiny_overrides):
     with pytest.raises(possym.PossymError, match="train.log='mlflow'; allowed: none, tensorboard, wandb"):
         possym.load_config("number", None, [*tiny_overrides, "train.log=mlflow"])
+
+
+@pytest.mark.parametrize("log", ["tensorboard", "wandb"])
+def test_a_tracker_whose_package_is_missing_is_refused_before_the_run_directory_is_made(log, tmp_path, tiny_overrides,
+                                                                                          monkeypatch, capsys):
+    pytest.importorskip(log)
+    cfg = possym.load_config("number", None, [*tiny_overrides, f"train.log={log}", "train.steps=4"])
+    with monkeypatch.context() as hidden:
+        hidden.setitem(sys.modules, log, None)  # as if not installed: find_spec answers None, import raises
+        with pytest.raises(possym.PossymError, match=rf'train.log={log} needs the {log} package: pip install'):
+            possym.train_model(cfg, out=tmp_path / "run", progress=False)
+        assert main(["train", "--task", "number", "--out", str(tmp_path / "cli"), *tiny_overrides,
+                     f"train.log={log}"]) == 2
+        assert f'pip install "possym[{log}]"' in capsys.readouterr().err
+    assert not (tmp_path / "run").exists() and not (tmp_path / "cli").exists()
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    assert possym.train_model(cfg, out=tmp_path / "run", monitor=False, progress=False).finished  # the retry trains

@@ -20,6 +20,17 @@ def test_the_tutorial_is_committed_without_outputs():
     assert code and all(c["outputs"] == [] and c["execution_count"] is None for c in code)
 
 
+def code_cells() -> list[str]:
+    return ["".join(c["source"]) for c in json.loads(NOTEBOOK.read_text())["cells"] if c["cell_type"] == "code"]
+
+
+def test_the_tutorial_trains_with_its_progress_bar_and_measures_its_length_curve_once():
+    (training,) = [c for c in code_cells() if "possym.train_model(" in c]
+    assert "progress=False" not in training  # a reader sees training advance, as a user of the API does
+    (curve,) = [c for c in code_cells() if "plot_length_curve(" in c]
+    assert "plot_length_curve(curve=curve)" in curve  # draws the curve measured in the line before
+
+
 @pytest.mark.skipif(bool(MISSING), reason=f"needs {MISSING} (pip install -e '.[dev,llm]'; make setup)")
 @pytest.mark.long
 def test_the_tutorial_runs_from_nothing_to_the_heads_of_smollm2(tmp_path, monkeypatch):
@@ -32,6 +43,9 @@ def test_the_tutorial_runs_from_nothing_to_the_heads_of_smollm2(tmp_path, monkey
     NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
+    (training,) = [c for c in nb.cells if c.cell_type == "code" and "possym.train_model(" in c.source]
+    bars = "".join(o.text for o in training.outputs if o.output_type == "stream" and o.name == "stderr")
+    assert "number: 100%" in bars and "40/40" in bars  # the training's bar, as the reader sees it
     figures = [o for o in outputs if o.output_type in ("display_data", "execute_result") and "image/png" in o.data]
     assert len(figures) == 4  # scores over training, the plane, the length curve, SmolLM2's heads
     assert (tmp_path / "runs" / "number" / "scores.csv").is_file()

@@ -133,3 +133,12 @@ def test_a_run_logs_only_lines_it_can_read_back_and_names_the_line_it_cannot(tmp
         f.write('{"event": "final", "step": 100}\n{"event": "final", "step": 101, "accuracy": 1}\n')
     with pytest.raises(RunError, match=r"metrics.jsonl, line 2: metrics record: no 'accuracy'"):
         run.metrics_log()
+
+
+def test_a_head_scores_csv_from_before_the_intervals_reads_with_blank_intervals():
+    from possym.records import HeadScoreRecord, read_records_text
+
+    old = ("task,layer,head,kv_head,s_pos,s_sym,entropy,n,s_pos_sd,s_sym_sd,previous_token_head,duplicate_token_head,"
+           "induction_head\nbinding,0,1,0,0.9,0.2,1.5,100,0.1,0.05,0.3,0.0,0.1\n")
+    (row,) = read_records_text(old, HeadScoreRecord)
+    assert row.n_inputs == 100 and row.s_pos_low is None and row.induction_head == 0.1

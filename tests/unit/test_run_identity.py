@@ -11,7 +11,8 @@ from possym.config import EXECUTION_KEYS, RunConfig, TrainConfig, load_config
 from possym.errors import RunError
 from possym.runs import RunDir, config_differences, ensure_run
 
-HOW = ["train.threads=3", "train.device=cpu", "train.compile=true", "train.log=tensorboard", "train.state_every=7"]
+HOW = ["train.threads=3", "train.device=cpu", "train.compile=true", "train.log=tensorboard", "train.log_every=5",
+       "train.state_every=7"]
 
 
 def test_a_default_run_config_is_the_paper_number_task():

@@ -2,7 +2,9 @@
 
 Each subcommand lives in its own module of this package and exposes
 ``register(subparsers) -> None``, which adds its parser and sets ``func(args) -> int``.
-Modules are imported lazily so that ``possym data`` does not pay for matplotlib or transformers.
+Modules are imported lazily so that ``possym data`` does not pay for matplotlib or transformers, and
+``possym --help`` imports none of them: it lists the commands from :data:`SUMMARIES` (which a test holds
+equal to the help each module registers), so it answers without torch, scipy or pandas.
 """
 
 from __future__ import annotations
@@ -33,7 +35,29 @@ SUBCOMMANDS: dict[str, str] = {
 }
 
 
+# Subcommand name -> its one-line help in `possym --help`; each module registers the same (tests/unit/cli).
+SUMMARIES: dict[str, str] = {
+    "data": "generate task instances as JSONL (tokens, answer, n_hops, path)",
+    "train": "train GPT-J on a task, or several seeds as one group (or --resume either)",
+    "export": "write a checkpoint as a transformers GPTJForCausalLM folder",
+    "summary": "per-hop final test accuracy and the step each hop first passed a threshold",
+    "llm": "the 1-hop LLM experiment (paper Sec. 3.7, App. H): accuracy against window length",
+    "score": "positional/symbolic scores of a run's checkpoints, purity and frequency use",
+    "theory": "verify the RoPE constructions, Remark 3.1 and Theorem 3.2's bounds",
+    "discrepancy": "top-minus-second attention score of a trained run's heads vs length",
+    "lengthgen": "length generalisation: accuracy with K extra tokens (Fig. 5B)",
+    "reproduce": "the whole pipeline for both tasks, resumable, with a report",
+    "sweep": "run a grid of trials (train, score, lengthgen, discrepancy) and summarise it",
+    "heads": "positional/symbolic scores of every head of a local Hugging Face RoPE LM",
+    "canonical": "Index / Retrieval / partial induction on frequency-controlled toy heads",
+    "regrade": "regrade committed reproduction tables: claims.csv, calibration.csv and, with --replication, the "
+               "replication report",
+}
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The ``possym`` parser with command ``only``'s full parser (its module imported), or, for no known command
+    (``possym --help``, a misspelt one), every command by name and summary alone, importing no module."""
     parser = argparse.ArgumentParser(
         prog="possym", description="Positional versus symbolic attention heads in RoPE Transformers: the paper's "
         "tasks, GPT-J trained on them, the heads' scores over training, the RoPE theory, length generalisation and LLM "
@@ -42,9 +66,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
                         help="show the full traceback of an error (it may come anywhere on the line)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     sub.required = True
+    if only not in SUBCOMMANDS:
+        for name, summary in SUMMARIES.items():
+            sub.add_parser(name, help=summary, add_help=False)
+        return parser
     seen: set[str] = set()
     for name, module in SUBCOMMANDS.items():
-        if module in seen or (only is not None and name != only):
+        if module in seen or name != only:
             continue
         importlib.import_module(module).register(sub)
         seen.add(module)

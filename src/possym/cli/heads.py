@@ -25,7 +25,8 @@ DEFAULTS = {f.name: f.default for f in dataclasses.fields(HeadsConfig) if f.defa
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("heads", help="positional/symbolic scores of every head of a local Hugging Face RoPE LM",
                        description=__doc__)
-    p.add_argument("--model", help="local model directory, .gguf file, or a packaged model name (required)")
+    p.add_argument("--model", help="local model directory, .gguf file, packaged model name, or a Hugging Face id "
+                                   "(ORG/NAME) already in the local Hugging Face cache; nothing is fetched (required)")
     p.add_argument("--prompts", help=f"one of {', '.join(PROMPT_SETS)}, or a text file (a prompt a line) (required)")
     p.add_argument("--out", required=True, help="output directory")
     p.add_argument("--replot", action="store_true", help="only redraw the figures from DIR's CSV and JSON files")
@@ -53,8 +54,13 @@ def run(args: argparse.Namespace) -> int:
     cfg = from_dict(HeadsConfig, {"model": args.model, "prompts": args.prompts, **values}, "heads")
     resolve_device(cfg.device)  # a device this machine lacks stops the command before any work
     resolve_local_model(cfg.model, cfg.gguf)  # a --model that is not there: one line, before the bar
-    with tqdm(total=cfg.n, desc="heads", unit="prompt", dynamic_ncols=True) as bar:
-        result = heads_run(cfg, Path(args.out), progress=bar.update)
+    with tqdm(total=None, desc="heads", unit="prompt", dynamic_ncols=True) as bar:
+
+        def count(n: int) -> None:  # the prompts made, which a short prompt file makes fewer than heads.n
+            bar.total = n
+            bar.refresh()
+
+        result = heads_run(cfg, Path(args.out), progress=bar.update, prompts_made=count)
     s = result.summary
     print(f"{len(result.records)} heads on {s['n']} prompts in {s['seconds']} s: median s_pos "
           f"{s['median_s_pos_early']:.2f} (early half) vs {s['median_s_pos_late']:.2f} (late half), "

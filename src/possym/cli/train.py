@@ -73,6 +73,9 @@ def open_or_create(args: argparse.Namespace, overrides: list[str]) -> RunDir:
         raise PossymError("give --task and --out for a new run, or --resume RUN")
     cfg = load_config(args.task, args.preset, overrides)
     resolve_device(cfg.train.device)  # a device this machine lacks is refused before the run directory is made
+    from possym.train.tracking import require_tracker
+
+    require_tracker(cfg.train.log)  # and so is a tracker whose package is missing
     with torch_threads(cfg.train.threads):  # while the run records its environment, so meta.json tells the truth
         return RunDir.create(args.out, cfg, argv=sys.argv)
 

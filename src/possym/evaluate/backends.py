@@ -23,8 +23,9 @@ runs the model. Query positions are absolute: with a key-value cache the last ``
   adjacent dims; only the first ``rot_dim`` dims rotate (partial rotary) and a plane ID past them is refused.
 - :class:`TLBackend`, a TransformerLens ``HookedTransformer``: ``hook_rot_q``, ``hook_attn_scores``
   (pre-softmax, after the mask and the soft-cap) and ``hook_pattern``; the pairing is
-  ``cfg.rotary_adjacent_pairs``. A ``TransformerBridge`` is refused: GPT-J's bridge fires
-  ``hook_attn_scores`` after the softmax, where a knock-out or a β would edit probabilities, not logits.
+  ``cfg.rotary_adjacent_pairs``. A ``TransformerBridge`` is refused, naming the architecture it wraps: bridges
+  do not fire the hooks alike (GPT-J's fires ``hook_attn_scores`` after the softmax, where a knock-out or a β
+  would edit probabilities, not logits; GPT-J's and GPT-NeoX's never fire ``hook_rot_q``).
 
 Example (the three places on a possym model, unedited):
     >>> import torch
@@ -139,10 +140,13 @@ class TLBackend(Backend):
 
     def __init__(self, model: Any) -> None:
         if hasattr(model, "original_model"):
+            arch = type(model.original_model).__name__
             raise PossymError(
-                "a TransformerBridge is not supported by the interventions: GPT-J's bridge fires hook_attn_scores "
-                "after the softmax, so a logit edit there would edit probabilities; pass a HookedTransformer, "
-                "or the Hugging Face model itself (built with attn_implementation='eager')")
+                f"a TransformerBridge (this one of a {arch}) is not supported by the interventions: they edit the "
+                "rotated queries at hook_rot_q and the logits at hook_attn_scores, which bridges do not fire alike "
+                "(GPT-J's and GPT-NeoX's never fire hook_rot_q, and GPT-J's fires hook_attn_scores after the "
+                f"softmax); pass the {arch} itself, built with attn_implementation='eager' (anew: the bridge has "
+                "replaced its modules), or a HookedTransformer")
         if model.cfg.positional_embedding_type != "rotary":
             raise PossymError(f"positional_embedding_type={model.cfg.positional_embedding_type!r}: the interventions "
                               "take RoPE models")

@@ -43,6 +43,9 @@ def training(task: str, seeds: Sequence[int], preset: str | None = None, overrid
     exp = Experiment(preset=preset, tasks=(task,), seeds=tuple(seeds), overrides=tuple(run),
                      stages=(("train", stage),), retries=0, threads=None, name="train")
     resolve_device(exp.runs()[0].config().train.device)
+    from possym.train.tracking import require_tracker
+
+    require_tracker(exp.runs()[0].config().train.log)  # a tracker whose package is missing, too
     return exp
 
 

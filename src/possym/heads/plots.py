@@ -1,6 +1,6 @@
 """Figures of a pretrained model's head scores: heatmaps, the positional–symbolic plane, per-frequency curves.
 
-Records in (:meth:`possym.heads.scores.PromptScores.records`, :class:`~possym.heads.scores.FrequencyScores`),
+Records in (:meth:`possym.scores.swaps.HeadScores.records`, :class:`~possym.heads.scores.FrequencyScores`),
 ``Figure`` out: nothing here runs a model or writes a file.
 """
 
@@ -24,11 +24,19 @@ def _grid(records: Sequence[Mapping[str, Any]], key: str) -> np.ndarray:
     return grid
 
 
+DETECTOR_TITLES = {"previous_token_head": "previous-token head", "duplicate_token_head": "duplicate-token head",
+                   "induction_head": "induction head"}  # fmt: skip
+
+
 def plot_heatmaps(records: Sequence[Mapping[str, Any]], *, title: str = "") -> Figure:
-    """s_POS and s_SYM over layer (rows, first layer on top) × head, on one colour scale [0, 1]."""
-    fig = Figure(figsize=(7.5, 6.5), layout="constrained")
-    axes = fig.subplots(1, 2, sharey=True)
-    for ax, key, name in zip(axes, ("s_pos", "s_sym"), ("positional score", "symbolic score"), strict=True):
+    """s_POS and s_SYM over layer (rows, first layer on top) × head, and beside them TransformerLens's head
+    detectors (:data:`possym.heads.detectors.HEAD_NAMES`) where the records carry them, on one colour scale [0, 1]."""
+    panels = {"s_pos": "positional score", "s_sym": "symbolic score"}
+    panels |= {key: name for key, name in DETECTOR_TITLES.items()
+               if records and all(key in r for r in records) and not np.isnan(_grid(records, key)).all()}
+    fig = Figure(figsize=(3.75 * len(panels), 6.5), layout="constrained")
+    axes = fig.subplots(1, len(panels), sharey=True)
+    for ax, (key, name) in zip(axes, panels.items(), strict=True):
         grid = _grid(records, key)
         im = ax.imshow(grid, vmin=0, vmax=1, cmap="viridis", aspect="auto", interpolation="nearest")
         ax.set_title(name)

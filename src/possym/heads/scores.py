@@ -53,7 +53,7 @@ from possym.heads.detectors import HEAD_NAMES, detector_scores
 from possym.heads.layout import BlockLayout, EncodedPrompt, check_token_ids
 from possym.local_models import input_device
 from possym.scores.metric import TAU, attention_entropy
-from possym.scores.swaps import SwapAttention, content_position_logits, rope_planes, swap_attention
+from possym.scores.swaps import HeadScores, SwapAttention, content_position_logits, rope_planes, swap_attention
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel
@@ -126,45 +126,9 @@ def layout_pairs(row: Tensor, swapped: Tensor, layout: BlockLayout, blocks: Tens
     return clean, after.gather(-1, blocks.expand(*after.shape[:-1], 2))
 
 
-@dataclass(frozen=True)
-class PromptScores:
-    """Scores of every (prompt, layer, head) for the query at each prompt's last token."""
-
-    s_pos: Tensor  # [prompt, layer, head]
-    s_sym: Tensor  # [prompt, layer, head]
-    entropy: Tensor  # [prompt, layer, head] nats, of the clean row
-    layers: tuple[int, ...]
-    correct: Tensor  # [prompt] 1.0 / 0.0: greedy next token is the answer's first token; NaN: no answer
-    # [prompt, layer, head, detector] TransformerLens's head detectors over the whole prompt, in the order of
-    # possym.heads.detectors.HEAD_NAMES; NaN where the model returned no attention pattern
-    detectors: Tensor
-
-    def records(self, n_kv_heads: int, **fields: Any) -> list[dict[str, Any]]:
-        """One record per (layer, head): means and standard deviations over prompts, and the detector
-        scores' means over prompts (TransformerLens's mean over a list of inputs); ``fields`` added to each."""
-        n_heads = self.s_pos.shape[-1]
-        out = []
-        for li, layer in enumerate(self.layers):
-            for head in range(n_heads):
-                sp, ss, ent = (t[:, li, head] for t in (self.s_pos, self.s_sym, self.entropy))
-                ok = ~sp.isnan()
-                detectors = self.detectors[:, li, head].mean(0)
-                out.append(
-                    {
-                        **fields,
-                        "layer": layer,
-                        "head": head,
-                        "kv_head": head // (n_heads // n_kv_heads),
-                        "s_pos": float(sp[ok].mean()),
-                        "s_sym": float(ss[ok].mean()),
-                        "entropy": float(ent[ok].mean()),
-                        "n": int(ok.sum()),
-                        "s_pos_sd": float(sp[ok].std()) if ok.sum() > 1 else float("nan"),
-                        "s_sym_sd": float(ss[ok].std()) if ok.sum() > 1 else float("nan"),
-                        **{name: float(d) for name, d in zip(HEAD_NAMES, detectors, strict=True)},
-                    }
-                )
-        return out
+PromptScores = HeadScores
+"""The scores of a list of prompts: the one result type of every model kind (:class:`possym.scores.swaps.HeadScores`),
+under the name it had when prompts had a type of their own."""
 
 
 def _groups(prompts: Sequence[EncodedPrompt], batch_size: int) -> list[list[int]]:
@@ -224,13 +188,15 @@ def score_prompts(
     tau: float = TAU,
     batch_size: int = 8,
     progress: Callable[[int], None] | None = None,
-) -> PromptScores:
+    n_kv_heads: int | None = None,
+) -> HeadScores:
     """The scoring loop of every model kind: one ``forward`` per batch of same-layout prompts records each
     layer's rotated q and k; ``rope(layer)`` says how that layer rotates; the engine does the rest.
 
-    :func:`score_heads` (Hugging Face) and :func:`possym.heads.tl.score_transformer_lens` differ only
-    in the two functions they pass. Raises :class:`~possym.errors.PossymError` for no prompts or a
-    token id outside 0..d_vocab−1.
+    :func:`score_heads` (Hugging Face), :func:`score_gptj_prompts` (possym) and
+    :func:`possym.heads.tl.score_transformer_lens` differ only in the two functions they pass. Each prompt's
+    query is its last token. ``n_kv_heads``: the model's key heads, carried into the result. Raises
+    :class:`~possym.errors.PossymError` for no prompts or a token id outside 0..d_vocab−1.
     """
     if not prompts:
         raise PossymError("head_scores needs at least one prompt (or a [batch, pos] tensor with batch >= 1); got none")
@@ -256,7 +222,8 @@ def score_prompts(
                 correct[i] = float(int(logits[j].argmax()) == prompts[i].answer_id)
         if progress is not None:
             progress(len(idx))
-    return PromptScores(s_pos, s_sym, ent, tuple(layers), correct, detectors)
+    queries = torch.tensor([len(p.ids) - 1 for p in prompts])  # each prompt's last token
+    return HeadScores(s_pos, s_sym, ent, tuple(layers), queries, detectors, correct, n_kv_heads, HEAD_NAMES)
 
 
 def _n_embeddings(model: PreTrainedModel) -> int:
@@ -274,7 +241,7 @@ def score_heads(
     tau: float = TAU,
     batch_size: int = 8,
     progress: Callable[[int], None] | None = None,
-) -> PromptScores:
+) -> HeadScores:
     """s_POS, s_SYM and entropy of every head of ``layers`` (default all) on every prompt.
 
     One forward pass per batch records the rotated q and k of every layer; the engine does the
@@ -282,17 +249,62 @@ def score_heads(
     """
     _check(model)
     layers = list(range(model.config.num_hidden_layers)) if layers is None else list(layers)
+    n_heads = model.config.num_attention_heads
     return score_prompts(
         prompts,
         lambda ids, layers: _forward(model, ids, layers),
         lambda layer: rope_spec(model, layer),
         layers,
-        model.config.num_attention_heads,
+        n_heads,
         _n_embeddings(model),
         tau=tau,
         batch_size=batch_size,
         progress=progress,
+        n_kv_heads=getattr(model.config, "num_key_value_heads", None) or n_heads,
     )
+
+
+def _gptj_forward(model: Any, ids: Tensor, layers: list[int]) -> tuple[dict[int, AttentionRecord], Tensor]:
+    """A possym GPT-J's rotated q and k and pattern of each layer, from its hook points, in one pass."""
+    names = [f"blocks.{layer}.attn.hook_{h}" for layer in layers for h in ("rot_q", "rot_k", "pattern")]
+    ids = ids.to(model.W_E.device)
+    with torch.no_grad():
+        logits, cache = model.run_with_cache(ids, names_filter=names)
+    scale = model.cfg.d_head**-0.5
+    records = {}
+    for layer in layers:
+        q, k, pattern = (cache[h, layer].transpose(1, 2) if h != "pattern" else cache[h, layer]
+                         for h in ("rot_q", "rot_k", "pattern"))
+        records[layer] = AttentionRecord(q, k, scale, None, None, last_row=pattern[:, :, -1], pattern=pattern)
+    return records, logits[:, -1]
+
+
+def gptj_rope_spec(model: Any, layer: int) -> RopeSpec:
+    """How a possym GPT-J's layer rotates: its planes' angles (0 for a p-RoPE or NoPE plane), adjacent pairs."""
+    from possym.model.rope import layer_frequencies
+
+    return RopeSpec(layer_frequencies(model.cfg, layer), "gptj", model.cfg.rot_dim)
+
+
+def score_gptj_prompts(
+    model: Any,
+    prompts: Sequence[EncodedPrompt],
+    *,
+    layers: list[int] | None = None,
+    tau: float = TAU,
+    batch_size: int = 8,
+    progress: Callable[[int], None] | None = None,
+) -> HeadScores:
+    """s_POS, s_SYM and entropy of every head of a possym GPT-J on prompts with their own block layouts (options
+    as :func:`score_heads`): the rotated q and k of its hook points in the prompt loop every model kind shares.
+    A LongTensor of inputs is scored by the engine directly (:func:`possym.scores.swaps.head_scores`); the two
+    agree to float rounding (tests)."""
+    if model.training:
+        raise PossymError("scores need a model in eval mode (dropout would perturb the attention); call model.eval()")
+    layers = list(range(model.cfg.n_layers)) if layers is None else list(layers)
+    return score_prompts(prompts, lambda ids, layers: _gptj_forward(model, ids, layers),
+                         lambda layer: gptj_rope_spec(model, layer), layers, model.cfg.n_heads, model.cfg.d_vocab,
+                         tau=tau, batch_size=batch_size, progress=progress, n_kv_heads=model.cfg.n_heads)
 
 
 @dataclass(frozen=True)

@@ -51,9 +51,9 @@ from torch import Tensor
 from possym.errors import PossymError
 from possym.heads.capture import AttentionRecord, RopeSpec, attention_module, decoder_layers, rope_spec
 from possym.heads.layout import EncodedPrompt
-from possym.heads.scores import PromptScores, score_prompts
+from possym.heads.scores import score_prompts
 from possym.scores.metric import TAU
-from possym.scores.swaps import rope_planes
+from possym.scores.swaps import HeadScores, rope_planes
 
 _NEEDED = ("hook_q", "hook_k", "hook_attn_scores", "hook_pattern")  # and hook_rot_q/k, or q/k rotated here
 
@@ -167,7 +167,7 @@ def score_transformer_lens(
     tau: float = TAU,
     batch_size: int = 8,
     progress: Callable[[int], None] | None = None,
-) -> PromptScores:
+) -> HeadScores:
     """s_POS, s_SYM and entropy of every head of ``layers`` (default all) of a TransformerLens model on
     every prompt (options as :func:`possym.heads.scores.score_heads`)."""
     layers = list(range(model.cfg.n_layers)) if layers is None else list(layers)
@@ -182,4 +182,5 @@ def score_transformer_lens(
         tau=tau,
         batch_size=batch_size,
         progress=progress,
+        n_kv_heads=getattr(model.cfg, "n_key_value_heads", None) or model.cfg.n_heads,
     )

@@ -20,7 +20,9 @@ Hook points, named as TransformerLens names them (:mod:`possym.model.hooks`: ``r
 [batch, pos, head, d_head] (the pattern times the values); ``blocks.{l}.hook_attn_out`` [batch, pos,
 d_model]; ``blocks.{l}.mlp.hook_pre`` / ``hook_post`` [batch, pos, d_mlp] (before and after the GELU),
 ``blocks.{l}.hook_mlp_out``; ``blocks.{l}.hook_resid_post``. An attention-only model has no MLP hooks.
-When no hook reads the scores or the pattern, attention runs through fused SDPA.
+When nothing observes the scores or the pattern (no hook, no nnsight envoy: :attr:`HookPoint.observed`),
+attention runs through fused SDPA; when anything does, the explicit path forms them, so that
+``NNsight(model)`` reads and edits ``hook_pattern`` as it does a Hugging Face model's attention.
 
 Weights, stacked per layer as TransformerLens stacks them (new tensors; the parameters keep their
 names, so checkpoints load as before): ``W_Q``, ``W_K``, ``W_V`` [layer, head, d_model, d_head],
@@ -106,7 +108,9 @@ class Attention(nn.Module):
         return self.out.weight.mT.view(c.n_heads, c.d_head, c.d_model)
 
     def _pattern_wanted(self) -> bool:
-        return bool(self.hook_attn_scores._forward_hooks or self.hook_pattern._forward_hooks)
+        """Whether anything observes the scores or the pattern (a hook, an nnsight envoy: :attr:`HookPoint.observed`);
+        if not, attention runs fused and never forms them."""
+        return self.hook_attn_scores.observed or self.hook_pattern.observed
 
     def forward(self, h: Tensor, cos: Tensor, sin: Tensor, past: KV | None = None,
                 last: bool = False) -> tuple[Tensor, KV]:
@@ -344,8 +348,8 @@ class GPTJ(HookedRoot):
 
     @property
     def hooked(self) -> bool:
-        """Whether any hook point has a hook attached."""
-        return any(hp._forward_hooks for hp in self.hook_dict.values())
+        """Whether anything observes any hook point (a hook, an nnsight envoy: :attr:`HookPoint.observed`)."""
+        return any(hp.observed for hp in self.hook_dict.values())
 
     def forward_kv(
         self, tokens: Tensor, positions: Tensor | None = None, past: list[KV] | None = None, last: bool = False

@@ -146,7 +146,22 @@ def to_hf(model: GPTJ, n_positions: int = HF_POSITIONS, attn_implementation: str
     return hf.eval()
 
 
-def from_hf(hf) -> GPTJ:  # hf: GPTJForCausalLM
+BRIDGE_WRAPPER = "._original_component"  # TransformerLens's bridge holds each HF module under this name
+
+
+def hf_state_dict(hf) -> dict[str, Tensor]:
+    """``hf``'s state dict under Hugging Face's names, also when a TransformerLens bridge has wrapped its
+    modules (``bridge.original_model``: ``transformer.wte._original_component.weight`` is ``transformer.wte.weight``).
+    The bridge's aliases of a module (``attn.q`` beside ``attn.q_proj``) share its tensors and are left out."""
+    out: dict[str, Tensor] = {}
+    for name, tensor in hf.state_dict().items():
+        out.setdefault(name.replace(BRIDGE_WRAPPER, ""), tensor)
+    return out
+
+
+def from_hf(hf) -> GPTJ:  # hf: GPTJForCausalLM, bare or inside a TransformerLens bridge (bridge.original_model)
+    """A possym GPT-J with exactly ``hf``'s weights (same dtype, eval mode); ``hf`` may be a bridge's
+    ``original_model`` (:func:`hf_state_dict`)."""
     c = hf.config
     if c.activation_function not in ACTIVATIONS:
         raise ValueError(
@@ -167,7 +182,7 @@ def from_hf(hf) -> GPTJ:  # hf: GPTJForCausalLM
         d_vocab=c.vocab_size,
     )
     model = GPTJ(cfg).to(next(hf.parameters()).dtype)
-    model.load_state_dict(from_hf_state_dict(hf.state_dict(), cfg))
+    model.load_state_dict(from_hf_state_dict(hf_state_dict(hf), cfg))
     return model.eval()
 
 

@@ -38,6 +38,7 @@ from typing import Any, TypeAlias
 
 import torch
 from torch import Tensor, nn
+from torch.nn.modules.module import _global_forward_hooks, _global_forward_pre_hooks
 
 HookFn: TypeAlias = Callable[..., Tensor | None]
 """``fn(activation, hook) -> Tensor | None``: a tensor replaces the activation, None reads it."""
@@ -53,6 +54,19 @@ class HookPoint(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return x
+
+    @property
+    def observed(self) -> bool:
+        """Whether anything can see or change what passes through this point: a forward hook or pre-hook
+        (its own, as :meth:`HookedRoot.hooks` and TransformerLens-style tools register, or torch's global
+        ones), or a ``forward`` put on the instance in place of the class's, which is how nnsight's envoys
+        (0.5 and later) intercept a module's ``.output``: a handoff installed on every module they wrap.
+
+        A model may skip work that nothing observes (:class:`possym.model.gptj.Attention` computes no
+        explicit pattern then), so every observer must count here.
+        """
+        return bool(self._forward_hooks or self._forward_pre_hooks or "forward" in self.__dict__
+                    or _global_forward_hooks or _global_forward_pre_hooks)
 
     def layer(self) -> int:
         """The block index of a ``blocks.{layer}...`` hook point."""

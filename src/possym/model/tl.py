@@ -5,10 +5,12 @@ The config is the checkpoint's own, stated in TransformerLens's words:
 - ``positional_embedding_type="rotary"``, ``rotary_dim``, ``rotary_base`` and
   ``rotary_adjacent_pairs=True`` (GPT-J pairs dims 2k, 2k+1; TransformerLens's default is NeoX's
   halves, which would scramble every head);
-- ``parallel_attn_mlp=True`` with ``ln2`` tied to ``ln1`` (GPT-J's one LayerNorm feeds both branches;
-  an attention-only model has neither);
+- ``parallel_attn_mlp=True`` with ``ln2`` tied to ``ln1``, the same parameters (GPT-J's one LayerNorm feeds
+  both branches, and a model fine-tuned in TransformerLens keeps it one; an attention-only model has no ``ln2``);
 - ``act_fn`` the run's GELU (``"gelu"`` exact, ``"gelu_new"`` tanh); ``attn_only`` for ``mlp=False``;
-- ``normalization_type="LN"``, untied ``W_U`` with the bias ``b_U``, zero attention biases.
+- ``normalization_type="LN"``, untied ``W_U`` with the bias ``b_U``, zero attention biases (frozen:
+  ``requires_grad=False``, so that fine-tuning in TransformerLens leaves a GPT-J, which
+  :func:`from_transformer_lens` brings back).
 
 The weights are not processed (no LayerNorm folding, no centring), so every activation, not only
 the logits, equals possym's. Weight mapping (possym -> TransformerLens): ``blocks[l].attn.W_Q`` etc.
@@ -41,7 +43,7 @@ export's limits (no p-RoPE, no NoPE layer, no attention-only model).
 
 Example:
     >>> import torch
-    >>> from possym.config import ModelConfig
+    >>> from possym.config import ACTIVATIONS, ModelConfig
     >>> model = GPTJ(ModelConfig(n_layers=2, d_model=16, d_mlp=32, d_vocab=10), torch.Generator().manual_seed(0))
     >>> ht = to_hooked_transformer(model.eval())                      # doctest: +SKIP
     >>> tokens = torch.tensor([[1, 2, 3]])
@@ -51,13 +53,14 @@ Example:
 
 from __future__ import annotations
 
+import copy
 import warnings
 from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import Tensor
 
-from possym.config import ModelConfig
+from possym.config import ACTIVATIONS, ModelConfig
 from possym.errors import PossymError
 from possym.model.gptj import GPTJ, Block
 from possym.model.hf import HF_POSITIONS, to_hf
@@ -190,7 +193,136 @@ def to_hooked_transformer(model: GPTJ, n_ctx: int = N_CTX, tokenizer: Any = None
     sin, cos = (t.to(param.device) for t in exact_rotary_tables(model.cfg, n_ctx, param.dtype))
     for block in ht.blocks:  # all n_ctx rows, so that TransformerLens never extends them with its own float32 angles
         block.attn.rotary_sin, block.attn.rotary_cos = sin.clone(), cos.clone()
+        if model.cfg.mlp:  # GPT-J's one LayerNorm: ln2 IS ln1, so training it in TransformerLens keeps them one
+            block.ln2.w, block.ln2.b = block.ln1.w, block.ln1.b
+        for name in ("b_Q", "b_K", "b_V", "b_O"):  # GPT-J has no attention biases: fine-tuning leaves them zero
+            getattr(block.attn, name).requires_grad_(False)
     return ht.eval()
+
+
+def _check_hooked(model: Any) -> None:
+    """Refuse a HookedTransformer that is not a GPT-J possym can hold, naming what differs."""
+    c = model.cfg
+    why = []
+    if c.positional_embedding_type != "rotary":
+        why.append(f"positional_embedding_type={c.positional_embedding_type!r} (possym's GPT-J rotates: 'rotary')")
+    elif not c.rotary_adjacent_pairs:
+        why.append("rotary_adjacent_pairs=False (NeoX's halves; GPT-J pairs adjacent dims)")
+    if not c.attn_only and not c.parallel_attn_mlp:
+        why.append("parallel_attn_mlp=False (a sequential block; GPT-J runs attention and MLP in parallel)")
+    if c.normalization_type != "LN":
+        why.append(f"normalization_type={c.normalization_type!r} (processed weights, e.g. fold_ln: load with "
+                   "HookedTransformer.from_pretrained_no_processing, or fold_ln=False, center_writing_weights=False, "
+                   "center_unembed=False)")
+    if c.n_key_value_heads not in (None, c.n_heads):
+        why.append(f"n_key_value_heads={c.n_key_value_heads} (grouped-query attention)")
+    if c.d_head * c.n_heads != c.d_model:
+        why.append(f"d_head={c.d_head} x n_heads={c.n_heads} != d_model={c.d_model}")
+    if not c.attn_only and c.act_fn not in ACTIVATIONS:
+        why.append(f"act_fn={c.act_fn!r} (possym runs {' or '.join(ACTIVATIONS)})")
+    if why:
+        raise PossymError(f"this HookedTransformer is not a GPT-J possym can hold: {'; '.join(why)}")
+    for layer, block in enumerate(model.blocks):
+        biases = [n for n in ("b_Q", "b_K", "b_V", "b_O") if getattr(block.attn, n).abs().max() > 0]
+        if biases:
+            why.append(f"block {layer} has attention biases {', '.join(biases)} (GPT-J has none: processed weights, "
+                       "e.g. fold_ln, put them there, or training did; freeze them with requires_grad_(False), as "
+                       "possym.to_hooked_transformer does)")
+        if not c.attn_only and not (torch.equal(block.ln1.w, block.ln2.w) and torch.equal(block.ln1.b, block.ln2.b)):
+            differ = float((block.ln1.w - block.ln2.w).detach().abs().max())
+            why.append(f"block {layer}'s ln2 differs from its ln1 by {differ:.2g} (GPT-J has one LayerNorm per block, "
+                       "feeding both branches; tie them before training: block.ln2.w, block.ln2.b = block.ln1.w, "
+                       "block.ln1.b, as possym.to_hooked_transformer does)")
+    if why:
+        raise PossymError(f"this HookedTransformer is not a GPT-J possym can hold: {'; '.join(why[:3])}"
+                          + (f" (and {len(why) - 3} more)" if len(why) > 3 else ""))
+
+
+def _from_hooked(model: Any) -> GPTJ:
+    """The possym GPT-J of a HookedTransformer: the inverse of :func:`to_transformer_lens_state_dict`."""
+    _check_hooked(model)
+    c = model.cfg
+    cfg = ModelConfig(
+        n_layers=c.n_layers, d_model=c.d_model, n_heads=c.n_heads,
+        d_mlp=c.d_mlp if not c.attn_only else ModelConfig.d_mlp,
+        rotary_dim=None if c.rotary_dim == c.d_head else c.rotary_dim, rope_base=float(c.rotary_base),
+        dropout=0.0, ln_eps=c.eps, init_range=c.initializer_range, d_vocab=c.d_vocab,
+        activation=c.act_fn if not c.attn_only else ModelConfig.activation, mlp=not c.attn_only,
+    )  # fmt: skip
+    sd = {k: v.detach() for k, v in model.state_dict().items()}
+    out = {"embed.weight": sd["embed.W_E"], "ln_final.weight": sd["ln_final.w"], "ln_final.bias": sd["ln_final.b"],
+           "unembed.weight": sd["unembed.W_U"].mT, "unembed.bias": sd["unembed.b_U"]}  # fmt: skip
+    for layer in range(c.n_layers):
+        p = f"blocks.{layer}."
+        rows = [sd[p + f"attn.W_{n}"].transpose(1, 2).reshape(c.d_model, c.d_model) for n in "QKV"]  # [out, in]
+        out |= {p + "ln.weight": sd[p + "ln1.w"], p + "ln.bias": sd[p + "ln1.b"],
+                p + "attn.qkv.weight": torch.cat(rows), p + "attn.out.weight": sd[p + "attn.W_O"].reshape(
+                    c.d_model, c.d_model).mT}  # fmt: skip
+        if not c.attn_only:
+            out |= {p + "mlp.0.weight": sd[p + "mlp.W_in"].mT, p + "mlp.0.bias": sd[p + "mlp.b_in"],
+                    p + "mlp.2.weight": sd[p + "mlp.W_out"].mT, p + "mlp.2.bias": sd[p + "mlp.b_out"]}  # fmt: skip
+    param = next(model.parameters())
+    gptj = GPTJ(cfg).to(device=param.device, dtype=param.dtype)
+    gptj.load_state_dict({k: v.clone() for k, v in out.items()})
+    return gptj.eval()
+
+
+LOGIT_RTOL = 1e-4  # the way back's check: max |Δlogit| <= LOGIT_RTOL · max(1, max |logit|)
+
+
+def from_transformer_lens(model: Any) -> GPTJ:
+    """A possym GPT-J computing what a TransformerLens model computes: the way back from TransformerLens.
+
+    ``model`` is a ``HookedTransformer`` (transformer-lens 3.x) of a GPT-J, possym's
+    (:func:`to_hooked_transformer`) or Hugging Face's (by TransformerLens's own converter, without weight
+    processing), or a ``TransformerBridge`` (3.9 or 4.x) of a GPT-J, possym's (:func:`to_transformer_bridge`)
+    or Hugging Face's. Its weights as they are now, so a model edited or fine-tuned in TransformerLens
+    comes back as it was left. The inverse of the conversion: W_Q, W_K, W_V [head, d_model, d_head] stack into
+    ``qkv``, ``ln1`` is the block's one LayerNorm (``ln2`` must equal it), ``rotary_dim``/``rotary_base``
+    give RoPE (a p-RoPE model comes back as the partial rotary with the same frequencies, a ``freq_gate`` as
+    its zero columns of W_Q and W_K). Same dtype and device, eval mode.
+
+    Before it is returned, both models run one batch of random tokens and their logits must agree to
+    ``LOGIT_RTOL`` of the largest logit (float32 conversions agree to ~1e-6): anything the mapping does not
+    model is refused rather than handed back wrong. Refused, naming why: another architecture (a bridge of a
+    Llama, a NeoX pairing, a sequential block), processed weights (``fold_ln``, centring: attention biases,
+    ``LNPre``), an ``ln2`` trained apart from ``ln1``.
+
+    >>> back = from_transformer_lens(to_hooked_transformer(model))      # doctest: +SKIP
+    >>> torch.equal(back.W_Q, model.W_Q)                                # doctest: +SKIP
+    True
+    """
+    from possym.model.hf import from_hf
+
+    if hasattr(model, "original_model"):  # a TransformerBridge, over a Hugging Face model
+        hf = model.original_model
+        if type(hf).__name__ != "GPTJForCausalLM":
+            raise PossymError(f"this TransformerBridge wraps a {type(hf).__name__}; possym's model is a GPT-J, so "
+                              "only a bridge of a GPTJForCausalLM comes back")
+        back = from_hf(hf)
+    elif type(model).__name__ == "HookedTransformer":
+        back = _from_hooked(model)
+    else:
+        raise PossymError(f"from_transformer_lens takes a HookedTransformer or a TransformerBridge, not "
+                          f"{type(model).__name__}")
+    _check_same_logits(model, back)
+    return back
+
+
+def _check_same_logits(theirs: Any, back: GPTJ) -> None:
+    param = next(back.parameters())
+    n = min(16, getattr(theirs.cfg, "n_ctx", 16) or 16)
+    tokens = torch.randint(0, back.cfg.d_vocab, (2, n), generator=torch.Generator().manual_seed(0)).to(param.device)
+    with torch.no_grad():
+        want, got = theirs(tokens), back(tokens)
+    scale = max(1.0, float(want.abs().max()))
+    err = float((got - want).abs().max())
+    if not err <= LOGIT_RTOL * scale:
+        raise PossymError(
+            f"the possym GPT-J of this {type(theirs).__name__} gives other logits (max |Δ| {err:.2g} of "
+            f"{scale:.2g}): its weights are not a plain GPT-J's (processed, e.g. folded LayerNorms or centred "
+            "weights, or an architecture option possym lacks), so it is refused rather than returned wrong"
+        )
 
 
 def to_transformer_bridge(model: GPTJ, tokenizer: Any = None) -> TransformerBridge:
@@ -210,4 +342,10 @@ def to_transformer_bridge(model: GPTJ, tokenizer: Any = None) -> TransformerBrid
         hf = to_hf(model)
     except ValueError as e:
         raise PossymError(f"no TransformerBridge of this model: {e}") from e
-    return build_bridge_from_module(hf, "GPTJForCausalLM", hf_config=hf.config, tokenizer=tokenizer).eval()
+    # a copy: TransformerLens sets up the tokenizer it is given in place (bos and eos tokens)
+    tokenizer = None if tokenizer is None else copy.deepcopy(tokenizer)
+    bridge = build_bridge_from_module(hf, "GPTJForCausalLM", hf_config=hf.config, tokenizer=tokenizer)
+    # possym's tasks have no BOS token: left on, TransformerLens would glue its bos string to the first word
+    # of every text (``"<pad>3 4"``), which the task's word-level tokenizer reads as one unknown word
+    bridge.cfg.default_prepend_bos = False
+    return bridge.eval()

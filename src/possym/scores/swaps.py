@@ -49,7 +49,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 import numpy as np
 import torch
@@ -66,6 +66,9 @@ from possym.scores.metric import (
     pair_scores,
 )
 from possym.scores.spread import mean_spread
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 Pairing = Literal["gptj", "neox"]
 
@@ -182,25 +185,50 @@ def swap_attention(table: Tensor, block_size: int = 1) -> SwapAttention:
 
 @dataclass(frozen=True)
 class HeadScores:
-    """Per-input scores of every (layer, head) for one query per input."""
+    """Per-input scores of every (layer, head) for one query per input: what :func:`possym.head_scores` returns
+    for every kind of model (possym, Hugging Face, TransformerLens, nnsight), and the engine's own result.
+
+    ``detectors`` (TransformerLens's head detectors of each input, [input, layer, head, detector], named by
+    ``detector_names``: :data:`possym.heads.detectors.HEAD_NAMES`; NaN where the model returned no pattern), ``correct``
+    (whether the greedy next token is each prompt's answer, NaN where a prompt has none) and ``n_kv_heads``
+    (the model's key heads, grouped-query attention) are filled in by :func:`possym.head_scores`; the
+    engine's training-time callers leave them None, and then :meth:`records` has no columns for them.
+    """
 
     s_pos: Tensor  # [batch, layer, head]
     s_sym: Tensor  # [batch, layer, head]
     entropy: Tensor  # [batch, layer, head] entropy (nats) of the clean query row
     layers: tuple[int, ...]
     query: Tensor  # [batch] query position of each input (−1: not scored, its scores are NaN)
+    detectors: Tensor | None = None  # [batch, layer, head, detector]
+    correct: Tensor | None = None  # [batch] 1.0 / 0.0, NaN: no answer
+    n_kv_heads: int | None = None  # key heads; head h reads key head h // (n_heads / n_kv_heads)
+    detector_names: tuple[str, ...] = ()  # the detectors' names, in the order of their last axis
 
-    def records(self, rng: np.random.Generator | None = None, **fields: Any) -> list[dict[str, Any]]:
+    def records(self, rng: np.random.Generator | None = None, *, n_kv_heads: int | None = None,
+                **fields: Any) -> list[dict[str, Any]]:
         """One record per (layer, head) with the means over scored inputs; ``fields`` are added to each.
 
         Each score also carries its spread over the inputs (:mod:`possym.scores.spread`): ``*_sd``, the
         sd of the per-input scores, and ``*_low``/``*_high``, the bootstrap 95% interval of the mean
-        (resamples from ``rng``; default: the fixed :data:`~possym.scores.spread.BOOTSTRAP_SEED`).
+        (resamples from ``rng``; default: the fixed :data:`~possym.scores.spread.BOOTSTRAP_SEED`). Where
+        known, ``kv_head`` (the key head the head reads; ``n_kv_heads`` overrides the model's count) follows
+        ``head``, and the detectors' means over the inputs (TransformerLens's mean over a list of inputs)
+        close the record. An int in ``rng``'s place is taken for ``n_kv_heads``, as ``records(n_kv_heads)``
+        was called when prompts had a result type of their own.
         """
+        if isinstance(rng, int) and not isinstance(rng, bool):  # records(n_kv_heads), as the prompts' result took it
+            rng, n_kv_heads = None, rng
         pos, sym = mean_spread(self.s_pos, rng), mean_spread(self.s_sym, rng)
+        n_heads = self.s_pos.shape[-1]
+        kv = n_kv_heads or self.n_kv_heads
+        detectors: dict[str, Tensor] = {}
+        if self.detectors is not None:
+            means = self.detectors.detach().to("cpu", torch.float64).nanmean(0)  # [layer, head, detector]
+            detectors = {name: means[..., d] for d, name in enumerate(self.detector_names)}
         out = []
         for li, layer in enumerate(self.layers):
-            for head in range(self.s_pos.shape[-1]):
+            for head in range(n_heads):
                 ok = ~self.s_pos[:, li, head].isnan()
                 at = (li, head)
                 out.append(
@@ -208,6 +236,7 @@ class HeadScores:
                         **fields,
                         "layer": layer,
                         "head": head,
+                        **({} if kv is None else {"kv_head": head // (n_heads // kv)}),
                         "s_pos": float(self.s_pos[ok, li, head].mean()) if ok.any() else float("nan"),
                         "s_sym": float(self.s_sym[ok, li, head].mean()) if ok.any() else float("nan"),
                         "entropy": float(self.entropy[ok, li, head].mean()) if ok.any() else float("nan"),
@@ -218,9 +247,18 @@ class HeadScores:
                         "s_sym_sd": float(sym.sd[at]),
                         "s_sym_low": float(sym.low[at]),
                         "s_sym_high": float(sym.high[at]),
+                        **{name: float(m[li, head]) for name, m in detectors.items()},
                     }
                 )
         return out
+
+    def frame(self, rng: np.random.Generator | None = None, **fields: Any) -> pd.DataFrame:
+        """:meth:`records` as a DataFrame, one row per (layer, head): ``layer, head, kv_head, s_pos, s_sym,
+        entropy, n_inputs``, each score's sd and 95% interval (``s_pos_low``, ``s_pos_high``, ...), and the
+        head detectors (``previous_token_head``, ``duplicate_token_head``, ``induction_head``)."""
+        import pandas as pd
+
+        return pd.DataFrame(self.records(rng, **fields))
 
 
 def query_positions(tokens: Tensor, query: int | Tensor | None) -> Tensor:

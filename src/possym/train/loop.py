@@ -69,7 +69,7 @@ from possym.runs import RunDir
 from possym.tasks import TaskSamples
 from possym.train.fused import GroupBits, ModelGroup, idle_bits
 from possym.train.group import GroupError, check_shareable, evaluate_members
-from possym.train.tracking import tracking
+from possym.train.tracking import log_step, tracking
 from possym.train.trainee import (
     GROUP_STATE,
     LossScaler,
@@ -266,8 +266,10 @@ def _train_group(runs: Sequence[RunDir], splits: Sequence[dict[str, TaskSamples]
             infos: dict[int, dict[str, Any]] = {}
             for i in live:
                 t = cast(Trainee, slots[i])
+                used = float(t.sched.get_last_lr()[0])  # the rate this step's update takes
                 t.apply()
                 infos[i] = {"step": t.step, "total": t.total, "loss": losses[i], "lr": t.sched.get_last_lr()[0]}
+                log_step(t.run, t.step, losses[i], used)  # the training curve, every train.log_every
             records = checkpoint([i for i in live if cast(Trainee, slots[i]).due()])
             elapsed = time.perf_counter() - t0
             for i in live:

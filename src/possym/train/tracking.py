@@ -1,4 +1,5 @@
-"""Experiment tracking: ``train.log=tensorboard`` or ``train.log=wandb`` mirrors ``metrics.jsonl`` live.
+"""Experiment tracking: ``train.log=tensorboard`` or ``train.log=wandb`` mirrors ``metrics.jsonl`` live,
+with the training curves and the run's config.
 
 Every record the training loop appends to ``metrics.jsonl`` (each evaluation, and the final test)
 goes through :func:`log`, which appends it there and, while :func:`tracking` holds a tracker open
@@ -9,15 +10,25 @@ for the run, hands the same record to it as scalars (:func:`scalars`) at the rec
 
 (``event``, ``split``, ``step``, the wall-clock ``time``, ``precision`` and ``device`` are not metrics and
 are left out; so are the monitor's per-head spreads.) ``metrics.jsonl`` stays the record of the run; the
-trackers are views of it.
+trackers are views of it. Besides, every ``train.log_every`` steps the loop hands the tracker the step's
+training loss (the batch's mean last-token cross-entropy, before the update) and the learning rate its update
+took (:func:`log_step`), which ``metrics.jsonl`` does not keep:
+
+    train/loss, train/lr                   at steps log_every, 2·log_every, ... (step s: the s-th update)
+
+and each tracker records the run's resolved config (``RUN/config.yaml``'s values) when it opens.
 
 - ``tensorboard``: ``torch.utils.tensorboard.SummaryWriter`` (``pip install "possym[tensorboard]"``)
   writes event files into ``RUN/tensorboard/``, flushed after every record, so ``tensorboard --logdir``
-  sees each evaluation as it happens.
-- ``wandb``: one Weights & Biases run per training session, in ``RUN/wandb/`` (``pip install
-  "possym[wandb]"``), named after the run directory, with the run's config. Offline unless
-  ``WANDB_MODE`` says otherwise (``WANDB_MODE=online`` uploads; ``wandb sync RUN/wandb/offline-run-*``
-  uploads an offline run later); ``WANDB_PROJECT`` names the project (default ``possym``).
+  sees each evaluation as it happens; the config is the text summary ``config`` (YAML), in the TEXT tab.
+- ``wandb``: one Weights & Biases run per training session, written under ``RUN/wandb/`` (``pip install
+  "possym[wandb]"``), named after the run directory, with the run's config as its config. Offline unless
+  ``WANDB_MODE`` says otherwise (``WANDB_MODE=online`` uploads; ``wandb sync RUN/wandb/wandb/offline-run-*``
+  uploads an offline run later: wandb puts its own ``wandb/`` folder inside the directory it is given, so the
+  runs lie in :data:`WANDB_RUNS`); ``WANDB_PROJECT`` names the project (default ``possym``).
+
+A tracker whose package is missing is refused before the run directory is made (:func:`require_tracker`,
+called where a run is created for training), so that a retry after the install is not refused as another run.
 
 A resumed run re-logs the evaluations after its saved state (``metrics.jsonl`` is truncated to the
 state's step, and the replayed steps give the same numbers): TensorBoard shows both copies of those
@@ -49,10 +60,27 @@ from possym.errors import ConfigError
 from possym.records import MetricsRecord
 from possym.runs import RunDir
 
-__all__ = ["TRACKERS", "Tracker", "log", "scalars", "tracking"]
+__all__ = ["TRACKERS", "Tracker", "log", "log_step", "require_tracker", "scalars", "tracking"]
 TENSORBOARD_DIR = "tensorboard"  # RUN/tensorboard/events.out.tfevents.*
-WANDB_DIR = "wandb"  # RUN/wandb/offline-run-*/run-*.wandb (or run-* online)
+WANDB_DIR = "wandb"  # the directory wandb is given; it writes its runs into a wandb/ of its own inside
+WANDB_RUNS = "wandb/wandb/offline-run-*"  # an offline run's folder, relative to RUN (online: wandb/wandb/run-*)
 SCORE_QUANTITIES = ("s_pos", "s_sym", "entropy")
+CONFIG_TAG = "config"  # TensorBoard's text summary of the run's config
+# train.log -> (the package it imports, the install command)
+TRACKER_PACKAGES = {"tensorboard": ("tensorboard", 'pip install "possym[tensorboard]"'),
+                    "wandb": ("wandb", 'pip install "possym[wandb]"')}  # fmt: skip
+
+
+def require_tracker(name: str) -> None:
+    """Refuse ``train.log=name`` when its package is not installed (:class:`~possym.errors.ConfigError`, saying
+    how to install it), without importing it: called before a run directory is made."""
+    import importlib.util
+
+    if name not in TRACKER_PACKAGES:
+        return
+    package, install = TRACKER_PACKAGES[name]
+    if importlib.util.find_spec(package) is None:
+        raise ConfigError(f"train.log={name} needs the {package} package: {install} (or train.log=none)")
 
 
 def scalars(record: MetricsRecord) -> dict[str, float]:
@@ -67,24 +95,31 @@ def scalars(record: MetricsRecord) -> dict[str, float]:
 
 
 class Tracker(Protocol):
-    def log(self, record: MetricsRecord) -> None: ...
+    def log(self, values: dict[str, float], step: int) -> None: ...
     def close(self) -> None: ...
+
+
+def config_yaml(run: RunDir) -> str:
+    """The run's resolved config as YAML (the values of ``RUN/config.yaml``, with this session's execution keys)."""
+    import yaml
+
+    return yaml.safe_dump(run.config.to_dict(), sort_keys=False)
 
 
 class TensorBoardTracker:
     """A ``SummaryWriter`` over ``RUN/tensorboard``."""
 
     def __init__(self, run: RunDir) -> None:
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-        except ImportError as e:
-            raise ConfigError('train.log=tensorboard needs the tensorboard package: pip install "possym[tensorboard]"'
-                              ) from e
-        self.writer = SummaryWriter(str(run.path / TENSORBOARD_DIR))
+        require_tracker("tensorboard")
+        from torch.utils.tensorboard import SummaryWriter
 
-    def log(self, record: MetricsRecord) -> None:
-        for tag, value in scalars(record).items():
-            self.writer.add_scalar(tag, value, record.step)
+        self.writer = SummaryWriter(str(run.path / TENSORBOARD_DIR))
+        # a fenced block, so TensorBoard's markdown keeps the YAML's indentation
+        self.writer.add_text(CONFIG_TAG, f"```yaml\n{config_yaml(run)}```", 0)
+
+    def log(self, values: dict[str, float], step: int) -> None:
+        for tag, value in values.items():
+            self.writer.add_scalar(tag, value, step)
         self.writer.flush()  # live: a reader sees every evaluation as it is logged
 
     def close(self) -> None:
@@ -95,10 +130,9 @@ class WandbTracker:
     """One wandb run for this training session of ``run``."""
 
     def __init__(self, run: RunDir) -> None:
-        try:
-            import wandb
-        except ImportError as e:
-            raise ConfigError('train.log=wandb needs the wandb package: pip install "possym[wandb]"') from e
+        require_tracker("wandb")
+        import wandb
+
         directory = run.path / WANDB_DIR
         directory.mkdir(exist_ok=True)
         # console="off": wandb leaves the caller's stdout and stderr alone; reinit="create_new": the
@@ -109,8 +143,8 @@ class WandbTracker:
                               mode=os.environ.get("WANDB_MODE") or "offline",  # type: ignore[arg-type]
                               reinit="create_new", settings=settings)
 
-    def log(self, record: MetricsRecord) -> None:
-        self.run.log(scalars(record), step=record.step)
+    def log(self, values: dict[str, float], step: int) -> None:
+        self.run.log(values, step=step)
 
     def close(self) -> None:
         self.run.finish()
@@ -150,4 +184,12 @@ def log(run: RunDir, line: dict[str, Any]) -> None:
     run.log(record)
     tracker = _OPEN.get(run.path)
     if tracker is not None:
-        tracker.log(record)
+        tracker.log(scalars(record), record.step)
+
+
+def log_step(run: RunDir, step: int, loss: float, lr: float) -> None:
+    """Hand step ``step``'s training loss and learning rate to the run's open tracker, if any, when ``step`` is a
+    multiple of ``train.log_every`` (``train/loss``, ``train/lr``)."""
+    tracker = _OPEN.get(run.path)
+    if tracker is not None and step % run.config.train.log_every == 0:
+        tracker.log({"train/loss": loss, "train/lr": lr}, step)

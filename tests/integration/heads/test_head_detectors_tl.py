@@ -15,7 +15,8 @@ import torch
 
 transformer_lens = pytest.importorskip("transformer_lens")
 pytestmark = pytest.mark.skipif(int(version("transformer-lens").split(".")[0]) >= 4,
-                                reason="detect_head takes a HookedTransformer, which transformer-lens 4.x removed")
+                                reason="these compare with a HookedTransformer, which transformer-lens 4.x removed "
+                                "(detect_head on a 4.x bridge: tests/integration/test_transformer_lens_both_ways.py)")
 
 import possym  # noqa: E402
 from possym.config import ModelConfig  # noqa: E402

@@ -149,9 +149,10 @@ def test_cli_writes_scores_summary_and_figures_that_decode(tiny_dir, tmp_path, c
     assert rc == 0, capsys.readouterr().err
     lines = (out / "head_scores.csv").read_text().splitlines()
     header = lines[0].split(",")
-    assert {"layer", "head", "kv_head", "s_pos", "s_sym", "entropy", "n"} <= set(header)
+    assert {"layer", "head", "kv_head", "s_pos", "s_sym", "entropy", "n_inputs", "s_pos_low", "induction_head"} <= set(
+        header)
     assert len(lines) == 1 + 4 * 4
-    assert all(row.split(",")[header.index("n")] == "3" for row in lines[1:])
+    assert all(row.split(",")[header.index("n_inputs")] == "3" for row in lines[1:])
     summary = json.loads((out / "summary.json").read_text())
     assert summary["n_blocks"] == 4 and -1 <= summary["pearson_r"] <= 1 and 0 <= summary["accuracy"] <= 1
     freq = (out / "frequency_scores.csv").read_text().splitlines()
@@ -168,7 +169,7 @@ def test_cli_writes_scores_summary_and_figures_that_decode(tiny_dir, tmp_path, c
             assert (out / f"{stem}.svg").read_text().lstrip().startswith("<?xml")
 
 
-def test_cli_scores_a_user_file_with_even_blocks(tiny_dir, tmp_path):
+def test_cli_scores_a_user_file_with_even_blocks_and_its_bar_counts_the_prompts_it_has(tiny_dir, tmp_path, capsys):
     prompts = tmp_path / "prompts.txt"
     prompts.write_text("the cat sat on the mat and then it slept all day long\n\nsome other words to read here ok\n")
     out = tmp_path / "out"
@@ -176,6 +177,8 @@ def test_cli_scores_a_user_file_with_even_blocks(tiny_dir, tmp_path):
                  "heads.figures=false"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["n"] == 2 and summary["n_blocks"] == 3 and summary["accuracy"] is None
+    err = capsys.readouterr().err
+    assert "2/2" in err and "/100" not in err  # the file's 2 prompts, not heads.n
 
 
 @pytest.mark.parametrize(

@@ -209,3 +209,16 @@ def test_scores_at_chosen_query_positions_agree_across_possym_and_its_conversion
     ours, theirs = possym.head_scores(model, x, query=queries), possym.head_scores(other, x, query=queries)
     torch.testing.assert_close(theirs.s_pos, ours.s_pos.to(theirs.s_pos.dtype), rtol=0, atol=1e-4)
     torch.testing.assert_close(theirs.s_sym, ours.s_sym.to(theirs.s_sym.dtype), rtol=0, atol=1e-4)
+
+
+@pytest.mark.tl4
+@pytest.mark.parametrize("kind", ["llama", "gptj"])
+def test_a_bridge_is_refused_naming_the_architecture_it_wraps(kind):
+    pytest.importorskip("transformer_lens")
+    from transformer_lens.model_bridge.sources import build_bridge_from_module
+
+    hf = llama() if kind == "llama" else to_hf(possym_model(), n_positions=64)
+    arch = type(hf).__name__
+    bridge = build_bridge_from_module(hf, arch, hf_config=hf.config).eval()
+    with pytest.raises(PossymError, match=rf"TransformerBridge \(this one of a {arch}\).*pass the {arch} itself"):
+        model_logits(bridge, tokens(), [KnockOut(layers=(0,), keys=(1,))])
