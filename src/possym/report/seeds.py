@@ -25,6 +25,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from possym.report.rules import VERDICTS
+
 
 def robustness(verdicts: list[str]) -> str:
     """One claim's verdicts across seeds, in words (module docstring)."""
@@ -39,7 +41,9 @@ def robustness(verdicts: list[str]) -> str:
     elif kinds == {"differs"}:
         words = "fails for every seed"
     else:
-        words = "varies (" + ", ".join(f"{v} ×{tally[v]}" for v in sorted(tally, key=lambda v: -tally[v])) + ")"
+        order = {v: i for i, v in enumerate(VERDICTS)}
+        words = "varies (" + ", ".join(f"{v} ×{tally[v]}" for v in sorted(tally, key=lambda v: (-tally[v],
+                                                                                           order.get(v, 99)))) + ")"
     return words if len(judged) == len(verdicts) else f"{words} (judged on {len(judged)} of {len(verdicts)} seeds)"
 
 
