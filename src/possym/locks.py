@@ -45,7 +45,7 @@ import os
 import socket
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -192,19 +192,25 @@ def _acquire(directory: Path, what: str) -> int:
 
 
 @contextlib.contextmanager
-def writer_lock(directory: str | Path, what: str = "directory") -> Iterator[None]:
+def writer_lock(directory: str | Path, what: str = "directory",
+                on_acquire: Callable[[], None] | None = None) -> Iterator[None]:
     """Hold ``directory``'s writer lock for the ``with`` block (module docstring); ``what`` names the
     directory in the refusal (``"run"``, ``"experiment"``). Raises :class:`~possym.errors.LockError`,
-    naming the holder, when another live process holds it. The directory is made if need be."""
+    naming the holder, when another live process holds it. The directory is made if need be.
+    ``on_acquire()`` runs once the lock is taken, when this process did not hold it already: the writer's
+    open (:meth:`possym.runs.RunDir.writing` puts the run in order there); if it raises, the lock is released."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     key = (os.getpid(), str(directory.resolve()))
     with _guard:
         entry = _held.get(key)
+        fresh = entry is None
         if entry is None:
             entry = _held[key] = [_acquire(directory, what), 0]
         entry[1] += 1
     try:
+        if fresh and on_acquire is not None:
+            on_acquire()
         yield
     finally:
         with _guard:
