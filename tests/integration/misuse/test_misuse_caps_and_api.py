@@ -1,4 +1,4 @@
-"""Misuse: no silent caps, no dead ends, and the API speaks as the CLI does (issue 48, sections 4 and 5). A setting
+"""Misuse: no silent caps, no dead ends, and the API speaks as the CLI does. A setting
 larger than what it can use is clamped with one line and the memo records what was used; numeric settings keep to
 their bounds; K is checked against memory before anything is allocated; readers never take the write lock; a full
 disk names the command that continues; the public functions check their arguments and name the allowed ones; a

@@ -1,4 +1,4 @@
-"""Misuse: a run that diverged is not a success (issue 48, section 3). A non-finite loss stops training with one
+"""Misuse: a run that diverged is not a success. A non-finite loss stops training with one
 line naming the step and the likely cause, exit code 2, its last finite checkpoint kept and the run marked diverged;
 ``train.on_nonfinite=continue`` trains on and the run says so wherever it is shown; in a group, the member that
 diverged stops alone; a warm-up longer than the run is said in one line; analyses of a diverged run or of a

@@ -1,4 +1,4 @@
-"""Misuse: a run directory trusts nothing it did not write (issue 48, section 1). Another seed's ``state.pt``,
+"""Misuse: a run directory trusts nothing it did not write. Another seed's ``state.pt``,
 checkpoint or metrics line is refused, naming the file and both identities; an edited ``config.yaml`` is refused,
 naming each changed key with its old and new values; training on to more steps is a command, recorded in the
 run's history, whose result equals a run trained on from the same checkpoint. Every piece of advice is followed."""

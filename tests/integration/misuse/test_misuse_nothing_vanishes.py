@@ -1,4 +1,4 @@
-"""Misuse: nothing vanishes, nothing is discarded (issue 48, section 2). An empty metrics log is refused as a
+"""Misuse: nothing vanishes, nothing is discarded. An empty metrics log is refused as a
 missing one is, with the command that rebuilds it; a refused call changes nothing (a test per stage); damaged
 checkpoints are named precisely; a missing or corrupt ``meta.json`` is named and rebuilt; orphan temporary files are
 removed by the next writer; SIGTERM ends a command as Ctrl-C does. Every piece of advice is followed."""
