@@ -53,7 +53,7 @@ from typing import Any
 
 from possym.errors import LockError
 
-__all__ = ["LOCK_FILE", "Holder", "LockError", "lock_holder", "on_behalf_of", "writer_lock"]
+__all__ = ["LOCK_FILE", "Holder", "LockError", "being_written", "lock_holder", "on_behalf_of", "writer_lock"]
 
 LOCK_FILE = ".lock"
 
@@ -115,6 +115,29 @@ def lock_holder(directory: str | Path) -> Holder | None:
         return Holder.parse((Path(directory) / LOCK_FILE).read_text())
     except OSError:
         return None
+
+
+def being_written(directory: str | Path) -> bool:
+    """Whether another live process holds ``directory``'s writer lock on this host, found without taking it and
+    without writing anything (a reader, in a read-only directory too). A lock from another host is not seen here:
+    taking the lock refuses it."""
+    directory = Path(directory)
+    with _guard:
+        if (os.getpid(), str(directory.resolve())) in _held:
+            return False
+    try:
+        fd = os.open(directory / LOCK_FILE, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # closing releases the shared lock taken to look
+    return False
 
 
 # The experiment this process works for (its lock's token), set by the executor's workers (on_behalf_of).

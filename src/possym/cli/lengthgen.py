@@ -21,6 +21,7 @@ from possym.cli._args import add_allow_unfinished, add_overrides, add_redo, repo
 from possym.devices import resolve_device
 from possym.evaluate.lengthgen import LengthGenConfig
 from possym.experiment import run_stage, stage_done
+from possym.locks import being_written
 from possym.records import LengthRecord, points_at
 from possym.runs import RunDir
 from possym.stages.lengthgen import STAGE
@@ -42,6 +43,9 @@ def run(args: argparse.Namespace) -> int:
     cfg = STAGE.from_overrides(args.overrides)
     resolve_device(cfg.device)  # a device this machine lacks stops the command before any work
     run_dir = RunDir.open(args.run, allow_unfinished=args.allow_unfinished)
+    if being_written(run_dir.path):  # a writer at work (training): its refusal, naming it, says more than any other
+        with run_dir.writing():
+            pass
     cfg = STAGE.prepare(run_dir, cfg)  # every setting checked (K within memory) before anything is written
     figure = run_dir.artifact("figures") / "fig5b_length_generalisation"
     # The figure goes into RUN too, so the lock covers it; taken before the progress bar, a refusal is one line. A

@@ -22,6 +22,7 @@ from tqdm import tqdm
 from possym.cli._args import add_allow_unfinished, add_overrides, add_redo, report_skip
 from possym.devices import resolve_device
 from possym.experiment import run_stage, stage_done
+from possym.locks import being_written
 from possym.records import GAMMA, GAMMAS, PurityRecord, ScoreRecord, Table1Record
 from possym.runs import RunDir
 from possym.stages.score import STAGE
@@ -42,6 +43,9 @@ def run(args: argparse.Namespace) -> int:
     cfg = STAGE.from_overrides(args.overrides)
     resolve_device(cfg.device)  # a device this machine lacks stops the command before any work
     run_dir = RunDir.open(args.run, allow_unfinished=args.allow_unfinished)
+    if being_written(run_dir.path):  # a writer at work (training): its refusal, naming it, says more than any other
+        with run_dir.writing():
+            pass
     cfg = STAGE.prepare(run_dir, cfg)  # every setting checked (a clamped n_inputs said once) before any write
     n_steps = len(cfg.steps) if cfg.steps is not None else len(run_dir.checkpoint_steps())
     # Locked here too (run_stage takes it again), so that a refusal comes before the progress bar: one line. A run

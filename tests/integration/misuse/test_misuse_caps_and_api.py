@@ -219,3 +219,24 @@ def test_summary_and_the_run_say_unfinished_at_step_n_of_m(make_run, capsys):
     said = capsys.readouterr().out  # before: nothing said it
     assert f"{run.path} (number, preset None): unfinished at step 10 of 30" in said
     assert possym.open_run(run.path).status() == "unfinished at step 10 of 30"
+
+
+def test_a_reader_sees_that_a_run_is_being_written_without_taking_its_lock(finished, tmp_path, capsys):
+    from misuse_probes import hold_lock
+
+    from possym.locks import LOCK_FILE, being_written, writer_lock
+
+    run = copy_run(finished, tmp_path / "run")
+    assert not being_written(run.path) and not (run.path / LOCK_FILE).exists()  # looking makes no lock file
+    with writer_lock(run.path, "run"):
+        assert not being_written(run.path)  # this process's own hold is not another writer
+    holder = hold_lock(run.path)
+    try:
+        assert being_written(run.path)
+        # The writer at work is named first, before what else the command would refuse (final of an unfinished run).
+        err = one_line_error(capsys, ["score", str(run.path), "score.n_inputs=4", "score.table_step=bogus"])
+        assert f"run {run.path} is being written by process {holder.pid}" in err
+    finally:
+        holder.stdin.close()
+        holder.wait()
+    assert not being_written(run.path)
