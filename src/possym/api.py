@@ -28,9 +28,11 @@ import dataclasses
 import inspect
 import json
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import torch
 from safetensors import SafetensorError, safe_open
 
@@ -203,7 +205,9 @@ def head_scores(model: Any, tokens: Any, **options: Any):
         return gptj_scores(model, ids, **{"tau": TAU, **options})
     from possym.heads.tl import is_transformer_lens
 
-    if isinstance(tokens, str | bytes) or not isinstance(tokens, torch.Tensor | list | tuple):
+    if isinstance(tokens, np.ndarray):
+        tokens = torch.as_tensor(tokens)
+    if isinstance(tokens, str | bytes) or not isinstance(tokens, torch.Tensor | Iterable):
         raise PossymError(f"head_scores takes a LongTensor of token ids [batch, pos] or a list of encoded prompts "
                           f"(possym.heads.prompts.EncodedPrompt), not {type(tokens).__name__} {tokens!r:.40}; encode "
                           "text with the model's tokenizer first")
