@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,19 +54,33 @@ __all__ = ["Run", "from_transformer_lens", "head_scores", "load_config", "load_m
 
 
 @named_options
-def load_model(checkpoint: str | Path, dtype: torch.dtype = torch.float32, device: str | None = None) -> GPTJ:
+def load_model(checkpoint: str | Path, dtype: torch.dtype | str = torch.float32, device: str | None = None) -> GPTJ:
     """A checkpoint file on its own: the config written into its safetensors header builds the model,
-    on ``device`` (default the CPU; ``"auto"``: the best here).
+    as ``dtype`` (a torch floating dtype or its name, :func:`possym.runs.model_dtype`), on ``device`` (default
+    the CPU; ``"auto"``: the best here).
 
     >>> load_model("runs/demo/number/checkpoints/step_006750.safetensors")   # doctest: +SKIP
     """
     from possym.model.gptj import GPTJ
+    from possym.runs import CKPT_DIR, CONFIG, model_dtype
     from possym.tasks import task_vocab
 
+    if not isinstance(checkpoint, str | os.PathLike):
+        raise PossymError(f"load_model takes a checkpoint file's path (str or pathlib.Path), not "
+                          f"{type(checkpoint).__name__} {checkpoint!r:.60}")
+    dtype = model_dtype(dtype)
     path = Path(checkpoint)
     if path.is_dir():
-        raise RunError(f"{path} is a directory; give a checkpoint file ({path}/checkpoints/step_N.safetensors "
-                       f"in a run), or open a run with possym.open_run({str(path)!r}).model(step)")
+        inside = sorted(path.glob("step_*.safetensors"))
+        run = path.parent if path.name == CKPT_DIR and (path.parent / CONFIG).is_file() else path
+        if inside:
+            raise RunError(f"{path} is a directory; give one of its checkpoint files (e.g. {inside[-1]}), or open "
+                           f"its run with possym.open_run({str(run)!r}).model(step)")
+        if (path / CONFIG).is_file():
+            raise RunError(f"{path} is a directory; give a checkpoint file ({path / CKPT_DIR}/step_N.safetensors "
+                           f"in a run), or open a run with possym.open_run({str(path)!r}).model(step)")
+        raise RunError(f"{path} is a directory and holds no checkpoint; give a checkpoint file "
+                       "(RUN/checkpoints/step_N.safetensors)")
     if not path.is_file():
         raise RunError(f"checkpoint {path} does not exist")
     try:
@@ -77,6 +92,9 @@ def load_model(checkpoint: str | Path, dtype: torch.dtype = torch.float32, devic
     if "config" not in header:
         raise RunError(f"{path} carries no config in its header; open its run directory instead")
     cfg = config_from_saved(json.loads(header["config"]))
+    bad = [k for k, t in state.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+    if bad:
+        raise RunError(f"{path} holds non-finite weights ({bad[0]}): its run diverged; take an earlier checkpoint")
     model = GPTJ(dataclasses.replace(cfg.model, d_vocab=len(task_vocab(cfg.task))))
     model.load_state_dict(state)
     return model.to(device=None if device is None else resolve_device(device), dtype=dtype).eval()
@@ -230,13 +248,37 @@ class Run:
         self.dir = run
 
     def __repr__(self) -> str:
-        steps = self.checkpoint_steps()
         try:
-            last = steps[-1] if steps else 0
-            state = "finished" if self.dir.finished else f"unfinished at step {last} of {self.config.total_steps}"
-        except RunError:
-            state = "metrics.jsonl unreadable"  # a repr must not raise; reading the metrics says why
-        return f"Run({str(self.path)!r}, task={self.config.task.name!r}, checkpoints={len(steps)}, {state})"
+            steps: int | str = len(self.checkpoint_steps())
+            state = self.dir.status()
+        except RunError as exc:  # a repr must not raise; reading the run says why
+            steps, state = "?", f"damaged: {str(exc)[:80]}"
+        return f"Run({str(self.path)!r}, task={self.config.task.name!r}, checkpoints={steps}, {state})"
+
+    def status(self) -> str:
+        """How the run stands: ``finished``, ``unfinished at step N of M``, ``diverged at step N (...)``, with its
+        non-finite loss where it trained on past one (:meth:`possym.runs.RunDir.status`)."""
+        return self.dir.status()
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        """The changes asked of the run since it was made (``train.steps`` extended by :meth:`train_on`)."""
+        return self.dir.history
+
+    @named_options
+    def train_on(self, steps: int, monitor: bool = True, progress: bool = True) -> Run:
+        """Train the run on to ``steps`` optimiser steps, as ``possym train --resume RUN train.steps=N`` does
+        (:meth:`possym.runs.RunDir.train_on`: the change goes into the run's history; from the step its
+        resumable state holds, the learning rate follows the schedule of the new total); returns the run."""
+        from possym.experiment import run_stage
+        from possym.stages.train import CONTINUE, TrainStageConfig
+
+        _check_train_args(self.config, self.path, monitor, progress)
+        run = self.dir.train_on(steps, argv=["possym.Run.train_on", str(self.path), str(steps)])
+        with torch_threads(run.config.train.threads):
+            run_stage(run, CONTINUE, TrainStageConfig(monitor=monitor, progress=progress), redo=True)
+        self.dir = RunDir.open(self.path, allow_unfinished=self.dir.allow_unfinished)
+        return self
 
     @property
     def finished(self) -> bool:
@@ -254,13 +296,18 @@ class Run:
     def checkpoint_steps(self) -> list[int]:
         return self.dir.checkpoint_steps()
 
+    @named_options
     def step(self, step: StepSpec = "final") -> int:
         """The checkpoint step ``step`` names: a number, ``"best"`` (earliest at the maximum validation
         accuracy) or ``"final"``."""
         return self.dir.resolve_step(step)
 
-    def model(self, step: StepSpec = "final", dtype: torch.dtype = torch.float32, device: str | None = None) -> GPTJ:
-        """The model at ``step``, in eval mode, on ``device`` (default the CPU; ``"auto"``: the best here)."""
+    @named_options
+    def model(self, step: StepSpec = "final", dtype: torch.dtype | str = torch.float32,
+              device: str | None = None) -> GPTJ:
+        """The model at ``step``, in eval mode, as ``dtype`` (a torch floating dtype or its name), on ``device``
+        (default the CPU; ``"auto"``: the best here). ``step=None`` names the last checkpoint, which on a run that
+        has not finished is refused, as ``"final"`` is, unless the run was opened with ``allow_unfinished``."""
         return self.dir.load_model(step, dtype, None if device is None else resolve_device(device))
 
     def hooked_transformer(self, step: StepSpec = "final", dtype: torch.dtype = torch.float32,
@@ -309,6 +356,7 @@ class Run:
             run_stage(self.dir, STAGE, cfg, progress=lambda _step: bar.update(1))
         return frame([r for r in self.dir.read("scores", ScoreRecord) if r.step in wanted], ScoreRecord)
 
+    @named_options
     def head_detectors(self, step: StepSpec = "final", n_inputs: int = 100, seed: int = 0, *,
                        exclude_bos: bool = False, exclude_current_token: bool = False) -> pd.DataFrame:
         """TransformerLens's previous-token, duplicate-token and induction scores of every head at ``step``
@@ -323,8 +371,9 @@ class Run:
         from possym.heads.detectors import HEAD_NAMES, hooked_detector_scores
         from possym.scores.checkpoints import score_inputs
 
-        if n_inputs < 1:
-            raise PossymError(f"n_inputs={n_inputs} must be >= 1")
+        for name, value in (("n_inputs", n_inputs), ("seed", seed)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < (1 if name == "n_inputs" else 0):
+                raise PossymError(f"{name}={value!r} must be a whole number >= {1 if name == 'n_inputs' else 0}")
         at = self.step(step)
         model = self.model(at)
         tokens = torch.as_tensor(score_inputs(self.config.task, self.config.seeds.data, n_inputs, seed).tokens)

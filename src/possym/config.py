@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from possym.errors import ConfigError, require
+from possym.errors import ConfigError, did_you_mean, require
 from possym.settings import check_overrides, from_dict, keyword_overrides, parse_override
 from possym.tasks.base import TaskConfig
 from possym.tasks.registry import PAPER_TASKS, TASKS, get_task, task_config
@@ -38,6 +38,7 @@ ACTIVATIONS = {"gelu_new": "tanh", "gelu": "none"}
 # Where a model runs (possym.devices resolves "auto" to the best this machine has).
 DEVICES = ("auto", "cpu", "cuda", "mps")
 TRACKERS = ("none", "tensorboard", "wandb")  # train.log (possym.train.tracking)
+ON_NONFINITE = ("stop", "continue")  # train.on_nonfinite: what a non-finite loss does (possym.train.loop)
 # Keys that say where and how a run or a stage runs, not what it computes: a run's identity
 # (possym.runs.config_differences) and the resume log of stages (possym.stages.registry) leave them out,
 # so work goes on with other threads, on another device, compiled or not (each changes float rounding at
@@ -254,6 +255,10 @@ class TrainConfig:
     ``log`` mirrors ``metrics.jsonl`` live to an experiment tracker: ``none``, ``tensorboard`` or
     ``wandb`` (offline unless ``WANDB_MODE`` says otherwise; :mod:`possym.train.tracking`), with the
     training loss and learning rate every ``log_every`` steps.
+    ``on_nonfinite``: what a non-finite training loss (or non-finite weights) does. ``stop`` (the default)
+    ends that run's training there with an error naming the step, keeps its last finite checkpoint and marks
+    the run diverged in ``meta.json``; ``continue`` trains on, as an older possym did, and the run says
+    from which step its loss was non-finite wherever it is shown (:mod:`possym.train.loop`).
     """
 
     lr: float = 1e-4
@@ -275,9 +280,12 @@ class TrainConfig:
     device: str = "auto"
     log: str = "none"
     log_every: int = 10
+    on_nonfinite: str = "stop"
 
     def __post_init__(self) -> None:
         _require(self.lr > 0 and math.isfinite(self.lr), f"train.lr={self.lr} must be a positive number")
+        _require(self.on_nonfinite in ON_NONFINITE,
+                 f"train.on_nonfinite={self.on_nonfinite!r}; allowed: {', '.join(ON_NONFINITE)}")
         _require(self.log in TRACKERS, f"train.log={self.log!r}; allowed: {', '.join(TRACKERS)}")
         _require(self.log_every >= 1, f"train.log_every={self.log_every} must be >= 1 (steps between the training "
                                       "loss and learning rate a tracker receives)")
@@ -457,7 +465,8 @@ def apply_overrides(data: dict[str, Any], overrides: list[str], keys: dict[str, 
     out = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
     for section, name, value in [*map(parse_override, overrides), *keyword_overrides(keys or {})]:
         _require(section in _SECTIONS,
-                 f"override key '{section}.{name}' must be section.key with section in {sorted(_SECTIONS)}")
+                 f"override key '{section}.{name}' must be section.key with section in {sorted(_SECTIONS)}"
+                 f"{did_you_mean(section, _SECTIONS)}")
         out.setdefault(section, {})[name] = value
     return out
 

@@ -22,7 +22,8 @@ import torch
 
 from possym.config import DEVICES, ConfigError
 
-__all__ = ["ACCELERATOR_BATCH_FACTOR", "DEVICES", "batch_size_on", "model_device", "resolve_device", "torch_threads"]
+__all__ = ["ACCELERATOR_BATCH_FACTOR", "DEVICES", "available_memory", "batch_size_on", "model_device", "resolve_device",
+           "torch_threads"]
 # CPU batches are sized to stay in cache (256 rows: 2048 was 1.6x slower); an accelerator wants
 # many more rows in flight to fill its cores. Evaluation, scoring and length-curve batches are this
 # many times larger on one. The meta device stands in for an accelerator in the tests.
@@ -50,6 +51,28 @@ def resolve_device(name: str | torch.device) -> torch.device:
     if kind == "mps" and not torch.backends.mps.is_available():
         raise ConfigError(f"device={name!r}, but this machine has no MPS device")
     return torch.device(name)
+
+
+def available_memory(device: torch.device) -> int | None:
+    """Bytes that ``device`` can still give: a CUDA device's free memory, else the host's available memory
+    (Linux's ``MemAvailable``, which counts the page cache it can drop); None where it cannot be known."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    if device.type == "meta":
+        return None
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import os
+
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
 
 
 def batch_size_on(device: torch.device, cpu_size: int) -> int:

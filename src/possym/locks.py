@@ -45,7 +45,7 @@ import os
 import socket
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -53,7 +53,7 @@ from typing import Any
 
 from possym.errors import LockError
 
-__all__ = ["LOCK_FILE", "Holder", "LockError", "lock_holder", "on_behalf_of", "writer_lock"]
+__all__ = ["LOCK_FILE", "Holder", "LockError", "being_written", "lock_holder", "on_behalf_of", "writer_lock"]
 
 LOCK_FILE = ".lock"
 
@@ -115,6 +115,29 @@ def lock_holder(directory: str | Path) -> Holder | None:
         return Holder.parse((Path(directory) / LOCK_FILE).read_text())
     except OSError:
         return None
+
+
+def being_written(directory: str | Path) -> bool:
+    """Whether another live process holds ``directory``'s writer lock on this host, found without taking it and
+    without writing anything (a reader, in a read-only directory too). A lock from another host is not seen here:
+    taking the lock refuses it."""
+    directory = Path(directory)
+    with _guard:
+        if (os.getpid(), str(directory.resolve())) in _held:
+            return False
+    try:
+        fd = os.open(directory / LOCK_FILE, os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # closing releases the shared lock taken to look
+    return False
 
 
 # The experiment this process works for (its lock's token), set by the executor's workers (on_behalf_of).
@@ -192,19 +215,25 @@ def _acquire(directory: Path, what: str) -> int:
 
 
 @contextlib.contextmanager
-def writer_lock(directory: str | Path, what: str = "directory") -> Iterator[None]:
+def writer_lock(directory: str | Path, what: str = "directory",
+                on_acquire: Callable[[], None] | None = None) -> Iterator[None]:
     """Hold ``directory``'s writer lock for the ``with`` block (module docstring); ``what`` names the
     directory in the refusal (``"run"``, ``"experiment"``). Raises :class:`~possym.errors.LockError`,
-    naming the holder, when another live process holds it. The directory is made if need be."""
+    naming the holder, when another live process holds it. The directory is made if need be.
+    ``on_acquire()`` runs once the lock is taken, when this process did not hold it already: the writer's
+    open (:meth:`possym.runs.RunDir.writing` puts the run in order there); if it raises, the lock is released."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     key = (os.getpid(), str(directory.resolve()))
     with _guard:
         entry = _held.get(key)
+        fresh = entry is None
         if entry is None:
             entry = _held[key] = [_acquire(directory, what), 0]
         entry[1] += 1
     try:
+        if fresh and on_acquire is not None:
+            on_acquire()
         yield
     finally:
         with _guard:

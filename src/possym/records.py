@@ -1102,7 +1102,8 @@ class MetricsRecord:
     line's ``acc_hop{h}``); ``loss`` is the mean cross-entropy. ``time`` is the wall clock when it was
     logged (seconds since the epoch), ``eval_s`` and ``monitor_s`` the seconds the evaluation and the live
     score monitor took, ``scores`` the monitor's rows; ``precision`` and ``device`` say what the final
-    test ran on. A line with a key not named here is refused, so none is dropped on a round trip.
+    test ran on; ``identity`` is the run's that wrote it (:func:`possym.runs.identity_of`; None in a log
+    written before identities). A line with a key not named here is refused, so none is dropped on a round trip.
 
     >>> line = {"event": "eval", "step": 50, "split": "val", "accuracy": 0.5, "acc_hop1": 0.75, "loss": 1.2}
     >>> r = MetricsRecord.from_json(line); r.hops, r.accuracies(), r.to_json() == line
@@ -1121,6 +1122,7 @@ class MetricsRecord:
     scores: tuple[Mapping[str, Any], ...] | None = None
     precision: str | None = None
     device: str | None = None
+    identity: str | None = None
 
     def __post_init__(self) -> None:
         if self.event not in EVENTS:

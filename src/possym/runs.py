@@ -3,12 +3,27 @@
 Layout (written before the first training step; every write is atomic: temp file + ``os.replace``)::
 
     RUN/
-      config.yaml                 resolved RunConfig
-      meta.json                   seeds, package versions, git commit, command line, threads, host
-      metrics.jsonl               one JSON line per evaluation and the final test (possym.records.MetricsLog)
-      checkpoints/step_000050.safetensors   weights only (fp32), config + step in the header
-      state.pt                    latest full training state (model, optimiser, RNG) for exact resume
+      config.yaml                 resolved RunConfig, under a comment naming the run's identity
+      meta.json                   identity, the config it was made from, history (train.steps extended), seeds,
+                                  package versions, git commit, command line, threads, host; diverged or
+                                  nonfinite once training met a non-finite loss
+      metrics.jsonl               one JSON line per evaluation and the final test (possym.records.MetricsLog),
+                                  each carrying the run's identity
+      checkpoints/step_000050.safetensors   weights only (fp32); step, config and identity in the header
+      state.pt                    latest full training state (model, optimiser, RNG) for exact resume, and
+                                  the run's identity, config and history
       best.json                   written when training ends: the best step (:meth:`RunDir.best`)
+
+A run trusts nothing it did not write (STYLE.md principle 24). Its identity (:func:`identity_of`: a hash of
+its resolved config and seeds) is written when it is created; every open compares ``config.yaml`` with the
+config recorded in ``meta.json`` (an edit is refused, naming each changed key) and every read of a
+checkpoint, ``state.pt`` or a metrics line compares the identity it carries (another run's file is refused,
+naming the file and both identities). Training on to more steps is a command (:meth:`RunDir.train_on`,
+``possym train --resume RUN train.steps=N``), recorded in ``meta.json``'s history. A missing or damaged
+``meta.json`` (or an empty ``config.yaml``) is read from the run's other files and written back by the next
+writer, which also removes the temporary files an interrupted write left (:meth:`RunDir.writing`). A run
+written before identities existed is read as it is and gets its identity, computed from its config (which
+must agree with its checkpoints'), on its next writer's open.
 
 Analysis checkpoints keep only weights (~9.6 MB for the paper model), so the paper's 50-step grid
 costs ~1.3 GB per run instead of ~4 GB with optimiser state; only the newest resumable state is kept.
@@ -24,8 +39,10 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import copy
 import csv
 import dataclasses
+import hashlib
 import io
 import itertools
 import json
@@ -33,6 +50,7 @@ import logging
 import numbers
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -49,8 +67,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
-from possym.config import EXECUTION_KEYS, RunConfig, config_from_saved
-from possym.errors import PossymError, RecordError, RunError
+from possym.config import EXECUTION_KEYS, ConfigError, RunConfig, config_from_saved
+from possym.errors import DivergedError, IdentityError, PossymError, RecordError, RunError
 from possym.locks import LOCK_FILE, writer_lock
 from possym.records import (
     AliasEvidenceRecord,
@@ -100,11 +118,12 @@ if TYPE_CHECKING:
     from possym.config import ModelConfig
     from possym.model.gptj import GPTJ
 
-__all__ = ["ARTIFACTS", "Artifact", "RunDir", "RunError", "StepSpec", "atomic_write_text", "ensure_run",
-           "config_differences"]
+__all__ = ["ARTIFACTS", "Artifact", "RunDir", "RunError", "StepSpec", "atomic_write_text", "config_differences",
+           "ensure_run", "identity_of", "remove_orphans", "value_changes"]
 
 CONFIG, META, METRICS, STATE, CKPT_DIR = "config.yaml", "meta.json", "metrics.jsonl", "state.pt", "checkpoints"
 BEST = "best.json"
+STATE_RUN = "run"  # the key of a resumable state that holds the run's identity, config, history and precision
 
 log = logging.getLogger(__name__)
 
@@ -282,14 +301,147 @@ def step_list(steps: Sequence[int], most: int = 8) -> str:
     return f"{len(steps)} checkpoints, steps {steps[0]} to {steps[-1]}{every}"
 
 
+
+
+# ---- a run's identity (STYLE.md principle 24) ------------------------------------------------------------
+
+def _computed(data: dict[str, Any]) -> dict[str, Any]:
+    """A run config's plain data less what does not change what it computes: the preset's name and the
+    execution keys (:data:`possym.config.EXECUTION_KEYS`)."""
+    out = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
+    out.pop("preset", None)
+    for key in EXECUTION_KEYS:
+        out.get("train", {}).pop(key, None)
+    return out
+
+
+def identity_of(config: RunConfig) -> str:
+    """The identity of a run of ``config``: the first 16 hex digits of the SHA-256 of its resolved config and
+    seeds as canonical JSON, less the preset's name and the execution keys (threads, device, ...: they do not
+    change what a run computes; :func:`config_differences`). Computed once, when the run is created, and
+    recorded in ``meta.json``; every file the run writes carries it (:class:`RunDir`).
+
+    >>> from possym.config import load_config
+    >>> quick = load_config("number", "quick")
+    >>> len(identity_of(quick)), identity_of(quick) == identity_of(load_config("number", "quick", ["seeds.init=1"]))
+    (16, False)
+    >>> identity_of(quick) == identity_of(load_config("number", "quick", ["train.threads=4"]))
+    True
+    """
+    text = json.dumps(_computed(config.to_dict()), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _value(data: dict[str, Any], key: str) -> Any:
+    section, _, name = key.partition(".")
+    return data.get(section, {}).get(name) if name else data.get(section)
+
+
+def value_changes(before: RunConfig, now: RunConfig) -> list[tuple[str, Any, Any]]:
+    """``(section.key, before's value, now's value)`` for each key on which two run configs differ as runs
+    (:func:`config_differences`).
+
+    >>> from possym.config import load_config
+    >>> value_changes(load_config("number", "quick"), load_config("number", "quick", ["train.lr=0.01"]))
+    [('train.lr', 0.001, 0.01)]
+    """
+    a, b = before.to_dict(), now.to_dict()
+    return [(key, _value(a, key), _value(b, key)) for key in config_differences(before, now)]
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(value) if not isinstance(value, str) else repr(value)
+
+
+def changes_text(changes: Sequence[tuple[str, Any, Any]], most: int = 6) -> str:
+    """``train.lr 0.001 -> 0.01, task.n_train 2000 -> 3000`` (the first ``most``, and how many more)."""
+    shown = [f"{key} {_shown(old)} -> {_shown(new)}" for key, old, new in changes[:most]]
+    more = f" and {len(changes) - most} more" if len(changes) > most else ""
+    return ", ".join(shown) + more
+
+
+def config_text(config: RunConfig, identity: str) -> str:
+    """``config.yaml``'s text: the config as YAML, under a comment that names the run's identity."""
+    return (f"# possym run {identity}: its identity, a hash of this config as it was made (meta.json records both).\n"
+            "# The run refuses an edited config; train on with `possym train --resume RUN train.steps=N`.\n"
+            + yaml.safe_dump(config.to_dict(), sort_keys=False))
+
+
+def safetensors_metadata(data: bytes) -> dict[str, str]:
+    """The metadata of a safetensors file's bytes (its header's ``__metadata__``; a checkpoint's step, config
+    and identity); ValueError where the header is torn."""
+    if len(data) < 8:
+        raise ValueError("shorter than a safetensors header")
+    size = int.from_bytes(data[:8], "little")
+    if size > len(data) - 8:
+        raise ValueError("its header runs past the end of the file")
+    head = json.loads(data[8 : 8 + size])
+    meta = head.get("__metadata__") if isinstance(head, dict) else None
+    return dict(meta) if isinstance(meta, dict) else {}
+
+
+def checkpoint_header(path: Path) -> dict[str, str] | None:
+    """A checkpoint file's metadata, read from its header alone; None where it is not a readable checkpoint."""
+    try:
+        with open(path, "rb") as f:
+            size = int.from_bytes(f.read(8), "little")
+            if not 0 < size < 100_000_000:
+                return None
+            return safetensors_metadata(size.to_bytes(8, "little") + f.read(size))
+    except (OSError, ValueError):
+        return None
+
+
+def _read_meta(path: Path) -> tuple[dict[str, Any], str | None]:
+    """``meta.json``'s content, or ({}, what is wrong with it)."""
+    file = path / META
+    if not file.exists():
+        return {}, "missing"
+    if not file.is_file():
+        return {}, "a directory where a file belongs"
+    try:
+        data = json.loads(file.read_text())
+    except (ValueError, UnicodeDecodeError) as exc:
+        return {}, f"not valid JSON ({exc})"
+    if not isinstance(data, dict):
+        return {}, f"not a JSON object (it holds a {type(data).__name__})"
+    return data, None
+
+
+# The temporary files of atomic_write_bytes (tempfile.mkstemp: prefix ".NAME.", 8 random characters, ".tmp").
+_ORPHAN = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
+
+
+def remove_orphans(directory: str | Path, skip: tuple[str, ...] = ()) -> list[Path]:
+    """Delete the temporary files that interrupted atomic writes left in ``directory`` and below it (not under
+    a folder named in ``skip``); returns them. Only the holder of the directory's writer lock may call it: no
+    other process writes there then, so every such file is an orphan."""
+    root = Path(directory)
+    removed = []
+    for path in root.rglob(".*.tmp"):
+        if skip and any(part in skip for part in path.relative_to(root).parts[:-1]):
+            continue
+        if _ORPHAN.match(path.name) and path.is_file() and not path.is_symlink():
+            path.unlink(missing_ok=True)
+            removed.append(path)
+    return removed
+
+
 class RunDir:
     """A training run on disk. Create it with :meth:`create`, reopen it with :meth:`open`."""
 
-    def __init__(self, path: Path, config: RunConfig, allow_unfinished: bool = False) -> None:
+    def __init__(self, path: Path, config: RunConfig, allow_unfinished: bool = False, *,
+                 identity: str | None = None) -> None:
         self.path = Path(path)
         self.config = config
         # Whether "final" may name the last checkpoint of a run whose training has not ended (resolve_step).
         self.allow_unfinished = allow_unfinished
+        self._identity = identity
+        # meta.json's content rebuilt from the run's other files, while the file is missing or damaged
+        self._fallback: dict[str, Any] | None = None
+        # the config as config.yaml holds it (session execution keys aside), and whether the file was empty
+        self._file_config = config
+        self._config_empty = False
 
     # ---- creation and reopening -------------------------------------------------------------
     @classmethod
@@ -316,54 +468,294 @@ class RunDir:
 
     @classmethod
     def _write_new(cls, path: Path, config: RunConfig, argv: list[str] | None) -> RunDir:
-        atomic_write_text(path / CONFIG, yaml.safe_dump(config.to_dict(), sort_keys=False))
+        identity = identity_of(config)
         meta = {
             "created": datetime.now(UTC).isoformat(timespec="seconds"),
+            "identity": identity,
             "seeds": config.to_dict()["seeds"],
             "command": argv if argv is not None else sys.argv,
             **environment(),
+            "config": config.to_dict(),  # what config.yaml must hold (execution keys aside): an edit is refused
+            "history": [],  # each change asked for since: train.steps extended (RunDir.train_on)
         }
+        # A kill between the two leaves a run without meta.json: the next writer writes it from config.yaml.
+        atomic_write_text(path / CONFIG, config_text(config, identity))
         atomic_write_text(path / META, json.dumps(meta, indent=2) + "\n")
         (path / CKPT_DIR).mkdir(exist_ok=True)
-        return cls(path, config)
+        return cls(path, config, identity=identity)
 
     @classmethod
     def open(cls, path: str | Path, allow_unfinished: bool = False) -> RunDir:
-        """The run directory at ``path``; ``allow_unfinished`` lets ``"final"`` name the last checkpoint of a
-        run whose training has not ended (:meth:`resolve_step`)."""
+        """The run directory at ``path``; ``allow_unfinished`` lets ``"final"`` (and ``None``) name the last
+        checkpoint of a run whose training has not ended (:meth:`resolve_step`).
+
+        ``config.yaml`` is checked against the config the run recorded (``meta.json``; for a run made before
+        identities, its newest checkpoint's): an edit is refused (:class:`~possym.errors.IdentityError`),
+        naming each changed key with its old and new values. A missing or damaged ``meta.json`` is read from
+        the run's other files (``state.pt``, a checkpoint's header) and an empty ``config.yaml`` from the
+        recorded config, each with a warning; the next writer writes them back (:meth:`writing`). Nothing is
+        written here: a reader may open a run in a read-only directory."""
+        if not isinstance(path, str | os.PathLike):
+            raise PossymError(f"a run directory is a path (str or pathlib.Path), not {type(path).__name__} {path!r}")
         if not isinstance(allow_unfinished, bool):
             raise PossymError(f"allow_unfinished={allow_unfinished!r}: give True or False")
         path = Path(path)
         if not path.is_dir():
             raise RunError(f"{path} is not a directory; expected a run directory made by `possym train`")
         cfg_file = path / CONFIG
+        if cfg_file.is_dir():
+            raise RunError(f"{cfg_file} is a directory where the run's config file belongs; move it away and put "
+                           f"the run's config.yaml back")
         if not cfg_file.is_file():
             inside = sorted(str(c.parent) for c in (path / "runs").glob(f"*/{CONFIG}"))
             hint = f"; it holds an experiment's runs: {', '.join(inside)}" if inside else ""
+            if not inside and (path / META).is_file():
+                hint = f"; its {META} remains: put the run's {CONFIG} back"
             raise RunError(f"{path} is not a run directory: it has no {CONFIG}{hint}")
+        run = cls(path, RunConfig(), allow_unfinished)
+        meta, problem = _read_meta(path)
+        if problem is not None:
+            run._fallback = run._rebuilt_meta(problem)
+            meta = run._fallback or {}
+        recorded, source = run._recorded_config(meta)
         try:
             data = yaml.safe_load(cfg_file.read_text())
-        except yaml.YAMLError as exc:
-            raise RunError(f"{cfg_file} is not valid YAML: {exc}") from exc
-        return cls(path, config_from_saved(data), allow_unfinished)
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            raise RunError(f"{cfg_file} is not valid YAML ({' '.join(str(exc).split())}); fix it"
+                           f"{run._values_hint(source)}") from exc
+        if data is None and recorded is not None:
+            config = recorded
+            run._config_empty = True
+            log.warning("possym: %s is empty; read the run's config from %s (the next writer writes it back)",
+                        cfg_file, source)
+        elif data is None:
+            raise RunError(f"{cfg_file} is empty, and the run recorded its config nowhere else; put the run's "
+                           f"config.yaml back")
+        else:
+            try:
+                config = config_from_saved(data)
+            except ConfigError as exc:
+                raise RunError(f"{cfg_file} is not a run config ({exc}); fix it{run._values_hint(source)}") from None
+        if recorded is not None and not run._config_empty:
+            changes = value_changes(recorded, config)
+            if changes:
+                raise IdentityError(run._edited(changes, source))
+        run.config = run._file_config = config
+        if problem is not None:
+            if run._fallback is None:  # nothing else records it: the run's identity from its config
+                run._fallback = run._meta_from(config.to_dict(), identity_of(config), f"{cfg_file}", problem)
+            log.warning("possym: %s is %s; read the run's identity (%s) from %s (the next writer writes it back)",
+                        path / META, problem, run._fallback["identity"], run._fallback["rebuilt"]["from"])
+        return run
+
+    def _recorded_config(self, meta: dict[str, Any]) -> tuple[RunConfig | None, str]:
+        """The config the run recorded, and where: ``meta.json``'s, else (a run made before identities) the
+        newest checkpoint's header's."""
+        if isinstance(meta.get("config"), dict):
+            source = str(self.path / META) if self._fallback is None else self._fallback["rebuilt"]["from"]
+            try:
+                return config_from_saved(meta["config"]), source
+            except ConfigError as exc:
+                raise RunError(f"{source}: its recorded config does not read ({exc}); the file is damaged") from None
+        for step in reversed(self._steps_on_disk()):
+            header = checkpoint_header(self.checkpoint_path(step))
+            if header and "config" in header:
+                try:
+                    return config_from_saved(json.loads(header["config"])), str(self.checkpoint_path(step))
+                except (ValueError, ConfigError):
+                    continue
+        return None, ""
+
+    def _values_hint(self, source: str) -> str:
+        return f" (the run's own values are recorded in {source})" if source else ""
+
+    def _edited(self, changes: list[tuple[str, Any, Any]], source: str) -> str:
+        steps = next((new for key, _, new in changes if key == "train.steps"), None)
+        more = ""
+        if steps is not None and len(changes) == 1:
+            more = (f"; to train on to {steps} steps, put train.steps back and run `possym train --resume "
+                    f"{self.path} train.steps={steps}`")
+        return (f"{self.path / CONFIG} was edited after the run was made: {changes_text(changes)}; the run "
+                f"computed with the values recorded in {source}, so it refuses to resume or be analysed with "
+                f"these: put those values back, or train a new run with them (`possym train --out NEW ...`){more}")
+
+    def _meta_from(self, config: dict[str, Any], identity: str, source: str, problem: str,
+                   history: list[Any] | None = None, precision: str | None = None) -> dict[str, Any]:
+        meta: dict[str, Any] = {"identity": identity, "seeds": config.get("seeds"), "config": config,
+                                "history": list(history or [])}
+        if precision is not None:
+            meta["precision"] = precision
+        meta["rebuilt"] = {"time": datetime.now(UTC).isoformat(timespec="seconds"), "from": source, "was": problem}
+        return meta
+
+    def _rebuilt_meta(self, problem: str) -> dict[str, Any] | None:
+        """``meta.json`` as the run's other files record it: the resumable state's entry (identity, config,
+        history, precision), else the newest checkpoint's header (identity, config); None where neither does."""
+        state = self.path / STATE
+        if state.is_file():
+            try:
+                entry = torch.load(state, weights_only=False, map_location="cpu").get(STATE_RUN)
+            except Exception:  # a torn state: the checkpoints may still tell
+                entry = None
+            if isinstance(entry, dict) and "identity" in entry and isinstance(entry.get("config"), dict):
+                return self._meta_from(entry["config"], entry["identity"], str(state), problem, entry.get("history"),
+                                       entry.get("precision"))
+        for step in reversed(self._steps_on_disk()):
+            header = checkpoint_header(self.checkpoint_path(step))
+            if header and "identity" in header and "config" in header:
+                try:
+                    config = json.loads(header["config"])
+                except ValueError:
+                    continue
+                return self._meta_from(config, header["identity"], str(self.checkpoint_path(step)), problem)
+        return None
+
+    def session(self, config: RunConfig) -> RunDir:
+        """This run with ``config``'s execution keys (threads, device, ...) for this session (:func:`ensure_run`)."""
+        how = {k: getattr(config.train, k) for k in EXECUTION_KEYS if hasattr(config.train, k)}
+        out = copy.copy(self)
+        out.config = dataclasses.replace(self.config, train=dataclasses.replace(self.config.train, **how))
+        return out
 
     def writing(self) -> contextlib.AbstractContextManager[None]:
         """Hold the run's writer lock (:func:`possym.locks.writer_lock`): a second writer is refused,
-        naming this process, until the ``with`` block ends."""
-        return writer_lock(self.path, "run")
+        naming this process, until the ``with`` block ends.
+
+        The writer's open puts the run directory in order first: it removes the temporary files an
+        interrupted write left (:func:`remove_orphans`), writes back a missing or damaged ``meta.json`` (a
+        damaged one is kept as ``meta.json.damaged``) and an empty ``config.yaml`` from what the run's other
+        files record, and records the identity of a run made before identities existed."""
+        return writer_lock(self.path, "run", on_acquire=self._writer_opened)
+
+    def _writer_opened(self) -> None:
+        removed = remove_orphans(self.path)
+        if removed:
+            log.info("possym: removed %d temporary file(s) that an interrupted write left in %s: %s", len(removed),
+                     self.path, ", ".join(str(p.relative_to(self.path)) for p in removed))
+        file = self.path / META
+        data, problem = _read_meta(self.path)
+        if problem is not None:
+            if file.is_dir():
+                raise RunError(f"{file} is a directory where the run's {META} belongs; move it away, and this "
+                               "writer rebuilds the file")
+            if file.is_file():
+                os.replace(file, file.with_name(f"{META}.damaged"))
+            atomic_write_text(file, json.dumps(self.meta, indent=2) + "\n")
+            log.warning("possym: wrote %s back from %s (it was %s)", file, self.meta["rebuilt"]["from"], problem)
+            self._fallback = None
+        elif "identity" not in data or not isinstance(data.get("config"), dict):
+            # A run made before identities: its identity from its config, which matched its checkpoints at open.
+            data |= {"identity": self.identity, "config": self._file_config.to_dict(),
+                     "history": data.get("history", []),
+                     "identity_recorded": datetime.now(UTC).isoformat(timespec="seconds")}
+            atomic_write_text(file, json.dumps(data, indent=2) + "\n")
+            log.info("possym: recorded the identity %s of %s, a run made before identities", self.identity, self.path)
+        if self._config_empty:
+            atomic_write_text(self.path / CONFIG, config_text(self._file_config, self.identity))
+            log.warning("possym: wrote %s back from the config the run recorded", self.path / CONFIG)
+            self._config_empty = False
+
+    @property
+    def identity(self) -> str:
+        """The run's identity (:func:`identity_of` of its config when it was made), as ``meta.json`` records it;
+        a run made before identities has the identity of its config."""
+        if self._identity is None:
+            self._identity = str(self.meta.get("identity") or identity_of(self._file_config))
+        return self._identity
 
     @property
     def meta(self) -> dict[str, Any]:
-        return json.loads((self.path / META).read_text())
+        """``meta.json``'s content; while the file is missing or damaged, what the run's other files record of it."""
+        data, problem = _read_meta(self.path)
+        if problem is None:
+            return data
+        if self._fallback is None:
+            self._fallback = self._rebuilt_meta(problem) or self._meta_from(
+                self._file_config.to_dict(), identity_of(self._file_config), str(self.path / CONFIG), problem)
+        return copy.deepcopy(self._fallback)
 
     def record_meta(self, **facts: Any) -> None:
         """Add ``facts`` to ``meta.json``: what the run found when it ran (the precision ``auto`` chose)."""
         atomic_write_text(self.path / META, json.dumps({**self.meta, **facts}, indent=2) + "\n")
 
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        """The changes asked of the run since it was made (:meth:`train_on`), oldest first."""
+        return list(self.meta.get("history") or [])
+
+    # ---- training on ---------------------------------------------------------------------------
+    def train_on(self, steps: int, argv: list[str] | None = None) -> RunDir:
+        """Ask the run to train on to ``steps`` optimiser steps (more than it has): ``train.steps`` becomes
+        ``steps`` in ``config.yaml`` and ``meta.json``, and the change goes into the run's history with the step
+        its resumable state holds, from which training goes on (``possym train --resume RUN train.steps=N``
+        calls this, then trains). The steps taken keep what they computed; from that step on the learning
+        rate follows the schedule of the new total (:func:`possym.train.schedule.lr_factor` with ``total =
+        steps``): the run equals one trained on from the same checkpoint with that total. Returns the run with
+        its new config; ``steps`` equal to the run's own changes nothing."""
+        if isinstance(steps, bool) or not isinstance(steps, numbers.Integral) or steps < 1:
+            raise ConfigError(f"train.steps={steps!r} must be a whole number of steps >= 1")
+        steps = int(steps)
+        with self.writing():
+            if self.diverged:
+                raise DivergedError(f"{self.path} {self.status()}, and from its last state it would diverge again at "
+                                    "the same step; train a new run with other settings (a lower train.lr, a longer "
+                                    "train.warmup_steps)", (str(self.path),))
+            before = self._file_config.total_steps
+            if steps == before:
+                return self
+            if steps < before:
+                raise ConfigError(f"train.steps={steps} is fewer than the {before} steps {self.path} trains; a run "
+                                  f"trains on, never back: give more than {before}, or train a new run")
+            state = self.load_state()
+            at = 0 if state is None else int(state["step"])
+            train = dataclasses.replace(self._file_config.train, steps=steps)
+            config = dataclasses.replace(self._file_config, train=train)
+            meta = self.meta
+            meta["config"] = config.to_dict()
+            meta["history"] = [*self.history, {"time": datetime.now(UTC).isoformat(timespec="seconds"), "step": at,
+                                               "changed": {"train.steps": [before, steps]},
+                                               "command": argv if argv is not None else sys.argv}]
+            atomic_write_text(self.path / CONFIG, config_text(config, self.identity))
+            atomic_write_text(self.path / META, json.dumps(meta, indent=2) + "\n")
+            out = copy.copy(self)
+            out._file_config = config
+            out.config = dataclasses.replace(self.config, train=dataclasses.replace(self.config.train, steps=steps))
+            return out
+
+    # ---- what a run is: finished, unfinished, diverged ------------------------------------------
+    @property
+    def diverged(self) -> dict[str, Any] | None:
+        """Where training stopped on a non-finite loss (``train.on_nonfinite=stop``): ``{step, loss, cause,
+        last_checkpoint}``, or None."""
+        return self.meta.get("diverged")
+
+    @property
+    def nonfinite(self) -> dict[str, Any] | None:
+        """Where a run trained with ``train.on_nonfinite=continue`` first met a non-finite loss (``{step,
+        loss}``), or None."""
+        return self.meta.get("nonfinite")
+
+    def status(self) -> str:
+        """How the run stands, the words every place that shows a run uses: ``finished``, ``unfinished at
+        step 140 of 400``, ``diverged at step 2 (loss nan; last finite checkpoint: step 0)``, with
+        ``, its loss non-finite from step 2 (train.on_nonfinite=continue)`` where that holds."""
+        diverged, nonfinite = self.diverged, self.nonfinite
+        if diverged is not None:
+            return (f"diverged at step {diverged['step']} (loss {diverged.get('loss')}; last finite checkpoint: "
+                    f"step {diverged.get('last_checkpoint')})")
+        steps = self.checkpoint_steps()
+        last = steps[-1] if steps else 0
+        text = "finished" if self.finished else f"unfinished at step {last} of {self.config.total_steps}"
+        if nonfinite is not None:
+            text += f", its loss non-finite from step {nonfinite['step']} (train.on_nonfinite=continue)"
+        return text
+
     # ---- metrics -------------------------------------------------------------------------------
     def log(self, record: MetricsRecord) -> None:
-        """Append ``record`` to the metrics log as one JSON line, written whole and fsynced, so a kill never
-        splits it."""
+        """Append ``record``, stamped with the run's identity, to the metrics log as one JSON line, written
+        whole and fsynced, so a kill never splits it."""
+        if record.identity is None:
+            record = dataclasses.replace(record, identity=self.identity)
         with _naming(self.path / METRICS), open(self.path / METRICS, "a") as f:
             f.write(json.dumps(record.to_json()) + "\n")
             f.flush()
@@ -372,18 +764,23 @@ class RunDir:
     def metrics_log(self) -> MetricsLog:
         """The metrics log (``metrics.jsonl``): its records in order, each evaluation once.
 
-        Refused (:class:`RunError`, naming the file and line): a missing file once the run has
-        checkpoints (a run not yet started has no records), a line that is not a metrics record, and a
-        second record of one ``(event, step)``. A last line that is not JSON is a record torn by a kill:
-        it is dropped with a note, and the step is logged again on resume.
+        Refused (:class:`RunError`, naming the file and line): a missing or empty file once the run has
+        checkpoints (a run not yet started has no records; :meth:`rebuild_advice` says how to get them back), a
+        line that is not a metrics record, a line of another run (its identity) and a second record of one
+        ``(event, step)``. A last line that is not JSON is a record torn by a kill: it is dropped with a note,
+        and the step is logged again on resume.
         """
         file = self.path / METRICS
-        if not file.exists():
+        if file.is_dir():
+            raise RunError(f"{file} is a directory where the run's metrics log belongs; move it away, then "
+                           f"{self.rebuild_advice}")
+        text = file.read_text() if file.exists() else None
+        if text is None or not text.strip():
             if self.checkpoint_steps():
-                raise RunError(f"{file} is missing although the run has checkpoints; restore it, or "
-                               f"{self._retrain}")
+                what = "missing" if text is None else "empty"
+                raise RunError(f"{file} is {what} although the run has checkpoints; {self.rebuild_advice}")
             return MetricsLog()
-        lines = file.read_text().splitlines()
+        lines = text.splitlines()
         out: list[MetricsRecord] = []
         seen: dict[tuple[str, int], int] = {}
         for number, line in enumerate(lines, start=1):
@@ -402,6 +799,9 @@ class RunDir:
                 record = MetricsRecord.from_json(data)
             except RecordError as exc:
                 raise RunError(f"{file}, line {number}: {exc}; restore the file, or {self._retrain}") from None
+            if record.identity is not None and record.identity != self.identity:
+                raise IdentityError(f"{file}, line {number} belongs to another run: its identity is "
+                                    f"{record.identity}, this run's is {self.identity}; {self.rebuild_advice}")
             key = (record.event, record.step)
             if key in seen:
                 raise RunError(f"{file}, line {number}: a second {key[0]!r} record of step {key[1]} (the first "
@@ -417,6 +817,12 @@ class RunDir:
     @property
     def _retrain(self) -> str:
         return f"retrain the run from scratch: delete {self.path / STATE} and run `possym train --resume {self.path}`"
+
+    @property
+    def rebuild_advice(self) -> str:
+        """What to do about a lost metrics log: rebuild its evaluations from the checkpoints, or retrain."""
+        return (f"rebuild its evaluations from the checkpoints with `possym train --rebuild-metrics {self.path}`, or "
+                f"{self._retrain}")
 
     @property
     def finished(self) -> bool:
@@ -435,9 +841,21 @@ class RunDir:
     def checkpoint_path(self, step: int) -> Path:
         return self.path / CKPT_DIR / f"step_{step:06d}.safetensors"
 
+    def _steps_on_disk(self) -> list[int]:
+        folder = self.path / CKPT_DIR
+        if not folder.is_dir():
+            return []
+        return sorted(int(f.stem[5:]) for f in folder.glob("step_*.safetensors") if f.stem[5:].isdigit())
+
     def checkpoint_steps(self) -> list[int]:
-        files = (self.path / CKPT_DIR).glob("step_*.safetensors")
-        return sorted(int(f.stem.split("_")[1]) for f in files)
+        """The steps that have a checkpoint (a directory in a checkpoint's place counts, so that reading it
+        says what it is). A file where the checkpoint folder belongs is refused, naming it."""
+        folder = self.path / CKPT_DIR
+        if folder.exists() and not folder.is_dir():
+            raise RunError(f"{folder} is a file where the run's checkpoint folder belongs; move it away, then "
+                           f"`possym train --resume {self.path}` re-creates the last checkpoint from {STATE} (the "
+                           f"others need the run trained again: delete {STATE} first)")
+        return self._steps_on_disk()
 
     def missing_checkpoints(self) -> list[int]:
         """Steps of the checkpoint grid (every ``train.checkpoint_every`` steps, and the last) up to the last
@@ -452,48 +870,147 @@ class RunDir:
 
     def save_checkpoint(self, step: int, state_dict: dict[str, torch.Tensor]) -> Path:
         tensors = {k: v.detach().to("cpu", torch.float32).contiguous() for k, v in state_dict.items()}
-        header = {"step": str(step), "config": json.dumps(self.config.to_dict())}
+        header = {"step": str(step), "config": json.dumps(self._file_config.to_dict()), "identity": self.identity}
         path = self.checkpoint_path(step)
         atomic_write_bytes(path, st_save(tensors, metadata=header))
         return path
 
-    def load_state_dict(self, step: int) -> dict[str, torch.Tensor]:
+    def _damaged_checkpoint(self, path: Path, step: int, foreign: bool = False) -> str:
+        """What to do about the checkpoint of ``step`` at ``path``, damaged (``foreign``: another run's)."""
+        if step == self.config.total_steps:  # the last resumable state holds these weights
+            first = "move it away, then run" if foreign else "run"  # a resume never writes over another run's file
+            return f"{first} `possym train --resume {self.path}`, which re-creates it from {STATE}"
+        return f"delete it to analyse the other checkpoints, or {self._retrain} to re-create it"
+
+    def read_checkpoint(self, step: int) -> tuple[dict[str, str], dict[str, torch.Tensor]]:
+        """The header and tensors of the checkpoint of ``step``, unchecked; :class:`RunError` naming the file
+        where it is absent, a directory or torn."""
         path = self.checkpoint_path(step)
+        if path.is_dir():
+            raise RunError(f"{path} is a directory where a checkpoint file belongs; move it away, then "
+                           f"{self._damaged_checkpoint(path, step).replace('delete it to ', '')}")
         if not path.is_file():
             available = step_list(self.checkpoint_steps())
             raise RunError(f"no checkpoint for step {step} in {self.path}; available: {available}")
         try:
-            return st_load(path.read_bytes())
+            data = path.read_bytes()
+            return safetensors_metadata(data), st_load(data)
         except (SafetensorError, ValueError, RuntimeError) as exc:
-            if step == self.config.total_steps:  # the last resumable state holds these weights
-                advice = f"run `possym train --resume {self.path}`, which re-creates it from {STATE}"
-            else:
-                advice = (f"delete it to analyse the other checkpoints, or {self._retrain} to re-create it")
-            raise RunError(f"checkpoint {path} is truncated or corrupt ({exc}); {advice}") from exc
+            raise RunError(f"checkpoint {path} is truncated or corrupt ({exc}); "
+                           f"{self._damaged_checkpoint(path, step)}") from exc
+
+    def check_header(self, step: int, header: dict[str, str] | None = None, finite: bool = True) -> None:
+        """Refuse a checkpoint that is not this run's at ``step``, naming the file: its header's identity (a
+        checkpoint from before identities: its header's config) and step. Read from the header alone (cheap:
+        a stage checks every checkpoint it will read before it writes anything); an unreadable header is left
+        to the read, which names it. ``finite``: also refuse a checkpoint written after the run's loss went
+        non-finite (``train.on_nonfinite=continue``), whose weights are not finite."""
+        path = self.checkpoint_path(step)
+        header = checkpoint_header(path) if header is None else header
+        if header is None:
+            return
+        theirs = header.get("identity")
+        config = header.get("config")
+        if theirs is not None and theirs != self.identity:
+            raise IdentityError(f"{path} belongs to another run: its identity is {theirs}{self._which(config)}, this "
+                                f"run's is {self.identity}; {self._damaged_checkpoint(path, step, foreign=True)}")
+        if theirs is None and config is not None:
+            changes = [c for c in self._legacy_changes(config) if c[0] not in self._extended()]
+            if changes:
+                raise IdentityError(f"{path} belongs to another run: its header's config differs from this run's "
+                                    f"({changes_text(changes)}); {self._damaged_checkpoint(path, step, foreign=True)}")
+        if header.get("step", str(step)) != str(step):
+            raise IdentityError(f"{path} holds the weights of step {header['step']}, not {step} (renamed?); "
+                                f"{self._damaged_checkpoint(path, step, foreign=True)}")
+        nonfinite = self.nonfinite if finite else None
+        if nonfinite is not None and step >= int(nonfinite["step"]):
+            raise RunError(f"{path} holds non-finite weights: {self._nonfinite_why(step)}")
+
+    def check_checkpoint(self, step: int, header: dict[str, str], tensors: dict[str, torch.Tensor]) -> None:
+        """Refuse a checkpoint that is not this run's at ``step`` (:meth:`check_header`) or whose weights are not
+        finite, naming the file."""
+        path = self.checkpoint_path(step)
+        self.check_header(step, header)
+        bad = [k for k, t in tensors.items() if t.is_floating_point() and not bool(torch.isfinite(t).all())]
+        if bad:
+            raise RunError(f"{path} holds non-finite weights ({bad[0]}{' and more' if len(bad) > 1 else ''}): "
+                           f"{self._nonfinite_why(step)}")
+
+    def _which(self, config: str | None) -> str:
+        """`` (seeds.init=1, ...)``: how another run's recorded config differs from this one's, where known."""
+        if config is None:
+            return ""
+        changes = self._legacy_changes(config)
+        return f" ({', '.join(f'{k}={_shown(new)}' for k, new, _ in changes[:4])})" if changes else ""
+
+    def _legacy_changes(self, config: str) -> list[tuple[str, Any, Any]]:
+        """``(key, theirs, ours)`` where a recorded config (a checkpoint header's JSON) differs from this run's."""
+        try:
+            other = config_from_saved(json.loads(config))
+        except (ValueError, ConfigError):
+            return [("config", "unreadable", "this run's")]
+        return [(k, old, new) for k, old, new in value_changes(other, self._file_config)]
+
+    def _extended(self) -> set[str]:
+        """The keys the run's history changed (train.steps): an older checkpoint rightly holds their old values."""
+        return {key for entry in self.history for key in entry.get("changed", {})}
+
+    def _nonfinite_why(self, step: int) -> str:
+        diverged, nonfinite = self.diverged, self.nonfinite
+        if diverged is not None:
+            return (f"the run {self.status()}; analyse an earlier checkpoint by number")
+        if nonfinite is not None:
+            return (f"the run's loss was non-finite from step {nonfinite['step']} (train.on_nonfinite=continue); "
+                    f"analyse a checkpoint before step {nonfinite['step']}")
+        return "the run diverged; analyse an earlier checkpoint by number"
+
+    def load_state_dict(self, step: int) -> dict[str, torch.Tensor]:
+        """The weights of the checkpoint of ``step``, checked (:meth:`check_checkpoint`)."""
+        header, tensors = self.read_checkpoint(step)
+        self.check_checkpoint(step, header, tensors)
+        return tensors
 
     def load_model(
-        self, step: StepSpec = None, dtype: torch.dtype = torch.float32, device: torch.device | str | None = None
+        self, step: StepSpec = None, dtype: torch.dtype | str = torch.float32, device: torch.device | str | None = None
     ) -> GPTJ:
-        """The model at ``step`` (a number, ``"best"`` or ``"final"``; default: the last checkpoint), in eval
-        mode, on ``device`` (default: the CPU; see :func:`possym.devices.resolve_device`)."""
+        """The model at ``step`` (a number, ``"best"`` or ``"final"``; default: the last checkpoint, of a
+        finished run unless opened with ``allow_unfinished``), in eval mode, as ``dtype`` (a torch floating dtype
+        or its name: ``"float32"``, ``"float64"``, ``"bfloat16"``, ``"float16"``), on ``device`` (default: the
+        CPU; see :func:`possym.devices.resolve_device`)."""
         from possym.model.gptj import GPTJ
 
+        dtype = model_dtype(dtype)
         model = GPTJ(self.model_config)
         model.load_state_dict(self.load_state_dict(self.resolve_step(step)))
         return model.to(device=device, dtype=dtype).eval()
 
+    def resume_damage(self, state_step: int) -> list[int]:
+        """Before a resume from the state of ``state_step``: refuse a checkpoint place the training would have to
+        write but cannot (a directory), naming it; return the grid's missing checkpoints that the state cannot
+        give back (those before its step: it holds only its own step's weights, which resume re-creates)."""
+        self.checkpoint_steps()  # the folder a file: refused, naming it
+        blocked = [s for s in self._steps_on_disk() if self.checkpoint_path(s).is_dir()]
+        if blocked:
+            raise RunError(f"{self.checkpoint_path(blocked[0])} is a directory where a checkpoint file belongs"
+                           f"{f' (and {len(blocked) - 1} more)' if len(blocked) > 1 else ''}; move it away, then "
+                           f"`possym train --resume {self.path}` re-creates what its state holds")
+        return [s for s in self.missing_checkpoints() if s < state_step]
+
     # ---- which checkpoint: a number, "best" or "final" ----------------------------------------
     def resolve_step(self, step: StepSpec = None) -> int:
-        """The checkpoint step that ``step`` names: ``None`` the last one, ``"final"`` the last one of a
-        finished run, ``"best"`` the earliest at the maximum validation accuracy (:meth:`best`), or a
-        number that has a checkpoint. ``"final"`` on an unfinished run (:attr:`finished`) is refused, naming
-        its last step, unless the run was opened with ``allow_unfinished``."""
+        """The checkpoint step that ``step`` names: ``"final"`` the last one of a finished run, ``None`` the
+        last one (of a finished run too), ``"best"`` the earliest at the maximum validation accuracy
+        (:meth:`best`), or a number that has a checkpoint. ``"final"`` and ``None`` on an unfinished run
+        (:attr:`finished`) or a diverged one are refused, naming its last step, unless the run was opened with
+        ``allow_unfinished``."""
         steps = self.checkpoint_steps()
         if not steps:
             raise RunError(f"{self.path} has no checkpoints yet")
-        if step is None:
-            return steps[-1]
-        if step == "final":
+        if step is None or step == "final":
+            if not self.allow_unfinished and self.diverged:
+                raise DivergedError(f"{self.path} {self.status()}, so it has no final checkpoint; analyse a "
+                                    f"checkpoint by number (e.g. --step {steps[-1]}, score.table_step={steps[-1]}), "
+                                    "or its last with --allow-unfinished (allow_unfinished=True)")
             if not self.allow_unfinished and not self.finished:
                 raise RunError(f"{self.path} is unfinished: {self.step_label(steps[-1])}; finish it with "
                                f"`possym train --resume {self.path}`, or analyse that step with --allow-unfinished "
@@ -518,12 +1035,19 @@ class RunDir:
 
     def step_label(self, step: int) -> str:
         """How analyses name checkpoint ``step``: ``"step 400 (final)"`` once training ended there,
-        ``"step 140 (unfinished, of 400)"`` for the last checkpoint of a run that has not."""
+        ``"step 140 (unfinished, of 400)"`` for the last checkpoint of a run that has not, ``"step 0 (diverged
+        at step 2)"`` for the last of a diverged run, ``(..., non-finite loss)`` past a non-finite loss."""
         total = self.config.total_steps
-        if self.finished:
-            return f"step {step} (final)" if step == total else f"step {step} of {total}"
-        last = self.checkpoint_steps()[-1:] == [step]
-        return f"step {step} (unfinished, of {total})" if last else f"step {step} of {total}"
+        diverged, nonfinite = self.diverged, self.nonfinite
+        if diverged is not None:
+            last = self.checkpoint_steps()[-1:] == [step]
+            return f"step {step} (diverged at step {diverged['step']})" if last else f"step {step} of {total}"
+        late = ", non-finite loss" if nonfinite is not None and step >= int(nonfinite["step"]) else ""
+        if self.finished and step == total:
+            return f"step {step} (final{late})"
+        if not self.finished and self.checkpoint_steps()[-1:] == [step]:
+            return f"step {step} (unfinished, of {total}{late})"
+        return f"step {step} of {total}" + (f" ({late[2:]})" if late else "")
 
     def best(self) -> int | None:
         """The best step: as recorded in ``best.json`` at the end of training, else derived from the
@@ -558,19 +1082,37 @@ class RunDir:
 
     # ---- full training state for exact resume ------------------------------------------------
     def save_state(self, state: dict[str, Any]) -> None:
+        """Save the resumable ``state``, with the run's identity, config, history and precision beside it
+        (:data:`STATE_RUN`): what rebuilds ``meta.json`` if it is lost."""
+        meta = self.meta
+        entry = {"identity": self.identity, "config": self._file_config.to_dict(), "history": meta.get("history", []),
+                 "precision": meta.get("precision")}
         buf = io.BytesIO()
-        torch.save(state, buf)
+        torch.save({**state, STATE_RUN: entry}, buf)
         atomic_write_bytes(self.path / STATE, buf.getvalue())
 
     def load_state(self) -> dict[str, Any] | None:
         file = self.path / STATE
+        if file.is_dir():
+            raise RunError(f"{file} is a directory where the run's resumable state belongs; move it away (without "
+                           f"it `possym train --resume {self.path}` trains the run again from step 0)")
         if not file.exists():
             return None
         try:
             # On the CPU: the training loop moves the state to its own device, which may not be the saving one.
-            return torch.load(file, weights_only=False, map_location="cpu")
+            state = torch.load(file, weights_only=False, map_location="cpu")
         except Exception as exc:  # torch raises many types for a torn pickle/zip
             raise RunError(f"{file} is truncated or corrupt ({exc}); delete it to restart from scratch") from exc
+        entry = state.get(STATE_RUN) if isinstance(state, dict) else None
+        if not isinstance(state, dict):
+            raise RunError(f"{file} is not a resumable state of possym; delete it to restart from scratch")
+        if isinstance(entry, dict) and entry.get("identity") != self.identity:
+            config = json.dumps(entry["config"]) if isinstance(entry.get("config"), dict) else None
+            raise IdentityError(f"{file} belongs to another run: its identity is {entry.get('identity')}"
+                                f"{self._which(config)}, this run's is {self.identity}; put this run's own back, or "
+                                f"move it away: `possym train --resume {self.path}` then trains the run again from "
+                                "step 0, to the same weights")
+        return state
 
     # ---- analysis outputs --------------------------------------------------------------------
     def artifact(self, key: str) -> Path:
@@ -608,6 +1150,24 @@ class RunDir:
         return frame(read_records(self.artifact(key), kind), kind)
 
 
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def model_dtype(dtype: Any) -> torch.dtype:
+    """A model's floating dtype from a torch dtype or its name (``"float16"``, ``"torch.float16"``); anything
+    else is a :class:`~possym.errors.PossymError` naming the allowed ones.
+
+    >>> model_dtype("bfloat16"), model_dtype(torch.float64)
+    (torch.bfloat16, torch.float64)
+    """
+    if isinstance(dtype, torch.dtype) and dtype in DTYPES.values():
+        return dtype
+    if isinstance(dtype, str) and dtype.removeprefix("torch.") in DTYPES:
+        return DTYPES[dtype.removeprefix("torch.")]
+    raise PossymError(f"dtype={dtype!r} is not a dtype a model takes; allowed: "
+                      f"{', '.join(f'torch.{n}' for n in DTYPES)}, or their names ({', '.join(map(repr, DTYPES))})")
+
+
 def _table_kind(key: str) -> type[Record]:
     kind = ARTIFACTS[key].record if key in ARTIFACTS else None
     if kind is None:
@@ -633,11 +1193,7 @@ def config_differences(before: RunConfig, now: RunConfig) -> list[str]:
     """
     from possym.config import changed_keys
 
-    a, b = before.to_dict(), now.to_dict()
-    for side in (a, b):
-        side.pop("preset", None)
-        for key in EXECUTION_KEYS:
-            side["train"].pop(key, None)
+    a, b = _computed(before.to_dict()), _computed(now.to_dict())
     if b["train"]["precision"] == "auto" and a["train"]["precision"] in ("fp32", "bf16"):
         b["train"]["precision"] = a["train"]["precision"]
     return changed_keys(a, b)
@@ -666,10 +1222,13 @@ def ensure_run(path: str | Path, config: RunConfig, argv: list[str] | None = Non
     run = RunDir.open(path)
     differ = config_differences(run.config, config)
     if differ:
-        raise RunError(f"{path} holds a run with another config ({', '.join(differ)} differ); "
+        more = " (it was trained on with `possym train --resume RUN train.steps=N`)" if run.history else ""
+        if differ == ["train.steps"] and config.total_steps > run.config.total_steps:
+            more = (f"; to train it on to {config.total_steps} steps: `possym train --resume {path} "
+                    f"train.steps={config.total_steps}` (possym.open_run(...).train_on({config.total_steps}))")
+        raise RunError(f"{path} holds a run with another config ({', '.join(differ)} differ){more}; "
                        "use a new output directory, or delete this run to start it again")
-    how = {k: getattr(config.train, k) for k in EXECUTION_KEYS if hasattr(config.train, k)}
-    return RunDir(path, dataclasses.replace(run.config, train=dataclasses.replace(run.config.train, **how)))
+    return run.session(config)
 
 
 def save_figure(fig, stem: str | Path, formats: tuple[str, ...] = ("png", "svg")) -> list[Path]:

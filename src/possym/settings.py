@@ -13,7 +13,7 @@ its fields wherever they come from:
 A value is read as YAML (``3e-4``, ``null``, ``true``, ``[0, 10]``), then :func:`from_dict` checks it
 against the field's type, converting the unambiguous cases: ``3`` where a float is meant, ``"1e-4"``
 (which YAML reads as a string) where a float is meant, a list where a tuple is meant. An unknown key
-is an error that names the known ones.
+is an error that names the known ones, and the closest of them (:func:`~possym.errors.did_you_mean`).
 
 Example:
     >>> from dataclasses import dataclass
@@ -25,10 +25,10 @@ Example:
     >>> values = section_values(["count.tau=1e-3", "count.steps=[0, 10]"], "count")
     >>> from_dict(CountConfig, values, "count")
     CountConfig(n=3, tau=0.001, steps=(0, 10))
-    >>> from_dict(CountConfig, {"m": 1}, "count")
+    >>> from_dict(CountConfig, {"tua": 1}, "count")   # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    possym.errors.ConfigError: unknown key 'count.m'; known count keys: ['n', 'tau', 'steps']
+    possym.errors.ConfigError: unknown key 'count.tua'; known count keys: [...]; did you mean 'count.tau'?
 """
 
 from __future__ import annotations
@@ -41,8 +41,9 @@ from pathlib import PurePath
 from typing import Any, Literal, TypeVar
 
 import yaml
+import yaml.constructor
 
-from possym.errors import ConfigError, PossymError
+from possym.errors import ConfigError, PossymError, did_you_mean
 
 C = TypeVar("C")
 
@@ -55,10 +56,25 @@ def parse_value(text: str) -> Any:
     ``[1, 2]`` -> [1, 2]; anything else stays a string (``3e-4`` too, which YAML 1.1 does not read as a
     number; a float field converts it in :func:`from_dict`).
 
+    A value YAML cannot read (a bracket left open, a tag such as ``!!python/object``, a byte that is not
+    UTF-8 in the command line) is a :class:`~possym.errors.ConfigError` naming it.
+
     >>> parse_value("50"), parse_value("none"), parse_value("[best, final]"), parse_value("0-2@9-16")
     (50, None, ['best', 'final'], '0-2@9-16')
+    >>> parse_value("!!python/object/apply:os.system [ls]")   # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    possym.errors.ConfigError: value '!!python/...' has a YAML tag (!!python/object/apply...); give a plain value: ...
     """
-    value = yaml.safe_load(text)
+    try:
+        value = yaml.safe_load(text)
+    except yaml.constructor.ConstructorError:
+        raise ConfigError(f"value {text!r} has a YAML tag ({text.strip().split(':')[0].split()[0]}...); give a plain "
+                          "value: a number, true/false, null, text or a [list]") from None
+    except yaml.YAMLError as exc:
+        problem = getattr(exc, "problem", None) or " ".join(str(exc).split())
+        raise ConfigError(f"value {text!r} is not a value YAML reads ({problem}); give a number, true/false, null, "
+                          "text or a [list]") from None
     return None if isinstance(value, str) and text.strip().lower() == "none" else value
 
 
@@ -87,7 +103,10 @@ def parse_override(item: str) -> tuple[str, str, Any]:
     section, _, name = key.strip().partition(".")
     if not sep or not section or not name or "." in name:
         raise ConfigError(f"override {item!r} must look like section.key=value, e.g. train.lr=3e-4")
-    return section, name, parse_value(text)
+    try:
+        return section, name, parse_value(text)
+    except ConfigError as exc:
+        raise ConfigError(f"override {key.strip()}: {exc}") from None
 
 
 def keyword_overrides(keys: Mapping[str, Any]) -> list[tuple[str, str, Any]]:
@@ -222,8 +241,9 @@ def from_dict(cls: type[C], data: Mapping[str, Any] | None, where: str, also: It
     unknown = [k for k in data if k not in known]
     if unknown:
         names = ", ".join(repr(f"{where}.{k}") for k in unknown)
+        hint = did_you_mean(f"{where}.{unknown[0]}", [f"{where}.{k}" for k in [*known, *also]])
         raise error(f"unknown key{'s' if len(unknown) > 1 else ''} {names}; known {where} keys: "
-                    f"{[*known, *also]}")
+                    f"{[*known, *also]}{hint}")
     hints = _hints(cls)
     values = {}
     for f in fields:

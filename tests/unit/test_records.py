@@ -128,7 +128,7 @@ def test_a_run_logs_only_lines_it_can_read_back_and_names_the_line_it_cannot(tmp
     run.log(MetricsRecord.from_json(EVAL_LINE))
     with pytest.raises(RecordError, match="unknown key"):
         tracking.log(run, {**FINAL_LINE, "note": "x"})  # the trainer's lines are checked before they are written
-    assert run.metrics() == [EVAL_LINE]  # the refused line was not written
+    assert run.metrics() == [{**EVAL_LINE, "identity": run.identity}]  # the refused line was not written
     with open(run.path / METRICS, "a") as f:
         f.write('{"event": "final", "step": 100}\n{"event": "final", "step": 101, "accuracy": 1}\n')
     with pytest.raises(RunError, match=r"metrics.jsonl, line 2: metrics record: no 'accuracy'"):

@@ -12,7 +12,11 @@ from __future__ import annotations
 import argparse
 import errno
 import importlib
+import signal
 import sys
+import threading
+from pathlib import Path
+from typing import Any
 
 from possym.errors import PossymError
 
@@ -88,29 +92,57 @@ _OS_ADVICE: dict[int, str] = {
     errno.EACCES: "no permission for {path}; choose a place you may write, or change its permissions",
     errno.EPERM: "no permission for {path}; choose a place you may write, or change its permissions",
     errno.EROFS: "{path} is on a read-only filesystem; choose another place",
-    errno.ENOSPC: "the disk holding {path} is full; free some space, then rerun the command (it continues)",
-    errno.EDQUOT: "your disk quota is used up writing {path}; free some space, then rerun the command (it continues)",
+    errno.ENOSPC: "the disk holding {path} is full; free some space, then {next}",
+    errno.EDQUOT: "your disk quota is used up writing {path}; free some space, then {next}",
 }
 
 
-def os_error_message(exc: OSError) -> str:
-    """One sentence for an OS error: the path it concerns and what to do.
+def os_error_message(exc: OSError, args: argparse.Namespace | None = None) -> str:
+    """One sentence for an OS error: the path it concerns and what to do; for a full disk, the command that
+    continues the one that was run (:func:`next_command`).
 
     >>> os_error_message(FileExistsError(errno.EEXIST, "File exists", "runs/x"))
     'runs/x exists already; choose another path, or remove it'
+    >>> os_error_message(OSError(errno.ENOSPC, "No space left on device", "runs/x/state.pt"))
+    'the disk holding runs/x/state.pt is full; free some space, then rerun the command'
     """
     path = exc.filename if exc.filename is not None else "a file"
     advice = _OS_ADVICE.get(exc.errno or -1)
-    return advice.format(path=path) if advice else f"{path}: {exc.strerror or exc}"
+    return advice.format(path=path, next=next_command(args)) if advice else f"{path}: {exc.strerror or exc}"
+
+
+def next_command(args: argparse.Namespace | None) -> str:
+    """What continues the command ``args`` after it stopped: ``possym train --resume RUN`` once a training's run
+    directory exists (rerunning ``possym train --out RUN`` would be refused: RUN holds a run), the same command
+    for those that continue where they stopped, else the command again."""
+    from possym.runs import CONFIG
+
+    if args is not None and args.command == "train":
+        run = getattr(args, "resume", None) or getattr(args, "out", None)
+        if run and not getattr(args, "seeds", None) and (Path(run) / CONFIG).is_file():
+            return f"`possym train --resume {run}` continues it"
+        if run and getattr(args, "seeds", None):
+            return f"`possym train --resume {run}` continues it"
+    if args is not None and args.command in ("reproduce", "sweep", "canonical"):
+        return "rerun the same command to continue where it stopped"
+    return "rerun the command"
 
 
 def resume_hint(args: argparse.Namespace) -> str:
-    """How to continue an interrupted command."""
-    if args.command == "train" and (getattr(args, "resume", None) or getattr(args, "out", None)):
-        return f"; `possym train --resume {args.resume or args.out}` continues it"
-    if args.command in ("reproduce", "sweep", "canonical"):
-        return "; rerun the same command to continue where it stopped"
+    """How to continue an interrupted command (:func:`next_command`, where it continues)."""
+    if args.command in ("train", "reproduce", "sweep", "canonical"):
+        hint = next_command(args)
+        return "" if hint == "rerun the command" else f"; {hint}"
     return ""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the process is, so that the command unwinds as Ctrl-C makes it (its locks released,
+    its temporary files removed) and ends with one line, the resume hint and exit code 143 (128 + 15)."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated()
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -132,11 +164,16 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in argv
     args = parse([a for a in argv if a != "--debug"])
     name = f"possym {args.command}"
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _terminate) if main_thread else None
     try:
         return int(args.func(args) or 0)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         if debug:
             raise
+        if isinstance(exc, Terminated):
+            print(f"\n{name}: terminated (SIGTERM){resume_hint(args)}", file=sys.stderr)
+            return 143
         print(f"\n{name}: interrupted{resume_hint(args)}", file=sys.stderr)
         return 130
     except PossymError as exc:
@@ -148,8 +185,11 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:  # the user's filesystem: a path that is a file, no permission, a full disk
         if debug or (exc.filename is None and exc.errno not in (errno.ENOSPC, errno.EDQUOT)):
             raise  # not about a path (a lost connection, a bug): the traceback tells more than a sentence
-        print(f"{name}: error: {os_error_message(exc)} (--debug shows the traceback)", file=sys.stderr)
+        print(f"{name}: error: {os_error_message(exc, args)} (--debug shows the traceback)", file=sys.stderr)
         return 2
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

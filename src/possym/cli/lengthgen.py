@@ -13,13 +13,15 @@ step's curve), ours beside the paper's digitised curve.
 from __future__ import annotations
 
 import argparse
+import contextlib
 
 from tqdm import tqdm
 
 from possym.cli._args import add_allow_unfinished, add_overrides, add_redo, report_skip
 from possym.devices import resolve_device
 from possym.evaluate.lengthgen import LengthGenConfig
-from possym.experiment import run_stage
+from possym.experiment import run_stage, stage_done
+from possym.locks import being_written
 from possym.records import LengthRecord, points_at
 from possym.runs import RunDir
 from possym.stages.lengthgen import STAGE
@@ -41,16 +43,25 @@ def run(args: argparse.Namespace) -> int:
     cfg = STAGE.from_overrides(args.overrides)
     resolve_device(cfg.device)  # a device this machine lacks stops the command before any work
     run_dir = RunDir.open(args.run, allow_unfinished=args.allow_unfinished)
-    # The figure goes into RUN too, so the lock covers it; taken before the progress bar, a refusal is one line.
-    with run_dir.writing():
+    if being_written(run_dir.path):  # a writer at work (training): its refusal, naming it, says more than any other
+        with run_dir.writing():
+            pass
+    cfg = STAGE.prepare(run_dir, cfg)  # every setting checked (K within memory) before anything is written
+    figure = run_dir.artifact("figures") / "fig5b_length_generalisation"
+    # The figure goes into RUN too, so the lock covers it; taken before the progress bar, a refusal is one line. A
+    # curve measured already, with its figure drawn, is read back without the lock: a reader needs no write access.
+    read_only = not args.redo and stage_done(run_dir, STAGE, cfg) and (args.no_figures or figure.with_suffix(".png")
+                                                                      .is_file())
+    with contextlib.nullcontext() if read_only else run_dir.writing():
         steps = [run_dir.resolve_step(s) for s in cfg.steps]
         total = cfg.curve.windows(run_dir.config.task) * len(steps)
-        with tqdm(total=total, desc=f"lengthgen {run_dir.config.task.name}", unit="input", dynamic_ncols=True) as bar:
+        with tqdm(total=total, desc=f"lengthgen {run_dir.config.task.name}", unit="input", dynamic_ncols=True,
+                  disable=read_only) as bar:
             done = run_stage(run_dir, STAGE, cfg, redo=args.redo, progress=bar.update)
         if not done.ran:
             report_skip(done, run_dir)
         points = run_dir.read("lengthgen", LengthRecord)
-        if not args.no_figures:
+        if not args.no_figures and not read_only:
             from possym.paper import paper_numbers
             from possym.records import frame
             from possym.report.length_plots import plot_length_curves
@@ -58,12 +69,12 @@ def run(args: argparse.Namespace) -> int:
 
             curve = frame(points_at(points, steps[-1]), LengthRecord)
             fig = plot_length_curves({run_dir.config.task.name: curve}, paper_numbers()["fig5b_length_generalisation"])
-            save_figure(fig, run_dir.artifact("figures") / "fig5b_length_generalisation")
+            save_figure(fig, figure)
     for step in steps:
         print(run_dir.step_label(step))
         print(f"{'K':>6} {'accuracy':>9}  95% interval (per prefix)")
         for p in points_at(points, step):
             if p.n_hops == 0:
                 print(f"{p.extra:>6} {p.accuracy:>9.3f}  [{p.cluster_low:.3f}, {p.cluster_high:.3f}]  n={p.n}")
-    print(f"wrote {run_dir.artifact('lengthgen')}")
+    print(f"{'read' if read_only else 'wrote'} {run_dir.artifact('lengthgen')}")
     return 0

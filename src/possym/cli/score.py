@@ -14,13 +14,15 @@ the per-plane scores, Fig. 3 and 4B, and the table printed here); every checkpoi
 from __future__ import annotations
 
 import argparse
+import contextlib
 import time
 
 from tqdm import tqdm
 
 from possym.cli._args import add_allow_unfinished, add_overrides, add_redo, report_skip
 from possym.devices import resolve_device
-from possym.experiment import run_stage
+from possym.experiment import run_stage, stage_done
+from possym.locks import being_written
 from possym.records import GAMMA, GAMMAS, PurityRecord, ScoreRecord, Table1Record
 from possym.runs import RunDir
 from possym.stages.score import STAGE
@@ -41,9 +43,15 @@ def run(args: argparse.Namespace) -> int:
     cfg = STAGE.from_overrides(args.overrides)
     resolve_device(cfg.device)  # a device this machine lacks stops the command before any work
     run_dir = RunDir.open(args.run, allow_unfinished=args.allow_unfinished)
+    if being_written(run_dir.path):  # a writer at work (training): its refusal, naming it, says more than any other
+        with run_dir.writing():
+            pass
+    cfg = STAGE.prepare(run_dir, cfg)  # every setting checked (a clamped n_inputs said once) before any write
     n_steps = len(cfg.steps) if cfg.steps is not None else len(run_dir.checkpoint_steps())
-    # Locked here too (run_stage takes it again), so that a refusal comes before the progress bar: one line.
-    with run_dir.writing():
+    # Locked here too (run_stage takes it again), so that a refusal comes before the progress bar: one line. A run
+    # scored already with these settings is read back without the lock: a reader needs no write access.
+    read_only = not args.redo and stage_done(run_dir, STAGE, cfg)
+    with contextlib.nullcontext() if read_only else run_dir.writing():
         print(f"{run_dir.path}: {cfg.n_inputs} inputs, {n_steps} checkpoints")
         t0 = time.perf_counter()
         with tqdm(total=n_steps, desc="score", unit="ckpt", dynamic_ncols=True) as bar:

@@ -13,7 +13,8 @@ from possym.runs import RunDir
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("summary", help="per-hop final test accuracy and the step each hop first passed a threshold")
     p.add_argument("run", metavar="RUN")
-    p.add_argument("--threshold", type=float, default=SOLVED)
+    p.add_argument("--threshold", type=float, default=SOLVED,
+                   help=f"an accuracy in [0, 1] (default {SOLVED})")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument(
         "--against", metavar="OTHER", help="a second run: print it beside RUN, and how far apart the curves are"
@@ -24,14 +25,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     runs = [RunDir.open(args.run)] + ([RunDir.open(args.against)] if args.against else [])
     metrics = [r.metrics_log() for r in runs]
-    summaries = [learning_summary(m, args.threshold) for m in metrics]
+    summaries = [learning_summary(m, args.threshold) | {"status": r.status(), "history": r.history}
+                 for r, m in zip(runs, metrics, strict=True)]
     gap = curve_gap(*metrics) if args.against else None
     if args.json:
         out = summaries[0] if not args.against else {"run": summaries[0], "against": summaries[1], "curve_gap": gap}
         print(json.dumps(out, indent=2))
         return 0
     for run_dir, s in zip(runs, summaries, strict=True):
-        print(f"{run_dir.path} ({run_dir.config.task.name}, preset {run_dir.config.preset})")
+        print(f"{run_dir.path} ({run_dir.config.task.name}, preset {run_dir.config.preset}): {s['status']}")
+        for change in s["history"]:
+            moved = "; ".join(f"{k} {old} -> {new}" for k, (old, new) in change.get("changed", {}).items())
+            print(f"  trained on from step {change.get('step')}: {moved} ({change.get('time')})")
         print(f"{'':12s} {'final test':>10s} {'first step >= ' + str(args.threshold):>20s}")
         for key, step in s["first_step"].items():
             acc = s["final_test"].get(key)

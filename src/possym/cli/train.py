@@ -25,7 +25,7 @@ from possym.devices import resolve_device, torch_threads
 from possym.errors import PossymError
 from possym.experiment import run_experiment, run_stage
 from possym.experiment.config import Experiment, train_overrides
-from possym.experiment.training import stored_training, training
+from possym.experiment.training import resume_run, stored_training, training
 from possym.runs import CONFIG, RunDir
 from possym.settings import defaults_help
 from possym.stages.train import CONTINUE, STAGE
@@ -42,7 +42,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "seeds.init = seeds.order = seeds.dropout = s; run s goes into OUT/runs/TASK-sS, where a "
                    "reproduction or a sweep over OUT finds it")
     p.add_argument("--resume", metavar="DIR", help="continue an interrupted run, or the runs of a --seeds OUT, "
-                   "where they stopped")
+                   "where they stopped; on a run, train.steps=N trains it on to N steps (recorded in its history), "
+                   "and the execution keys (train.threads, train.device, ...) set how it runs")
+    p.add_argument("--rebuild-metrics", metavar="RUN", help="write a run's missing, empty or damaged metrics.jsonl "
+                   "back from its checkpoints (possym.train.rebuild)")
     p.add_argument("overrides", nargs="*", default=[], metavar="section.KEY=VALUE",
                    help="e.g. train.lr=3e-4 model.n_layers=4 train.monitor=false; every key and its default is "
                    "listed below")
@@ -103,16 +106,25 @@ def _experiment(exp: Experiment, out: Path) -> int:
 
 def run(args: argparse.Namespace) -> int:
     overrides, stage = train_overrides(args.overrides)
+    if args.rebuild_metrics:
+        if args.task or args.preset or args.out or args.resume or args.seeds or args.overrides:
+            raise PossymError("--rebuild-metrics takes only the run directory")
+        return _rebuild(RunDir.open(args.rebuild_metrics))
     if args.resume:
-        if args.task or args.preset or args.out or overrides or args.seeds:
-            raise PossymError("--resume takes only the run directory, or the OUT of --seeds (and train stage keys "
-                              "such as train.monitor); its config is fixed in RUN/config.yaml")
+        if args.task or args.preset or args.out or args.seeds:
+            raise PossymError("--resume takes only the run directory, or the OUT of --seeds, with train.steps=N, the "
+                              "execution keys and the train stage's keys (train.monitor, ...); its config is fixed in "
+                              "RUN/config.yaml")
         path = Path(args.resume)
         if path.is_dir() and not (path / CONFIG).is_file():
             exp = stored_training(path, args.overrides)
             print(f"resuming {len(exp.runs())} runs in {path}/runs")
             return _experiment(exp, path)
-        run_dir = RunDir.open(path)
+        before = RunDir.open(path)
+        run_dir = resume_run(path, overrides, argv=sys.argv)
+        if run_dir.config.total_steps != before.config.total_steps:
+            print(f"training {path} on from {before.config.total_steps} to {run_dir.config.total_steps} steps "
+                  f"(recorded in {path / 'meta.json'}'s history)")
     elif args.seeds is not None:
         if not args.task or not args.out:
             raise PossymError("give --task and --out (the experiment directory) with --seeds")
@@ -124,5 +136,20 @@ def run(args: argparse.Namespace) -> int:
     print(f"run directory: {run_dir.path}")
     # A resumed run trains whatever is left, whatever its memo says: that is what --resume asks.
     run_stage(run_dir, CONTINUE, stage, redo=bool(args.resume))
-    print(f"test accuracy ({run_dir.config.task.name}): {format_eval(run_dir)}")
+    nonfinite = "" if run_dir.nonfinite is None else f" ({run_dir.status()})"
+    print(f"test accuracy ({run_dir.config.task.name}): {format_eval(run_dir)}{nonfinite}")
+    return 0
+
+
+def _rebuild(run_dir: RunDir) -> int:
+    from possym.train.rebuild import rebuild_metrics
+
+    done = rebuild_metrics(run_dir)
+    kept = f"; the damaged log is kept as {done.kept}" if done.kept else ""
+    missing = (f"; steps {list(done.missing)} had no checkpoint, so their evaluations are left out (retraining "
+               f"gives them back: delete {run_dir.path / 'state.pt'}, then `possym train --resume {run_dir.path}`)"
+               if done.missing else "")
+    final = " and the final test" if done.final else ""
+    print(f"rebuilt {len(done.steps)} evaluations{final} of {run_dir.path} from its checkpoints into "
+          f"{run_dir.path / 'metrics.jsonl'}{missing}{kept}")
     return 0

@@ -12,16 +12,21 @@ Example:
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from possym.errors import PossymError
 from possym.records import SOLVED, MetricsLog
 
 
 def learning_summary(log: MetricsLog | Sequence[Mapping[str, Any]], threshold: float = SOLVED) -> dict[str, Any]:
     """Per-hop first-passage steps (:meth:`~possym.records.MetricsLog.first_step`), the step of maximum
     accuracy, and the final test accuracy, from a run's metrics log (or its lines as JSON objects, as
-    :meth:`possym.runs.RunDir.metrics` gives them)."""
+    :meth:`possym.runs.RunDir.metrics` gives them). ``threshold`` is an accuracy, a number in [0, 1]."""
+    ok = isinstance(threshold, numbers.Real) and not isinstance(threshold, bool) and 0 <= threshold <= 1
+    if not ok:  # nan fails the comparison too
+        raise PossymError(f"threshold={threshold!r} must be an accuracy, a number in [0, 1]")
     log = log if isinstance(log, MetricsLog) else MetricsLog.from_json(log)
     first = log.first_steps(threshold)
     best = log.best_step(r.step for r in log.evals)

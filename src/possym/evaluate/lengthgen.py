@@ -63,8 +63,8 @@ from scipy.stats import binomtest
 from scipy.stats import t as t_dist
 from torch import Tensor
 
-from possym.config import ConfigError, TaskConfig
-from possym.devices import batch_size_on, model_device
+from possym.config import ConfigError, ModelConfig, TaskConfig
+from possym.devices import available_memory, batch_size_on, model_device
 from possym.model.gptj import GPTJ, KV
 from possym.tasks import TaskSamples, balanced_combinations, draw_prefix, generate_after, prefix_per_hop, prefix_plan
 from possym.tasks.registry import get_task
@@ -222,6 +222,46 @@ def point_samples(task: TaskConfig, cfg: LengthGenConfig, n_hops: int, prefix: i
     return generate_after(task, long, count, n_hops, point_rng(cfg.seed, n_hops, prefix, extra), length=extra)
 
 
+def curve_memory(cfg: LengthGenConfig, task: TaskConfig, model: ModelConfig, extra: int | None = None) -> int:
+    """Bytes that :func:`measure_length_curve` needs at its largest K (``extra``: at that K instead), estimated
+    before anything is allocated: the prefix and one point's windows as int64 token ids (each window row holds
+    its prefix), and the model's pass over the prefix (``cached``: its float32 keys and values in every layer
+    and one layer's attention scores, K x K per head, three times over for the softmax's temporaries; ``plain``:
+    one batch's, at least one row of K + window tokens).
+
+    >>> from possym.tasks import task_config
+    >>> curve_memory(LengthGenConfig(), task_config("number"), ModelConfig()) < 2**30   # the paper grid, < 1 GiB
+    True
+    """
+    k = cfg.grid[-1] if extra is None else extra
+    rows = -(-cfg.n // cfg.n_prefixes)
+    length = k + task.seq_len
+    tokens = 8 * (k + rows * length)
+    attention = 3 * 4 * model.n_heads * length * length
+    cache = 2 * 4 * model.n_layers * model.d_model * k if cfg.mode == "cached" else 0
+    return tokens + attention + cache
+
+
+def check_curve_memory(cfg: LengthGenConfig, task: TaskConfig, model: ModelConfig, device: torch.device) -> None:
+    """Refuse (:class:`~possym.errors.ConfigError`) a grid whose largest K needs more memory than ``device`` has
+    available (:func:`curve_memory`), naming the largest K that fits, before anything is allocated."""
+    free = available_memory(device)
+    need = curve_memory(cfg, task, model)
+    if free is None or need <= free:
+        return
+    low, high = 0, cfg.grid[-1]
+    while low < high:  # the largest K whose estimate fits
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if curve_memory(cfg, task, model, mid) <= free else (low, mid - 1)
+    raise ConfigError(f"lengthgen grid: K={cfg.grid[-1]} needs about {_gib(need)} (the prefix, its pass through the "
+                      f"model and the windows), and {device} has {_gib(free)} available; the largest K that fits is "
+                      f"about {low}: lower lengthgen.grid")
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.3g} GiB" if n < 2**40 else f"{n / 2**40:,.0f} TiB"
+
+
 def measure_length_curve(
     model: GPTJ,
     task: TaskConfig,
@@ -230,8 +270,11 @@ def measure_length_curve(
 ) -> list[dict[str, Any]]:
     """Accuracy per (K, hop count) and pooled over hops (``n_hops = 0``), as records sorted by (K, n_hops).
 
-    ``on_batch(n)`` is called after each group of n inputs is evaluated (for a progress bar).
+    ``on_batch(n)`` is called after each group of n inputs is evaluated (for a progress bar). A grid whose
+    largest K would not fit in the model's device's memory is refused first (:func:`check_curve_memory`).
     """
+    if isinstance(getattr(model, "cfg", None), ModelConfig):  # a stand-in model (a test's oracle) has no config
+        check_curve_memory(cfg, task, model.cfg, model_device(model))
     model = model.eval()
     tally = _Tally()
     per_hop = prefix_per_hop(task)

@@ -27,6 +27,7 @@ from possym.experiment.executor import (
     run_experiment,
     run_stage,
     run_unit,
+    stage_done,
 )
 
 __all__ = [
@@ -44,4 +45,5 @@ __all__ = [
     "run_experiment",
     "run_stage",
     "run_unit",
+    "stage_done",
 ]

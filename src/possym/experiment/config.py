@@ -33,6 +33,7 @@ Example:
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,7 +42,7 @@ from typing import Any
 import yaml
 
 from possym.config import PRESET_DIR, RunConfig, load_config
-from possym.errors import ConfigError, named_options, require
+from possym.errors import ConfigError, did_you_mean, named_options, require
 from possym.settings import check_overrides, parse_override
 from possym.stages.registry import get_stage
 from possym.tasks import PAPER_TASKS, TASKS
@@ -345,13 +346,15 @@ def apply_overrides(exp: Experiment, overrides: list[str] | tuple[str, ...]) -> 
             run_overrides.append(item)
         elif section == "experiment":
             allowed = ("preset", "tasks", "seeds", "variants", "retries", "threads")
-            require(name in allowed, f"unknown key 'experiment.{name}'; known experiment keys: {list(allowed)}")
+            require(name in allowed, f"unknown key 'experiment.{name}'; known experiment keys: {list(allowed)}"
+                                     f"{did_you_mean(name, allowed)}")
             fields[name] = _kept_variants(exp, value) if name == "variants" else value
         elif section in stages or section == "train":
             stages[section] = {**stages.get(section, {}), name: value}
         else:
             raise ConfigError(f"override {item!r}: {section!r} is neither a run section {RUN_SECTIONS}, nor a stage "
-                              f"of this experiment {list(stages)}, nor 'experiment'")
+                              f"of this experiment {list(stages)}, nor 'experiment'"
+                              f"{did_you_mean(section, [*RUN_SECTIONS, *stages, 'experiment'])}")
     plain = experiment_to_dict(exp)
     plain.update(overrides=run_overrides, stages=stages)
     plain.update(fields)
@@ -389,6 +392,9 @@ def experiment_path(name: str | Path) -> Path:
 def load_experiment(name: str | Path, seeds: tuple[int, ...] | list[int] | None = None,
                     overrides: list[str] | tuple[str, ...] = ()) -> Experiment:
     """A packaged or YAML experiment, with ``seeds`` (None: its own) and ``overrides`` applied."""
+    if not isinstance(name, str | os.PathLike):
+        raise ConfigError(f"load_experiment takes a packaged experiment's name ({', '.join(experiment_names())}) or a "
+                          f"YAML file's path, not {type(name).__name__} {name!r:.60}")
     check_overrides(overrides)
     if seeds is not None and (isinstance(seeds, str | bytes) or not isinstance(seeds, tuple | list)):
         raise ConfigError(f"seeds={seeds!r} must be a list of whole numbers >= 0, e.g. (0, 1, 2), or None")

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import pickle
 import time
 import traceback
@@ -54,9 +55,11 @@ from possym.errors import PossymError, named_options
 from possym.experiment.config import Experiment, RunSpec, dump_experiment, experiment_differences, experiment_to_dict
 from possym.experiment.migrate import migrate
 from possym.locks import lock_holder, on_behalf_of, writer_lock
-from possym.runs import RunDir, atomic_write_text, ensure_run
+from possym.runs import RunDir, atomic_write_text, ensure_run, remove_orphans
 from possym.stages.log import EXPERIMENT, ResumeLog, ResumeRecord, run_memo
 from possym.stages.registry import ExperimentDir, Stage, get_stage
+
+log = logging.getLogger(__name__)
 
 EXPERIMENT_FILE = "experiment.yaml"
 PART_ENGINE_RUNS = 40  # parts with fewer runs run in this process even when the experiment has an engine
@@ -147,8 +150,15 @@ def run_experiment(exp: Experiment, out: str | Path, *, engine: Any = None, prog
     redo = (redo,) if isinstance(redo, str) else tuple(redo)
     for name in redo:
         get_stage(name)  # an unknown name is an error naming the known ones
-    with writer_lock(out, "experiment"):
+    # The writer's open removes the temporary files an interrupted write left in OUT (each run's own: its writer's).
+    with writer_lock(out, "experiment", on_acquire=lambda: _tidy(out)):
         return _run_experiment(exp, out, engine, progress, on_unit, redo)
+
+
+def _tidy(out: Path) -> None:
+    removed = remove_orphans(out, skip=("runs",))
+    if removed:
+        log.info("possym: removed %d temporary file(s) that an interrupted write left in %s", len(removed), out)
 
 
 def _run_experiment(exp: Experiment, out: Path, engine: Any, progress: bool,
@@ -224,27 +234,35 @@ def _run_unit(unit: Unit) -> dict[str, Any]:
                         errors[rid] = _error(exc)
                 continue
             if todo:
-                error = _run_together(stage, [dirs[rid] for rid in todo], cfg)
-                errors |= dict.fromkeys(todo, error) if error else {}
-                ran += [] if error else [(rid, stage.name) for rid in todo]
+                failed = _run_together(stage, [dirs[rid] for rid in todo], cfg)
+                errors |= {rid: failed[str(dirs[rid].path)] for rid in todo if str(dirs[rid].path) in failed}
+                ran += [(rid, stage.name) for rid in todo if str(dirs[rid].path) not in failed]
     if errors:
         raise RuntimeError("; ".join(f"{rid}: {e.splitlines()[-1] if e else ''}" for rid, e in errors.items()))
     return {"unit": unit.id, "ran": ran}
 
 
-def _run_together(stage: Stage, runs: list[RunDir], cfg: Any) -> str | None:
-    """:func:`_together` for the executor: returns the error, or None."""
+def _run_together(stage: Stage, runs: list[RunDir], cfg: Any) -> dict[str, str]:
+    """:func:`_together` for the executor: the error of each run that failed, by run path (none: all done)."""
     try:
         _together(stage, runs, cfg)
     except Exception as exc:
-        return _error(exc)
-    return None
+        return dict.fromkeys(_failed_runs(exc, runs), _error(exc))
+    return {}
+
+
+def _failed_runs(exc: BaseException, runs: list[RunDir]) -> list[str]:
+    """The paths of ``runs`` that an error of a ``runs``-scope stage concerns: those it names (a training whose
+    runs diverged, :class:`~possym.errors.DivergedError`: the others trained to their end), else all."""
+    named = set(getattr(exc, "runs", ()) or ())
+    return [str(r.path) for r in runs if not named or str(r.path) in named]
 
 
 def _together(stage: Stage, runs: list[RunDir], cfg: Any) -> float:
     """A ``runs``-scope stage (training, which locks each run it writes) on ``runs`` at once, each run's entry
     in its own memo; returns the seconds. A run whose lock another writer holds (on another host, say) fails
-    the call before anything runs, and its memo is left as that writer keeps it."""
+    the call before anything runs, and its memo is left as that writer keeps it. An error that names its runs
+    (``exc.runs``: those that diverged) fails those alone; the others' entries are done."""
     key = stage.key_of(cfg)
     t0 = time.perf_counter()
     started: list[RunDir] = []
@@ -254,8 +272,12 @@ def _together(stage: Stage, runs: list[RunDir], cfg: Any) -> float:
             started.append(run)
         stage.run(runs, cfg)
     except Exception as exc:
+        failed = set(_failed_runs(exc, started))
         for run in started:
-            run_memo(run.path).fail(stage.name, time.perf_counter() - t0, _error(exc))
+            if str(run.path) in failed:
+                run_memo(run.path).fail(stage.name, time.perf_counter() - t0, _error(exc))
+            else:
+                run_memo(run.path).finish(stage.name, (time.perf_counter() - t0) / len(started))
         raise
     seconds = time.perf_counter() - t0
     for run in runs:
@@ -324,12 +346,11 @@ def run_stage(target: RunDir | ExperimentDir | str | Path | list[RunDir], stage:
         run = target if isinstance(target, RunDir) else RunDir.open(target)
         call = [run] if stage.scope == "runs" else run
         memo, lock = run_memo(run.path), run.writing()
-        try:
-            wanted, at = stage.memo_steps(run, cfg)
-        except PossymError:  # a checkpoint it names is not there: the stage runs, refuses it, the memo records that
-            if stage.per_step:
-                raise
-            wanted, at, redo = None, None, True
+        # Every setting checked against the run (a checkpoint it names is not there: refused) before the memo or
+        # a folder is touched: a refused call changes nothing, and keeps the work done.
+        if stage.scope == "run":
+            cfg = stage.prepare(run, cfg)
+        wanted, at = stage.memo_steps(run, cfg)
     key, defaults = stage.key_of(cfg), _defaults(stage)
     extra: dict[str, Any] = {} if progress is None else {"progress": progress}
     again = redo or stage.always
@@ -355,6 +376,16 @@ def run_stage(target: RunDir | ExperimentDir | str | Path | list[RunDir], stage:
         seconds = time.perf_counter() - t0
         memo.finish(stage.name, seconds, todo if stage.per_step else None)
     return StageRun(stage.name, True, tuple(todo), tuple(keep or ()), seconds, result)
+
+
+def stage_done(run: RunDir, stage: Stage | str, cfg: Any = None) -> bool:
+    """Whether ``run``'s memo has the run-scope ``stage`` done with ``cfg`` (checked against the run first,
+    :meth:`~possym.stages.registry.Stage.prepare`) at every checkpoint it asks: what :func:`run_stage` reads back
+    without running it, and without taking the run's lock (a reader in a read-only directory)."""
+    stage = get_stage(stage) if isinstance(stage, str) else stage
+    cfg = stage.prepare(run, stage.settings_from({}) if cfg is None else cfg)
+    wanted, at = stage.memo_steps(run, cfg)
+    return run_memo(run.path).done(stage.name, stage.key_of(cfg), _defaults(stage), wanted, at)
 
 
 def _run_stage_together(runs: list[RunDir], stage: Stage, cfg: Any, redo: bool) -> StageRun:
@@ -467,28 +498,28 @@ def _attempt(units: list[Unit], stage: Stage, cfg: Any, outcome: ExperimentOutco
     out = Path(units[0].out)
     runs = [RunDir.open(out / "runs" / u.run.id) for u in units]
     owner = units[0].run.id if len(units) == 1 else EXPERIMENT
-    error: str | None = None
+    failed: dict[str, str] = {}  # run path -> error
     with torch_threads(units[0].threads), _output_to(out / "logs" / f"{owner}.log"):
         if stage.scope == "runs":
-            error = _run_together(stage, runs, cfg)
+            failed = _run_together(stage, runs, cfg)
         else:
             try:
                 ran = run_stage(runs[0], stage, cfg, redo=stage.name in units[0].redo).ran
             except Exception as exc:
-                error = _error(exc)
+                failed = {str(runs[0].path): _error(exc)}
             else:
                 if not ran:  # done meanwhile (another process's call): nothing to do here
                     outcome.skipped.append((units[0].run.id, stage.name))
                     return []
-    if error is not None:
-        for u in units:
-            outcome.failed[u.run.id] = error
-        _log_failure(out, [u.run.id for u in units], stage.name, error)
-        return units
-    for u in units:
-        outcome.ran.append((u.run.id, stage.name))
-        outcome.failed.pop(u.run.id, None)
-    return []
+    bad = [u for u, r in zip(units, runs, strict=True) if str(r.path) in failed]
+    for u, r in zip(units, runs, strict=True):
+        if str(r.path) in failed:
+            outcome.failed[u.run.id] = failed[str(r.path)]
+            _log_failure(out, [u.run.id], stage.name, failed[str(r.path)])
+        else:
+            outcome.ran.append((u.run.id, stage.name))
+            outcome.failed.pop(u.run.id, None)
+    return bad
 
 
 def _run_on(engine: Any, units: list[Unit], outcome: ExperimentOutcome, retries: int,
@@ -613,4 +644,5 @@ def stage_rows(out: str | Path) -> list[dict[str, Any]]:
             for r in ResumeLog(Path(out)).records()]
 
 
-__all__ = ["ExperimentOutcome", "StageRun", "Unit", "run_experiment", "run_stage", "run_unit", "stage_rows"]
+__all__ = ["ExperimentOutcome", "StageRun", "Unit", "run_experiment", "run_stage", "run_unit", "stage_done",
+           "stage_rows"]

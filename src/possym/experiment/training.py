@@ -22,13 +22,46 @@ from pathlib import Path
 
 import yaml
 
+from possym.config import EXECUTION_KEYS, TrainConfig, config_from_dict
+from possym.config import apply_overrides as apply_run_overrides
 from possym.devices import resolve_device
-from possym.errors import ConfigError, RunError
+from possym.errors import ConfigError, RunError, did_you_mean
 from possym.experiment.config import Experiment, apply_overrides, experiment_from_dict, train_overrides
 from possym.experiment.executor import EXPERIMENT_FILE
 from possym.experiment.migrate import older_seed_runs
 from possym.runs import CONFIG, RunDir
+from possym.settings import parse_override
 from possym.stages.registry import get_stage
+
+# The run keys a resume may change: train.steps (to train on; RunDir.train_on) and the execution keys, which say
+# how a run runs, not what it computes (threads, device, ...). Any other would change what the steps taken computed.
+RESUME_KEYS = ("train.steps", *(f"train.{f.name}" for f in dataclasses.fields(TrainConfig) if f.name in EXECUTION_KEYS))
+
+
+def resume_run(path: str | Path, overrides: Sequence[str] = (), argv: list[str] | None = None) -> RunDir:
+    """The run at ``path``, ready to train on with ``overrides`` (its run keys; :func:`train_overrides` splits
+    off the train stage's): ``train.steps=N`` trains it on to N steps (:meth:`~possym.runs.RunDir.train_on`,
+    recorded in its history), and the execution keys (:data:`RESUME_KEYS`) set how it runs this session. Any
+    other key would change what the steps already taken computed, and is refused, naming those allowed."""
+    run = RunDir.open(path)
+    values: dict[str, object] = {}
+    for item in overrides:
+        section, name, value = parse_override(item)
+        key = f"{section}.{name}"
+        if key not in RESUME_KEYS:
+            raise ConfigError(f"--resume {path} {key}=...: {key} would change what the run's steps computed, so it "
+                              f"stays as {Path(path) / CONFIG} has it; a resume takes train.steps=N (to train on) and "
+                              f"the execution keys ({', '.join(RESUME_KEYS[1:])}){did_you_mean(key, RESUME_KEYS)}; "
+                              "train a new run with --out for other settings")
+        values[name] = value
+    steps = values.pop("steps", None)
+    if values:  # checked as any run config is: a wrong type or value is refused, naming the key
+        run = run.session(config_from_dict(apply_run_overrides(run.config.to_dict(),
+                                                               [f"train.{k}={v}" for k, v in values.items()])))
+    if steps is not None:
+        asked = config_from_dict(apply_run_overrides(run.config.to_dict(), [f"train.steps={steps}"])).train.steps
+        run = run.train_on(int(asked or 0), argv=argv)
+    return run
 
 
 def training(task: str, seeds: Sequence[int], preset: str | None = None, overrides: Sequence[str] = ()) -> Experiment:
@@ -82,4 +115,4 @@ def _from_runs(runs: list[RunDir]) -> Experiment:
                       name="train")
 
 
-__all__ = ["stored_training", "training"]
+__all__ = ["RESUME_KEYS", "resume_run", "stored_training", "training"]

@@ -172,27 +172,47 @@ def score_any(model: Any, inputs: Any, *, tokenizer: Any = None, progress: Calla
     if isinstance(model, GPTJ) and isinstance(inputs, Tensor):
         tokens = torch.as_tensor(inputs)
         check_token_ids(tokens, model.cfg.d_vocab)
+        from possym.scores.swaps import head_scores as engine
+
+        check_options(score_gptj_tokens, options, "a possym GPTJ",
+                      also=tuple(k for k in _keyword_only(engine) if k not in ("query", "layers")))
         return score_gptj_tokens(model, tokens, progress=progress, **options)
-    layout = {k: options.pop(k) for k in ("block_size", "n_blocks", "query") if k in options}
-    prompts = as_prompts(model, inputs, tokenizer, **layout)
+    layouts = ("block_size", "n_blocks", "query")
+    layout = {k: options.pop(k) for k in layouts if k in options}
     if isinstance(model, GPTJ):
-        from possym.heads.scores import score_gptj_prompts
+        from possym.heads.scores import score_gptj_prompts as score
+    elif is_transformer_lens(model):
+        from possym.heads.tl import score_transformer_lens as score
+    else:
+        from transformers import PreTrainedModel
 
-        return score_gptj_prompts(model, prompts, progress=progress, **options)
-    if is_transformer_lens(model):
-        from possym.heads.tl import score_transformer_lens
+        from possym.heads.scores import score_heads as score
 
-        return score_transformer_lens(model, prompts, progress=progress, **options)
-    from transformers import PreTrainedModel
+        if not isinstance(model, PreTrainedModel):
+            raise PossymError(
+                "head_scores takes a possym GPTJ, a Hugging Face model, a TransformerLens model or an nnsight "
+                f"wrapper, not {type(model).__name__}"
+            )
+    check_options(score, options, f"a {type(model).__name__}", also=layouts)
+    return score(model, as_prompts(model, inputs, tokenizer, **layout), progress=progress, **options)
 
-    from possym.heads.scores import score_heads
 
-    if not isinstance(model, PreTrainedModel):
-        raise PossymError(
-            "head_scores takes a possym GPTJ, a Hugging Face model, a TransformerLens model or an nnsight wrapper, "
-            f"not {type(model).__name__}"
-        )
-    return score_heads(model, prompts, progress=progress, **options)
+def _keyword_only(fn: Callable[..., Any]) -> list[str]:
+    import inspect
+
+    return [name for name, p in inspect.signature(fn).parameters.items() if p.kind == p.KEYWORD_ONLY]
+
+
+def check_options(fn: Callable[..., Any], options: dict[str, Any], kind: str, also: tuple[str, ...] = ()) -> None:
+    """Refuse an option ``fn`` does not take (:class:`~possym.errors.OptionError`), naming those it does and the
+    closest to the one given."""
+    from possym.errors import OptionError, did_you_mean
+
+    allowed = [name for name in _keyword_only(fn) if name != "progress"] + list(also)
+    unknown = [k for k in options if k not in allowed]
+    if unknown:
+        raise OptionError(f"head_scores() got an unexpected keyword argument {unknown[0]!r}; its options for {kind}: "
+                          f"{', '.join(allowed)}{did_you_mean(unknown[0], allowed)}")
 
 
 def _ids_as_tensor(inputs: Any) -> Any:

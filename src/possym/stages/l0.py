@@ -136,6 +136,16 @@ def _l0(run: RunDir, cfg: L0Config) -> L0Result:
     return result
 
 
-STAGE = Stage("l0", L0Config, l0_run, scope="run",
+def _check(run: RunDir, cfg: L0Config) -> L0Config:
+    """The settings as they run on ``run``: its layers, and ``n_inputs`` at most its test split."""
+    from possym.stages.score import fit_inputs
+
+    n_layers = run.config.model.n_layers
+    if not all(0 <= layer < n_layers for layer in cfg.layers):
+        raise PossymError(f"l0 layers={list(cfg.layers)} must lie in 0..{n_layers - 1}")
+    return dataclasses.replace(cfg, n_inputs=fit_inputs(run, cfg.n_inputs, "l0.n_inputs"))
+
+
+STAGE = Stage("l0", L0Config, l0_run, scope="run", check=_check,
               summary="scores split by hop count and query position, Silverman's test of whether a mixed layer "
                       "is a mixture of inputs, and a sustained, input-bootstrapped 'ever pure' tally")

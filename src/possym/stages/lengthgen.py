@@ -21,7 +21,7 @@ from typing import Any
 
 from possym.config import ConfigError
 from possym.devices import resolve_device, torch_threads
-from possym.evaluate.lengthgen import LengthGenConfig, measure_length_curve
+from possym.evaluate.lengthgen import LengthGenConfig, check_curve_memory, measure_length_curve
 from possym.records import LengthRecord
 from possym.runs import RunDir, StepSpec
 from possym.settings import from_dict
@@ -78,6 +78,12 @@ def _flat(cfg: LengthStageConfig) -> dict[str, Any]:
     return {**dataclasses.asdict(cfg.curve), "steps": list(cfg.steps), "threads": cfg.threads, "device": cfg.device}
 
 
-STAGE = Stage("lengthgen", LengthStageConfig, measure_curves, scope="run", per_step=True,
+def _check(run: RunDir, cfg: LengthStageConfig) -> LengthStageConfig:
+    """A grid whose largest K does not fit in the device's memory is refused before anything is written."""
+    check_curve_memory(cfg.curve, run.config.task, run.model_config, resolve_device(cfg.device))
+    return cfg
+
+
+STAGE = Stage("lengthgen", LengthStageConfig, measure_curves, scope="run", per_step=True, check=_check,
               from_dict=LengthStageConfig.from_dict, to_dict=_flat,
               summary="accuracy with K extra tokens before the target window (Fig. 5B), at each of its steps")

@@ -29,7 +29,7 @@ Example:
     >>> stage.settings_from({"m": 1})
     Traceback (most recent call last):
     ...
-    possym.errors.ConfigError: unknown key 'count.m'; known count keys: ['n']
+    possym.errors.ConfigError: unknown key 'count.m'; known count keys: ['n']; did you mean 'count.n'?
     >>> stage.from_overrides(["count.n=7"])
     CountConfig(n=7)
 """
@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from possym.config import EXECUTION_KEYS
-from possym.errors import ConfigError, RunError
+from possym.errors import ConfigError, RunError, did_you_mean
 from possym.runs import RunDir
 from possym.settings import from_dict, section_values
 
@@ -98,6 +98,9 @@ class Stage:
     steps done, so that asking for more runs only the new ones (:func:`possym.experiment.run_stage`).
     ``step_settings``: the settings a per-step stage's per-checkpoint outputs depend on (None: all); a
     change in another (score's figures) reruns the stage's per-call part alone, keeping every step done.
+    ``check(run, cfg) -> cfg``: a run-scope stage's settings checked against the run before anything is
+    written (:meth:`prepare`): a setting larger than the run can use clamped with one line (score's
+    ``n_inputs``), one beyond what fits refused (lengthgen's K).
     """
 
     name: str
@@ -111,6 +114,7 @@ class Stage:
     summary: str = ""
     per_step: bool = False
     step_settings: tuple[str, ...] | None = None
+    check: Callable[[RunDir, Any], Any] | None = None
 
     def __post_init__(self) -> None:
         if self.scope not in SCOPES:
@@ -179,6 +183,23 @@ class Stage:
         lacks raises its :class:`~possym.errors.PossymError`."""
         return (self.steps_of(run, cfg) if self.per_step else None), self.checkpoints_of(run, cfg)
 
+    def prepare(self, run: RunDir, cfg: Any) -> Any:
+        """``cfg`` checked against ``run`` before anything is written (the memo, a folder): every checkpoint it
+        names (``step``, ``steps``, ``table_step``) must exist (:meth:`~possym.runs.RunDir.resolve_step`) and be
+        this run's (:meth:`~possym.runs.RunDir.check_header`), then the stage's own ``check``. Returns the settings
+        as they will run (a clamped value in place: what the memo records); raises the
+        :class:`~possym.errors.PossymError` the stage would have raised later."""
+        names = {f.name for f in dataclasses.fields(self.config)}
+        steps = [run.resolve_step(getattr(cfg, name)) for name in ("step", "table_step") if name in names]
+        if "steps" in names:
+            if self.per_step:
+                steps += self.steps_of(run, cfg)
+            else:
+                steps += [run.resolve_step(step) for step in cfg.steps or ()]
+        for step in dict.fromkeys(steps):  # another run's checkpoint among them: refused before any work
+            run.check_header(step)
+        return self.check(run, cfg) if self.check is not None else cfg
+
     def narrowed(self, cfg: Any, steps: list[int]) -> Any:
         """``cfg`` asking for ``steps`` alone (what a per-step stage still has to do)."""
         return dataclasses.replace(cfg, steps=tuple(steps))
@@ -223,5 +244,5 @@ def get_stage(name: str) -> Stage:
     """The registered stage ``name``; an unknown name is a ConfigError listing the known ones."""
     known = stages()
     if name not in known:
-        raise ConfigError(f"unknown stage {name!r}; known: {sorted(known)}")
+        raise ConfigError(f"unknown stage {name!r}; known: {sorted(known)}{did_you_mean(name, known)}")
     return known[name]

@@ -23,6 +23,8 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -43,6 +45,8 @@ from possym.records import (
 from possym.runs import RunDir, StepSpec
 from possym.scores.metric import COSINES, TAU
 from possym.stages.registry import Stage
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -232,6 +236,22 @@ def score_figures(run: RunDir, result: ScoreResult, samples, cfg: ScoreConfig) -
     return list(figs)
 
 
-STAGE = Stage("score", ScoreConfig, score_run, scope="run", per_step=True,
+def fit_inputs(run: RunDir, n_inputs: int, where: str) -> int:
+    """``n_inputs`` test inputs of ``run``, or all of its test split where that holds fewer, with one line
+    saying what is used (:func:`possym.scores.checkpoints.score_inputs` takes at most the split)."""
+    have = run.config.task.n_test
+    if n_inputs <= have:
+        return n_inputs
+    log.warning("possym: %s=%d is more than the %d inputs of %s's test split; using all %d (the memo records %d)",
+                where, n_inputs, have, run.path, have, have)
+    return have
+
+
+def _check(run: RunDir, cfg: ScoreConfig) -> ScoreConfig:
+    """The settings as they score ``run``: ``n_inputs`` at most its test split (:func:`fit_inputs`)."""
+    return dataclasses.replace(cfg, n_inputs=fit_inputs(run, cfg.n_inputs, "score.n_inputs"))
+
+
+STAGE = Stage("score", ScoreConfig, score_run, scope="run", per_step=True, check=_check,
               step_settings=("n_inputs", "seed", "tau", "block_size", "hops", "cosine"),
               summary="positional/symbolic scores of every checkpoint, purity, frequency use (Table 1)")

@@ -219,6 +219,10 @@ def trained_discrepancy_run(run: RunDir, cfg: DiscrepancyConfig = DiscrepancyCon
     Holds the writer lock of the directory it writes (:mod:`possym.locks`): the run's when ``out`` lies in
     it (the default, RUN/theory), else ``out``'s; another writer there is refused, naming the holder."""
     where = Path(out) if out is not None else run.artifact("discrepancy_heads").parent
+    if replot and not (where / _name("discrepancy_heads")).is_file():
+        raise PossymError(f"--replot: {where / _name('discrepancy_heads')} is missing; measure it first")
+    if not replot:
+        run.resolve_step(cfg.step)  # a checkpoint that is not there is refused before a folder is made
     inside = where.resolve().is_relative_to(run.path.resolve())
     # torch_threads restores the thread count after: the caller's process is left as it was.
     with run.writing() if inside else writer_lock(where, "output directory"), torch_threads(cfg.threads):
@@ -230,7 +234,6 @@ def _trained_discrepancy_run(run: RunDir, cfg: DiscrepancyConfig, out: Path, rep
     from possym.theory import plots
     from possym.theory.trained import DEFAULT_EXTRAS, collapse_summary, trained_discrepancy
 
-    out.mkdir(parents=True, exist_ok=True)
     task = run.config.task
     if replot:
         heads = [r.to_dict() for r in read_records(out / _name("discrepancy_heads"), DiscrepancyHeadRecord)]
@@ -246,6 +249,7 @@ def _trained_discrepancy_run(run: RunDir, cfg: DiscrepancyConfig, out: Path, rep
         log(f"{run.path}: {task.name} task, step {step}, {model.cfg.n_layers} layers; extras {list(extras)}, "
             f"{cfg.samples} samples each")
         heads, accuracy = trained_discrepancy(model, task, extras, cfg.samples, np.random.default_rng(cfg.seed))
+    out.mkdir(parents=True, exist_ok=True)
     summary = collapse_summary(heads, accuracy)
     at = {"task": task.name, "step": step}
     result = DiscrepancyResult([DiscrepancyHeadRecord.from_dict({**r, **at}) for r in heads],

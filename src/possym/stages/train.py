@@ -44,7 +44,8 @@ from tqdm import tqdm
 
 from possym.config import ConfigError
 from possym.devices import resolve_device, torch_threads
-from possym.runs import RunDir
+from possym.errors import DivergedError
+from possym.runs import STATE, RunDir
 from possym.stages.registry import Stage
 from possym.tasks import TaskSamples, make_splits
 
@@ -66,12 +67,16 @@ def train_run(run: RunDir, monitor: bool = False, position: int = 0, progress: b
     # The lock first: a second writer is refused before the data is made or a progress bar drawn.
     with run.writing(), torch_threads(cfg.train.threads), contextlib.ExitStack() as stack:
         splits = make_splits(cfg.task, cfg.seeds.data) if splits is None else splits
-        # Closed however training ends, so that an error's message is the last line on the screen.
-        bar = stack.enter_context(tqdm(total=cfg.total_steps, desc=f"{cfg.task.name}", position=position,
-                                       dynamic_ncols=True, disable=not progress))
         acc = {"acc": float("nan")}
+        bars: list[tqdm] = []
 
         def on_step(info: dict) -> None:
+            # Drawn at the first step, so that a refusal before training (a damaged or foreign file) is one line;
+            # closed however training ends, so that an error's message is the last line on the screen.
+            if not bars:
+                bars.append(stack.enter_context(tqdm(total=cfg.total_steps, desc=f"{cfg.task.name}",
+                                                     position=position, dynamic_ncols=True, disable=not progress)))
+            bar = bars[0]
             if bar.n == 0 and info["step"] > 1:
                 bar.update(info["step"] - 1)  # resumed
             if "eval" in info and info["eval"]:
@@ -112,13 +117,16 @@ def _train_group_runs(runs: Sequence[RunDir], monitor: bool, position: int, prog
         if splits is None:
             splits = [make_splits(r.config.task, r.config.seeds.data) for r in runs]
         total = sum(r.config.total_steps for r in runs)
-        bar = stack.enter_context(tqdm(total=total, desc=f"{runs[0].config.task.name} x{len(runs)}",
-                                       position=position, dynamic_ncols=True, disable=not progress))
+        bars: list[tqdm] = []
         seen: dict[int, int] = {}
         accs: dict[int, float] = {}
         losses: dict[int, float] = {}
 
         def on_step(i: int, info: dict) -> None:
+            if not bars:  # drawn at the first step: a refusal before training is one line
+                bars.append(stack.enter_context(tqdm(total=total, desc=f"{runs[0].config.task.name} x{len(runs)}",
+                                                     position=position, dynamic_ncols=True, disable=not progress)))
+            bar = bars[0]
             bar.update(info["step"] - seen.get(i, 0))  # a resumed member's earlier steps too, at its first
             seen[i] = info["step"]
             losses[i] = info["loss"]
@@ -202,7 +210,8 @@ def plan_training(runs: Sequence[RunDir], *, group: bool = True,
     keyed: dict[tuple, list[tuple[RunDir, bool]]] = {}
     key_of: dict[int, tuple] = {}
     for run in runs:
-        if run.finished:
+        # Without its resumable state a run trains again from step 0, whatever its log says (or whether it reads).
+        if (run.path / STATE).exists() and run.finished:
             skipped.append(run)
             continue
         reason = None if group else "grouping is off"
@@ -292,12 +301,26 @@ def train_runs(
         tqdm.write(f"train: {line}")
     finals: dict[str, dict[str, Any]] = {}
     data = _SharedSplits([*(r for g in plan.groups for r in g), *(r for r, _ in plan.singles)])
+    diverged: list[DivergedError] = []  # a run that diverged stops alone: the others train on, then it is reported
     for members in plan.groups:
-        trained = train_group_runs(members, monitor=monitor, progress=progress, splits=[data.take(r) for r in members])
+        splits = [data.take(r) for r in members]
+        try:
+            trained = train_group_runs(members, monitor=monitor, progress=progress, splits=splits)
+        except DivergedError as exc:
+            diverged.append(exc)
+            logged = [RunDir.open(r.path).metrics_log().final for r in members]  # the others' final records
+            trained = [{} if f is None or str(r.path) in exc.runs else f.to_json()
+                       for r, f in zip(members, logged, strict=True)]
         for run, final in zip(members, trained, strict=True):
-            finals[str(run.path)] = final
+            if final:
+                finals[str(run.path)] = final
     for run, _ in plan.singles:
-        finals[str(run.path)] = train_run(run, monitor=monitor, progress=progress, splits=data.take(run))
+        try:
+            finals[str(run.path)] = train_run(run, monitor=monitor, progress=progress, splits=data.take(run))
+        except DivergedError as exc:
+            diverged.append(exc)
+    if diverged:
+        raise DivergedError("; ".join(str(e) for e in diverged), tuple(p for e in diverged for p in e.runs))
     order = [str(r.path) for r in runs]
     ordered = {p: finals[p] for p in order if p in finals}
     return TrainRunsRecord(plan, ordered, time.perf_counter() - t0)

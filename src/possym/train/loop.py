@@ -33,6 +33,15 @@ members finish at different steps keeps the finished ones as idle slots for the 
 records the step's version too (:data:`~possym.train.fused.STEP_VERSION`); one written by another
 version is refused (:class:`~possym.train.trainee.StepVersionError`), since it would not resume bitwise.
 
+Divergence (``train.on_nonfinite``): after each step a member whose loss is not finite (in fp16, only where its
+weights are not finite either: the loss scale skips a step that overflowed), or whose weights are not finite at
+a step that writes, has diverged. With ``stop`` (the default) nothing of that step is written, so its last
+finite checkpoint and resumable state stay; ``meta.json`` records ``diverged`` (step, loss, likely cause, last
+finite checkpoint); the member leaves the group while the others train to their end, and then a
+:class:`~possym.errors.DivergedError` names every member that diverged, with the step and the cause. A diverged
+run is refused a resume (it would diverge again). With ``continue`` the member trains on, and ``meta.json``
+records the first step as ``nonfinite``.
+
 Example (two tiny runs trained as one; each run directory is a normal run's)::
 
     >>> import tempfile
@@ -56,6 +65,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, cast
@@ -64,6 +74,7 @@ import torch
 
 from possym.config import ModelConfig
 from possym.devices import resolve_device
+from possym.errors import DivergedError
 from possym.model.gptj import GPTJ
 from possym.runs import RunDir
 from possym.tasks import TaskSamples
@@ -82,6 +93,7 @@ from possym.train.trainee import (
     eval_metrics,
     evaluate,
     log_final,
+    nonfinite_cause,
     open_trainee,
 )
 
@@ -110,6 +122,10 @@ def train(
     member_step = None if on_step is None else (lambda _i, info: on_step(info))
     return train_group([run], [splits], on_step=member_step, monitor=monitor, monitor_size=monitor_size,
                        dtype=dtype)[0]
+
+
+def _weights_finite(t: Trainee) -> bool:
+    return bool(torch.stack([p.isfinite().all() for p in t.params]).all())
 
 
 def _layout(runs: Sequence[RunDir], trainees: Sequence[Trainee], states: Sequence[dict[str, Any] | None],
@@ -234,6 +250,52 @@ def _train_group(runs: Sequence[RunDir], splits: Sequence[dict[str, TaskSamples]
                 slots = list(kept)
                 group = ModelGroup([t.model for t in kept])
 
+    diverged: dict[int, str] = {}  # trainee index -> the one line that says where and why
+
+    def nonfinite(live: list[int], losses: list[float]) -> dict[int, float]:
+        """The members whose step was not finite: a non-finite loss (in fp16 only where the weights are not
+        finite either: the loss scale skips a step that overflowed), or, at a step that writes, non-finite
+        weights (a step whose loss was finite can still blow the weights up)."""
+        out = {}
+        for i in live:
+            t = cast(Trainee, slots[i])
+            loss = losses[i]
+            if not math.isfinite(loss) and (precision != "fp16" or not _weights_finite(t)):
+                out[i] = loss
+            elif t.due() and not _weights_finite(t):
+                out[i] = loss if not math.isfinite(loss) else math.nan
+        return out
+
+    def stop_or_note(bad: dict[int, float]) -> list[int]:
+        """Record each member's first non-finite step; return those that stop there (``train.on_nonfinite``)."""
+        stopped = []
+        for i, loss in bad.items():
+            t = cast(Trainee, slots[i])
+            if t.run.config.train.on_nonfinite == "continue":
+                if t.run.nonfinite is None:
+                    t.run.record_meta(nonfinite={"step": t.step, "loss": str(loss)})
+                continue
+            steps = t.run.checkpoint_steps()
+            last = max((s for s in steps if s < t.step), default=None)
+            cause = nonfinite_cause(t.run, loss)
+            t.run.record_meta(diverged={"step": t.step, "loss": str(loss), "cause": cause, "last_checkpoint": last,
+                                        "time": round(time.time(), 3)})
+            diverged[index[id(t)]] = (f"{t.run.path}: the loss is {loss} at step {t.step}, so training stopped there "
+                                      f"({cause}); its last finite checkpoint is step {last}, and the run is marked "
+                                      "diverged (train.on_nonfinite=continue trains on instead)")
+            stopped.append(i)
+        return stopped
+
+    def drop(stopped: list[int]) -> None:
+        nonlocal group, slots
+        for i in stopped:
+            slots[i] = None
+        if stopped and not compiled:  # as finish(): eager, the others' numbers do not depend on S
+            kept = [t for t in slots if t is not None]
+            if kept:
+                slots = list(kept)
+                group = ModelGroup([t.model for t in kept])
+
     # each member's train.log tracker (possym.train.tracking) mirrors its metrics.jsonl while the group trains
     with tracking(runs):
         fresh = [i for i, t in enumerate(slots) if t is not None and t.state is None]
@@ -263,22 +325,29 @@ def _train_group(runs: Sequence[RunDir], splits: Sequence[dict[str, TaskSamples]
             active = [i in batches for i in range(len(group))]
             losses = group.loss_and_grads(torch.stack(tokens_l), torch.stack(answers_l), GroupBits.stack(bits_l),
                                           precision, compiled, scales, active).tolist()
-            infos: dict[int, dict[str, Any]] = {}
+            infos: dict[int, dict[str, Any]] = {}  # by trainee index: a slot's number moves when one is dropped
             for i in live:
                 t = cast(Trainee, slots[i])
                 used = float(t.sched.get_last_lr()[0])  # the rate this step's update takes
                 t.apply()
-                infos[i] = {"step": t.step, "total": t.total, "loss": losses[i], "lr": t.sched.get_last_lr()[0]}
+                infos[index[id(t)]] = {"step": t.step, "total": t.total, "loss": losses[i],
+                                       "lr": t.sched.get_last_lr()[0]}
                 log_step(t.run, t.step, losses[i], used)  # the training curve, every train.log_every
+            # Nothing of a diverged step is written: the member's last finite checkpoint and state stay.
+            drop(stop_or_note(nonfinite(live, losses)))
+            live = [i for i, t in enumerate(slots) if t is not None]
             records = checkpoint([i for i in live if cast(Trainee, slots[i]).due()])
             elapsed = time.perf_counter() - t0
             for i in live:
                 t = cast(Trainee, slots[i])
+                info = infos[index[id(t)]]
                 if i in records:
-                    infos[i]["eval"] = records[i]
+                    info["eval"] = records[i]
                 if on_step is not None:
-                    infos[i]["steps_per_s"] = (t.step - started[id(t)]) / elapsed if elapsed > 0 else 0.0
-                    on_step(index[id(t)], infos[i])
+                    info["steps_per_s"] = (t.step - started[id(t)]) / elapsed if elapsed > 0 else 0.0
+                    on_step(index[id(t)], info)
             finish([i for i in live if cast(Trainee, slots[i]).step >= cast(Trainee, slots[i]).total])
+        if diverged:  # the others trained to their end; a diverged run is never reported as trained
+            raise DivergedError("; ".join(diverged.values()), tuple(str(trainees[i].run.path) for i in diverged))
         return [finals[i] for i in range(len(trainees))]
 

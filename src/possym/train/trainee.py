@@ -24,7 +24,7 @@ from torch import Tensor
 
 from possym.config import ModelConfig
 from possym.devices import batch_size_on
-from possym.errors import RunError
+from possym.errors import DivergedError, RunError
 from possym.hardware import auto_precision
 from possym.model.gptj import GPTJ
 from possym.runs import STATE, RunDir
@@ -320,6 +320,7 @@ def open_trainee(run: RunDir, splits: dict[str, TaskSamples], device: torch.devi
     (:func:`check_step_version`)."""
     if state is not None:
         check_step_version(run, state)
+    check_trainable(run)
     cfg, tc = run.config, run.config.train
     total = cfg.total_steps
     train_set = splits["train"]
@@ -350,10 +351,16 @@ def open_trainee(run: RunDir, splits: dict[str, TaskSamples], device: torch.devi
         if scaler is not None and "loss_scaler" in state:
             scaler = LossScaler(**state["loss_scaler"])
         start = state["step"]
+        lost = run.resume_damage(start)
         run.truncate_metrics(start)
         _restore_checkpoint(run, start, state["model"])
+        if lost:
+            log.warning("possym: %s lacks the checkpoints of steps %s, and its resumable state (step %d) holds no "
+                        "weights of theirs, so resuming cannot re-create them; to get them back, %s", run.path, lost,
+                        start, run._retrain)
     else:
         run.truncate_metrics(-1)  # a restart from scratch logs every step again, from step 0
+        warn_warmup(run)
     return Trainee(run, model, opt, sched, dropout, scaler, start, train_tokens, train_answers, eval_set, state,
                    precision)
 
@@ -367,14 +374,45 @@ def _restore_checkpoint(run: RunDir, step: int, weights: dict[str, Tensor]) -> N
     path = run.checkpoint_path(step)
     if path.is_file():
         try:
-            run.load_state_dict(step)
-            return
+            header, tensors = run.read_checkpoint(step)
         except RunError:
             what = "corrupt"
+        else:  # readable: another run's is refused by name, never written over
+            run.check_header(step, header, finite=False)
+            return
     else:
         what = "missing"
     run.save_checkpoint(step, weights)
     log.warning("possym: re-created the %s checkpoint %s from the resumable state", what, path)
+
+
+def check_trainable(run: RunDir) -> None:
+    """Refuse to train a run that diverged (:class:`~possym.errors.DivergedError`): from its last state it would
+    diverge again, at the same step."""
+    if run.diverged:
+        raise DivergedError(f"{run.path} {run.status()}, and from its last state it would diverge again at the "
+                            "same step; train a new run with other settings (a lower train.lr, a longer "
+                            "train.warmup_steps)", (str(run.path),))
+
+
+def warn_warmup(run: RunDir) -> None:
+    """One line when the run's warm-up is longer than the run: its learning rate never reaches ``train.lr``."""
+    tc, total = run.config.train, run.config.total_steps
+    if tc.warmup_steps > total:
+        log.warning("possym: %s: train.warmup_steps=%d is longer than the run (%d steps), so its learning rate only "
+                    "reaches %.3g%% of train.lr=%g; set train.warmup_steps below train.steps", run.path,
+                    tc.warmup_steps, total, 100 * lr_factor(total - 1, tc.warmup_steps, total), tc.lr)
+
+
+def nonfinite_cause(run: RunDir, loss: float) -> str:
+    """The likely cause of a non-finite loss, for the one line that reports it."""
+    tc = run.config.train
+    if tc.lr > 1e-2:
+        return f"train.lr={tc.lr:g} is likely far too high: these models train at 1e-4 to 1e-3"
+    if tc.precision == "fp16":
+        return "fp16 overflowed beyond what the loss scale absorbs: train in bf16 or fp32 (train.precision)"
+    return (f"the learning rate, train.lr={tc.lr:g}, is likely too high for this model, or the warm-up, "
+            f"train.warmup_steps={tc.warmup_steps}, too short")
 
 
 def check_compiler(run: RunDir) -> None:

@@ -126,3 +126,26 @@ def same_weights(a: RunDir, b: RunDir, step: int) -> bool:
     return wa.keys() == wb.keys() and all(torch.equal(wa[k], wb[k]) for k in wa)
 
 
+
+
+def copy_run(run: RunDir, dest: Path) -> RunDir:
+    """A copy of ``run`` at ``dest`` (a finished run shared by a module's tests, copied before a test damages it)."""
+    import shutil
+
+    shutil.copytree(run.path, dest)
+    return RunDir.open(dest)
+
+
+def one_line_error(capsys, argv: list[str], code: int = 2) -> str:
+    """``possym ARGV`` in this process: it exits with ``code`` and says one line on stderr, no traceback."""
+    from possym.cli import main
+
+    assert main(argv) == code
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "Traceback" not in err, err
+    return err
+
+
+def tree(root: Path) -> dict[str, int]:
+    """Every file and folder under ``root`` with its size (folders -1): what a refused call must leave as it was."""
+    return {str(p.relative_to(root)): (p.stat().st_size if p.is_file() else -1) for p in sorted(Path(root).rglob("*"))}

@@ -57,10 +57,13 @@ def test_final_on_an_unfinished_run_is_refused_naming_its_last_step_unless_allow
                                        r"--resume .*`, or analyse that step with --allow-unfinished"):
         run.resolve_step("final")
     assert RunDir.open(run.path, allow_unfinished=True).resolve_step("final") == 10
-    assert run.resolve_step(None) == 10 and run.resolve_step(10) == 10  # asked by number, no refusal
+    assert run.resolve_step(10) == 10  # asked by number, no refusal
     with pytest.raises(RunError, match="is unfinished"):
         possym.open_run(run.path).model()
+    with pytest.raises(RunError, match=r"is unfinished: step 10 \(unfinished, of 30\)"):  # "the last": unlabelled
+        possym.open_run(run.path).model(step=None)
     assert possym.open_run(run.path, allow_unfinished=True).model().cfg.n_layers == 2
+    assert RunDir.open(run.path, allow_unfinished=True).resolve_step(None) == 10
 
 
 def test_the_run_repr_says_finished_or_unfinished_and_where(make_run, reference):
