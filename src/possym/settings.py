@@ -47,8 +47,8 @@ from possym.errors import ConfigError, PossymError, did_you_mean
 
 C = TypeVar("C")
 
-__all__ = ["check_overrides", "defaults_help", "from_dict", "keyword_overrides", "parse_override", "parse_value",
-           "section_values"]
+__all__ = ["PLAIN", "check_overrides", "defaults_help", "from_dict", "keyword_overrides", "parse_override",
+           "parse_value", "section_values"]
 
 
 def parse_value(text: str) -> Any:
@@ -226,12 +226,18 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
     return value  # a type this reader does not know (dict, a callable): the config's own check decides
 
 
+# A field's metadata key naming the function ``(value, where) -> field value`` that reads its plain form, for a
+# field whose plain form is not its type's (an experiment's stages: a mapping of names to settings).
+PLAIN = "possym.plain"
+
+
 def from_dict(cls: type[C], data: Mapping[str, Any] | None, where: str, also: Iterable[str] = (),
               error: type[PossymError] = ConfigError) -> C:
     """``cls(**data)`` for a config dataclass, from plain data (a parsed YAML mapping, parsed overrides or
     keyword arguments): each value checked against its field's type and converted where that is
-    unambiguous (see the module docstring). An unknown key is an ``error`` naming it as ``where.key`` with
-    the known ones (``also``: keys the caller takes itself); a wrong type names the type it must have."""
+    unambiguous (see the module docstring), or read by the function its field's metadata names under
+    :data:`PLAIN`. An unknown key is an ``error`` naming it as ``where.key`` with the known ones (``also``: keys
+    the caller takes itself); a wrong type names the type it must have."""
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
@@ -250,6 +256,9 @@ def from_dict(cls: type[C], data: Mapping[str, Any] | None, where: str, also: It
         if f.name not in data:
             continue
         value, hint = data[f.name], hints.get(f.name, Any)
+        if PLAIN in f.metadata:  # a field whose plain form is not its type's (a mapping of stages, say)
+            values[f.name] = f.metadata[PLAIN](value, f"{where}.{f.name}")
+            continue
         try:
             values[f.name] = _coerce(value, hint, f"{where}.{f.name}")
         except _Mismatch as exc:

@@ -35,7 +35,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +43,7 @@ import yaml
 
 from possym.config import PRESET_DIR, RunConfig, load_config
 from possym.errors import ConfigError, did_you_mean, named_options, require
-from possym.settings import check_overrides, parse_override
+from possym.settings import PLAIN, check_overrides, from_dict, parse_override
 from possym.stages.registry import get_stage
 from possym.tasks import PAPER_TASKS, TASKS
 
@@ -100,13 +100,14 @@ class Experiment:
     ``parts`` is ``((name, Experiment), ...)``."""
 
     preset: str | None = None
-    tasks: tuple[str, ...] = PAPER_TASKS
-    seeds: tuple[int, ...] = (0,)
-    overrides: tuple[str, ...] = ()
-    task_overrides: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    variants: tuple[Variant, ...] = (Variant(""),)
-    stages: tuple[tuple[str, Any], ...] = ()
-    parts: tuple[tuple[str, Any], ...] = ()
+    tasks: tuple[str, ...] = field(default=PAPER_TASKS, metadata={PLAIN: lambda v, w: _strings(v, w)})
+    seeds: tuple[int, ...] = field(default=(0,), metadata={PLAIN: lambda v, w: _ints(v, w)})
+    overrides: tuple[str, ...] = field(default=(), metadata={PLAIN: lambda v, w: _strings(v, w)})
+    task_overrides: tuple[tuple[str, tuple[str, ...]], ...] = field(
+        default=(), metadata={PLAIN: lambda v, w: _task_overrides(v)})
+    variants: tuple[Variant, ...] = field(default=(Variant(""),), metadata={PLAIN: lambda v, w: _variants(v)})
+    stages: tuple[tuple[str, Any], ...] = field(default=(), metadata={PLAIN: lambda v, w: _stages(v)})
+    parts: tuple[tuple[str, Any], ...] = field(default=(), metadata={PLAIN: lambda v, w: _parts(v)})
     retries: int = 1
     threads: int | None = 1
     name: str = ""
@@ -264,24 +265,10 @@ def _parts(data: Any) -> tuple[tuple[str, Any], ...]:
 
 
 def experiment_from_dict(data: dict[str, Any]) -> Experiment:
-    """Build and validate an Experiment from plain data (a parsed YAML file); unknown keys are errors."""
+    """Build and validate an Experiment from plain data (a parsed YAML file), by :func:`possym.settings.from_dict`
+    as every config is built; unknown keys are errors naming the known ones."""
     require(isinstance(data, dict), f"an experiment must be a mapping, got {type(data).__name__}")
-    unknown = sorted(set(data) - set(_FIELDS))
-    require(not unknown, f"unknown experiment key(s) {unknown}; known: {sorted(_FIELDS)}")
-    threads = data.get("threads", 1)
-    return Experiment(
-        preset=data.get("preset"),
-        tasks=_strings(data.get("tasks", list(PAPER_TASKS)), "experiment tasks"),
-        seeds=_ints(data.get("seeds", [0]), "experiment seeds"),
-        overrides=_strings(data.get("overrides"), "experiment overrides"),
-        task_overrides=_task_overrides(data.get("task_overrides")),
-        variants=_variants(data.get("variants")),
-        stages=_stages(data.get("stages")),
-        parts=_parts(data.get("parts")),
-        retries=int(data.get("retries", 1)),
-        threads=None if threads is None else int(threads),
-        name=str(data.get("name", "")),
-    )
+    return from_dict(Experiment, data, "experiment")
 
 
 def experiment_to_dict(exp: Experiment) -> dict[str, Any]:

@@ -60,7 +60,8 @@ def test_every_packaged_experiment_reads_back_from_its_dump(name):
 @pytest.mark.parametrize(
     ("data", "message"),
     [
-        ({"tasks": ["number"], "sedes": [0]}, r"unknown experiment key\(s\) \['sedes'\]"),
+        ({"tasks": ["number"], "sedes": [0]}, r"unknown key 'experiment.sedes'; known experiment keys: .*did you mean "
+                                              r"'experiment.seeds'"),
         ({"tasks": ["numbers"]}, "'numbers' is not a task"),
         ({"tasks": ["number"], "seeds": [0, 0]}, "distinct integers"),
         ({"tasks": ["number"], "seeds": "0"}, "must be a list of integers"),
