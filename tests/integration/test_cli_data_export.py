@@ -13,7 +13,7 @@ from possym.train.loop import train
 
 def test_data_command_writes_solvable_jsonl(tmp_path):
     out = tmp_path / "letter.jsonl"
-    assert main(["data", "--task", "letter", "--n", "50", "--seed", "3", "--extra", "7", "--out", str(out)]) == 0
+    assert main(["data", "--task", "letter", "data.n=50", "data.seed=3", "data.extra=7", "--out", str(out)]) == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 50 and all(len(r["tokens"]) == 17 + 7 for r in rows)
     for r in rows:
@@ -23,7 +23,7 @@ def test_data_command_writes_solvable_jsonl(tmp_path):
 
 def test_data_to_standard_output_is_the_file_s_lines_alone_and_writes_no_file(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    args = ["data", "--task", "number", "--n", "6", "--seed", "2"]
+    args = ["data", "--task", "number", "data.n=6", "data.seed=2"]
     assert main([*args, "--out", "-"]) == 0
     printed = capsys.readouterr()
     assert main([*args, "--out", "file.jsonl"]) == 0
@@ -33,7 +33,7 @@ def test_data_to_standard_output_is_the_file_s_lines_alone_and_writes_no_file(tm
 
 def test_data_command_reads_a_split_of_the_paper_dataset(tmp_path):
     out = tmp_path / "val.jsonl"
-    args = ["data", "--task", "number", "--split", "val", "--n", "20", "--seed", "0", "--out", str(out)]
+    args = ["data", "--task", "number", "data.split=val", "data.n=20", "data.seed=0", "--out", str(out)]
     assert main(args + ["task.n_train=100", "task.n_test=100"]) == 0
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     cfg = load_config("number", None, ["task.n_train=100", "task.n_test=100"]).task

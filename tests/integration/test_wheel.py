@@ -77,7 +77,7 @@ def test_the_installed_wheel_is_what_runs_and_carries_its_presets_and_sweep_spec
 
 @pytest.mark.long
 def test_possym_data_and_a_five_step_quick_run_work_outside_the_repository(wheel_venv, tmp_path):
-    data = _possym(wheel_venv, tmp_path, "data", "--task", "letter", "--n", "5", "--out", "letter.jsonl")
+    data = _possym(wheel_venv, tmp_path, "data", "--task", "letter", "data.n=5", "--out", "letter.jsonl")
     assert data.returncode == 0, data.stderr
     assert len((tmp_path / "letter.jsonl").read_text().splitlines()) == 5
     # The quick preset as shipped; only its length and its data are cut so the test takes seconds.

@@ -21,6 +21,32 @@ from possym.stages.registry import ExperimentDir, Stage
 from possym.tasks import TaskSamples, generate, make_splits, task_vocab
 
 
+@dataclass(frozen=True)
+class DataConfig:
+    """``possym data``'s settings, ``data.KEY=VALUE``: ``n`` instances, generated from ``seed`` with ``extra`` tokens
+    before the target window, or the first ``n`` rows of ``split`` (train, val, test) of the dataset made from data
+    seed ``seed``. The task's own settings are ``task.KEY=VALUE``.
+
+    >>> DataConfig(n=5, split="val").split
+    'val'
+    """
+
+    n: int = 100
+    seed: int = 0
+    split: str | None = None
+    extra: int = 0
+
+    def __post_init__(self) -> None:
+        from possym.tasks import SPLITS
+
+        if self.split is not None and self.split not in SPLITS:
+            raise ConfigError(f"data.split={self.split!r}; allowed: {list(SPLITS)} or null (generate)")
+        if self.n < 0:
+            raise ConfigError(f"data.n={self.n} must be >= 0")
+        if self.extra < 0:
+            raise ConfigError(f"data.extra={self.extra} must be >= 0")
+
+
 def task_instances(task: TaskConfig, n: int, seed: int = 0, split: str | None = None, extra: int = 0) -> TaskSamples:
     """``n`` instances: generated from ``seed`` with ``extra`` tokens before the target window, or the first
     ``n`` rows of ``split`` of the dataset made from data seed ``seed``."""

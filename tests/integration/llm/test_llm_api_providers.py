@@ -23,14 +23,14 @@ from llm_fake_api import FakeAPI  # noqa: E402
 from possym.cli import main  # noqa: E402
 
 SECRET = "sk-test-0123456789-SECRET-abcdef"
-FAST = ["--backoff", "0.01", "--max-backoff", "0.05", "--no-progress", "--no-plot"]
-TINY = ["--lengths", "12,16", "--runs", "1", "--n", "3"]  # 2 tasks x 2 lengths x 3 = 12 prompts
+FAST = ["llm.backoff=0.01", "llm.max_backoff=0.05", "--no-progress", "llm.plot=false"]
+TINY = ["llm.lengths=[12,16]", "llm.runs=1", "llm.n=3"]  # 2 tasks x 2 lengths x 3 = 12 prompts
 
 
 def _llm(provider: str, api: FakeAPI, out: Path, *extra: str, model: str | None = None) -> int:
     base = api.url if provider == "anthropic" else f"{api.url}/v1"
     model = model or ("claude-sonnet-3-7" if provider == "anthropic" else "gpt-5.4")
-    return main(["llm", "--provider", provider, "--model", model, "--base-url", base, "--out", str(out), *TINY,
+    return main(["llm", "--provider", provider, "--model", model, f"llm.base_url={base}", "--out", str(out), *TINY,
                  *FAST, *extra])  # fmt: skip
 
 
@@ -49,7 +49,7 @@ def keys(monkeypatch):
 def test_a_correct_api_scores_one_and_the_outputs_are_written(provider, tmp_path, keys, capsys):
     with FakeAPI() as api:
         status = main(["llm", "--provider", provider, "--model", "m", "--out", str(tmp_path), *TINY, "--no-progress",
-                       "--base-url", api.url if provider == "anthropic" else f"{api.url}/v1"])  # fmt: skip
+                       "llm.base_url=" + (api.url if provider == "anthropic" else f"{api.url}/v1")])  # fmt: skip
         assert status == 0 and api.count() == 12
     rows = _results(tmp_path)
     assert len(rows) == 4
@@ -103,7 +103,7 @@ def test_429_then_500_then_success_is_retried_to_a_full_score(provider, tmp_path
 
 def test_a_time_out_is_retried(tmp_path, keys):
     with FakeAPI(schedule=["slow"], slow_s=1.5) as api:
-        assert _llm("anthropic", api, tmp_path, "--timeout", "0.5", "--tasks", "letter") == 0
+        assert _llm("anthropic", api, tmp_path, "llm.timeout=0.5", "llm.tasks=[letter]") == 0
     assert all(float(r["accuracy"]) == 1.0 for r in _results(tmp_path))
 
 
@@ -113,7 +113,7 @@ def test_permanent_failures_are_counted_not_scored_and_the_run_goes_on(tmp_path,
         return 503 if zlib.crc32(prompt.encode()) % 2 else None
 
     with FakeAPI(permanent=half) as api:
-        status = _llm("anthropic", api, tmp_path, "--max-attempts", "3")
+        status = _llm("anthropic", api, tmp_path, "llm.max_attempts=3")
     rows = _results(tmp_path)
     failed = sum(int(r["n_failed"]) for r in rows)
     answered = sum(int(r["n"]) for r in rows)
@@ -146,9 +146,9 @@ def test_a_missing_key_is_a_clear_error_before_any_request(provider, env, tmp_pa
 def test_the_key_reaches_the_api_but_never_a_file_or_a_log(tmp_path, keys, capsys):
     # The fake echoes the key in its error messages; the stored errors must not carry it.
     with FakeAPI(schedule=[429], permanent=lambda p: 500 if 'Input: "a' in p else None, echo_key_in_errors=True) as api:
-        main(["llm", "--provider", "anthropic", "--model", "m", "--base-url", api.url, "--out", str(tmp_path),
-              *TINY, "--backoff", "0.01", "--max-attempts", "2"])  # fmt: skip
-        _llm("openai", api, tmp_path, "--max-attempts", "2")
+        main(["llm", "--provider", "anthropic", "--model", "m", f"llm.base_url={api.url}", "--out", str(tmp_path),
+              *TINY, "llm.backoff=0.01", "llm.max_attempts=2"])  # fmt: skip
+        _llm("openai", api, tmp_path, "llm.max_attempts=2")
     assert {r["key"] for r in api.requests} == {SECRET}
     captured = capsys.readouterr()
     assert SECRET not in captured.out and SECRET not in captured.err
@@ -170,7 +170,7 @@ def test_openai_compatible_sends_no_openai_key_and_asks_templates_to_skip_thinki
 
 def test_the_progress_bar_shows_the_request_rate(tmp_path, keys, capsys):
     with FakeAPI() as api:
-        main(["llm", "--provider", "anthropic", "--model", "m", "--base-url", api.url, "--out", str(tmp_path), *TINY,
-              "--no-plot"])  # fmt: skip
+        main(["llm", "--provider", "anthropic", "--model", "m", f"llm.base_url={api.url}", "--out", str(tmp_path),
+              *TINY, "llm.plot=false"])  # fmt: skip
     err = capsys.readouterr().err
     assert "12/12" in err and "req/s" in err

@@ -23,7 +23,7 @@ pytest.importorskip("anthropic", reason="the anthropic client is in the llm extr
 from llm_fake_api import FakeAPI  # noqa: E402
 
 CLI = "import sys; from possym.cli import main; sys.exit(main())"
-GRID = ["--lengths", "12,16", "--runs", "2", "--n", "25"]  # 2 tasks x 2 lengths x 2 runs x 25 = 200 prompts
+GRID = ["llm.lengths=[12,16]", "llm.runs=2", "llm.n=25"]  # 2 tasks x 2 lengths x 2 runs x 25 = 200 prompts
 TOTAL = 200
 CONCURRENCY = 2
 
@@ -62,8 +62,8 @@ def _settled(api: FakeAPI, quiet_s: float = 0.5) -> int:
 
 
 def _start(api: FakeAPI, out: Path) -> subprocess.Popen:
-    cmd = [sys.executable, "-c", CLI, "llm", "--provider", "anthropic", "--model", "m", "--base-url", api.url,
-           "--out", str(out), *GRID, "--concurrency", str(CONCURRENCY), "--no-progress", "--no-plot"]  # fmt: skip
+    cmd = [sys.executable, "-c", CLI, "llm", "--provider", "anthropic", "--model", "m", f"llm.base_url={api.url}",
+           "--out", str(out), *GRID, f"llm.concurrency={CONCURRENCY}", "--no-progress", "llm.plot=false"]  # fmt: skip
     env = {**os.environ, "ANTHROPIC_API_KEY": "sk-test-kill9"}
     return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 

@@ -84,9 +84,9 @@ def server(smol, tmp_path_factory):
 
 
 def test_openai_compatible_against_transformers_serve_matches_the_hf_provider(server, smol, tmp_path):
-    args = ["llm", "--provider", "openai-compatible", "--model", server["model"], "--base-url", server["url"],
-            "--out", str(tmp_path), "--lengths", "12", "--runs", "1", "--n", "2", "--concurrency", "2",
-            "--no-progress", "--no-plot"]  # fmt: skip
+    args = ["llm", "--provider", "openai-compatible", "--model", server["model"], f"llm.base_url={server['url']}",
+            "--out", str(tmp_path), "llm.lengths=[12]", "llm.runs=1", "llm.n=2", "llm.concurrency=2",
+            "--no-progress", "llm.plot=false"]  # fmt: skip
     assert main(args) == 0
     templates = load_templates()
     instances = make_grid(("number", "letter"), (12,), (1,), 2)

@@ -41,7 +41,7 @@ def test_an_unknown_provider_lists_the_known_ones():
 
 def test_openai_compatible_needs_a_base_url():
     pytest.importorskip("openai")
-    with pytest.raises(ValueError, match="--base-url"):
+    with pytest.raises(ValueError, match="llm.base_url"):
         make_provider("openai-compatible", "m", GenerationSettings())
 
 

@@ -144,7 +144,7 @@ class OpenAICompatibleProvider(_HTTPProvider):
     ) -> None:
         super().__init__(model, settings)
         if not base_url:
-            raise PossymError("the openai-compatible provider needs --base-url (e.g. http://127.0.0.1:8000/v1)")
+            raise PossymError("the openai-compatible provider needs a base URL (possym llm ... llm.base_url=http://127.0.0.1:8000/v1)")
         import openai
 
         self._module = openai
