@@ -46,7 +46,7 @@ $(STAMP_TL4): pyproject.toml Makefile
 	touch $(STAMP_TL4)
 
 demo: setup
-	$(BIN)/possym reproduce --preset quick --out runs/demo --workers 2
+	$(BIN)/possym reproduce quick --out runs/demo engine.workers=2
 
 # The fast tier: every test not marked long or slow (pyproject's addopts): about 4 min of tests on 2 idle cores.
 # The tests marked long (the cluster tests and the slowest end-to-end runs, docs/testing.md) are the second

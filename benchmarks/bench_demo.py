@@ -10,9 +10,10 @@ What it measures, in one run:
    number task's quick run for ``--steps`` steps, with the same command, alternating the two
    codebases (``git worktree`` of REV, run through ``PYTHONPATH``) ``--repeats`` times; medians and
    their ratio. This says whether the code lost speed, apart from the machine.
-3. **The demo, HEAD against the baseline revision**: ``possym reproduce --preset quick --out TMP``
-   as each revision's ``make demo`` runs it (HEAD with ``--workers``; the baseline with the flags of its
-   own Makefile's ``demo`` line: one process at 74e3a60, ``--workers 2`` at c0d18b5), one after the
+3. **The demo, HEAD against the baseline revision**: ``possym reproduce`` of the quick experiment into a
+   temporary directory as each revision's ``make demo`` runs it (the words of its own Makefile's ``demo``
+   line, ``--out`` set here: one process at 74e3a60, ``--preset quick --workers 2`` at c0d18b5 and 328e745,
+   ``quick engine.workers=2`` since issue 50), one after the
    other on the same machine: each stage's seconds from the run's own stage log (``log/*.json`` and each
    run's ``runs/ID/resume.json`` now, ``stages.json`` before the executor), the totals, their ratio, and
    the totals in baseline units (total x baseline steps/s). The baseline revision's demo time on the
@@ -20,11 +21,11 @@ What it measures, in one run:
    there. A faster demo must say the same: the claims both revisions grade are compared verdict by
    verdict (``claims.csv``), and any that differ are printed.
 
-    python benchmarks/bench_demo.py [--workers 2] [--steps 600] [--repeats 3] [--against c0d18b5]
+    python benchmarks/bench_demo.py [--steps 600] [--repeats 3] [--against 328e745]
                                     [--skip-training] [--skip-demo] [--skip-demo-against]
 
 The goals: the demo in <= 8 minutes on 2 cores (README); against c0d18b5, a same-run ratio <= 0.85 with the
-same findings.
+same findings; against 328e745 (issue 50), <= 0.9.
 """
 
 from __future__ import annotations
@@ -108,12 +109,12 @@ def training_against(rev: str, steps: int, repeats: int) -> tuple[list[float], l
     return head, old
 
 
-def demo(src: Path, extra: list[str]) -> tuple[float, dict[str, float], dict[str, str]]:
-    """``possym reproduce --preset quick`` from sources ``src`` into a temporary directory: (total seconds,
-    seconds per stage summed over runs and workers, each graded claim's verdict)."""
+def demo(src: Path, words: list[str]) -> tuple[float, dict[str, float], dict[str, str]]:
+    """``possym reproduce WORDS --out TMP`` from sources ``src``: (total seconds, seconds per stage summed over runs
+    and workers, each graded claim's verdict)."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "demo"
-        cmd = [sys.executable, "-m", "possym", "reproduce", "--preset", "quick", "--out", str(out), *extra]
+        cmd = [sys.executable, "-m", "possym", "reproduce", *words, "--out", str(out)]
         t0 = time.perf_counter()
         subprocess.run(cmd, env={**os.environ, "PYTHONPATH": str(src)}, check=True, stdout=subprocess.DEVNULL,
                        stderr=subprocess.DEVNULL)
@@ -134,9 +135,9 @@ def demo(src: Path, extra: list[str]) -> tuple[float, dict[str, float], dict[str
     return total, stages, verdicts
 
 
-def makefile_demo_flags(tree: Path) -> list[str]:
-    """The flags of ``possym reproduce`` on the ``demo`` target of the Makefile in ``tree``, less ``--preset`` and
-    ``--out`` (which the bench sets): the demo as that revision ran it."""
+def makefile_demo_words(tree: Path) -> list[str]:
+    """The words after ``possym reproduce`` on the ``demo`` target of the Makefile in ``tree``, less ``--out DIR``
+    (which the bench sets): the demo as that revision ran it."""
     lines = (tree / "Makefile").read_text().splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("demo:"))
     command = next(line for line in lines[start + 1:] if "possym reproduce" in line)
@@ -144,7 +145,7 @@ def makefile_demo_flags(tree: Path) -> list[str]:
     flags: list[str] = []
     i = 0
     while i < len(words):
-        if words[i] in ("--preset", "--out"):
+        if words[i] == "--out":
             i += 2
             continue
         flags.append(words[i])
@@ -174,10 +175,9 @@ def _print_demo(label: str, total: float, stages: dict[str, float], rate: float)
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--against", default="c0d18b5")
+    parser.add_argument("--against", default="328e745")
     parser.add_argument("--skip-training", action="store_true")
     parser.add_argument("--skip-demo", action="store_true")
     parser.add_argument("--skip-demo-against", action="store_true", help="time HEAD's demo only")
@@ -192,14 +192,15 @@ def main() -> None:
         h, o = statistics.median(head), statistics.median(old)
         print(f"  median HEAD {h:.1f} s, {args.against} {o:.1f} s: HEAD / {args.against} = {h / o:.3f}")
     if not args.skip_demo:
-        total, stages, verdicts = demo(ROOT / "src", ["--workers", str(args.workers)])
-        label = f"make demo at HEAD (possym reproduce --preset quick --workers {args.workers})"
+        words = makefile_demo_words(ROOT)
+        total, stages, verdicts = demo(ROOT / "src", words)
+        label = f"make demo at HEAD (possym reproduce {' '.join(words)})"
         _print_demo(label, total, stages, rate)
         if not args.skip_demo_against:
             with _worktree(args.against) as tree:
-                flags = makefile_demo_flags(tree)
-                old, old_stages, old_verdicts = demo(tree / "src", flags)
-            _print_demo(f"make demo at {args.against} (possym reproduce --preset quick {' '.join(flags)})".rstrip(),
+                old_words = makefile_demo_words(tree)
+                old, old_stages, old_verdicts = demo(tree / "src", old_words)
+            _print_demo(f"make demo at {args.against} (possym reproduce {' '.join(old_words)})",
                         old, old_stages, rate)
             print(f"  HEAD / {args.against} = {total / old:.3f}", end="")
             filed = FILED_DEMO_SECONDS.get(args.against)

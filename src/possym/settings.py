@@ -48,7 +48,7 @@ from possym.errors import ConfigError, PossymError, did_you_mean
 C = TypeVar("C")
 
 __all__ = ["PLAIN", "check_overrides", "defaults_help", "from_dict", "keyword_overrides", "parse_override",
-           "parse_value", "section_values"]
+           "parse_value", "section_values", "take_section"]
 
 
 def parse_value(text: str) -> Any:
@@ -138,6 +138,24 @@ def section_values(overrides: Iterable[str], section: str, known: Iterable[str] 
             raise ConfigError(f"override {item!r}: this command takes {section}.KEY=VALUE{keys}")
         values[name] = value
     return values
+
+
+def take_section(cls: type[C], overrides: Iterable[str], section: str) -> tuple[C, list[str]]:
+    """Split ``section.key=value`` overrides off the rest: the config ``cls`` they make, and the others in order
+    (for a command that takes one config of its own beside a run's or an experiment's sections).
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass(frozen=True)
+    ... class PoolConfig:
+    ...     workers: int = 1
+    >>> take_section(PoolConfig, ["pool.workers=4", "train.steps=50"], "pool")
+    (PoolConfig(workers=4), ['train.steps=50'])
+    """
+    overrides = list(overrides)
+    check_overrides(overrides)
+    mine = [o for o in overrides if o.split("=", 1)[0].split(".", 1)[0].strip() == section]
+    known = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
+    return from_dict(cls, section_values(mine, section, known), section), [o for o in overrides if o not in mine]
 
 
 def _hints(cls: type) -> dict[str, Any]:

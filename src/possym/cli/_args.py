@@ -83,5 +83,17 @@ def add_overrides(p: argparse.ArgumentParser, section: str, defaults: dict[str, 
     p.formatter_class = argparse.RawDescriptionHelpFormatter
     p.epilog = (f"{section} keys and their defaults (set any as {section}.KEY=VALUE; values are YAML: "
                 f"true, null, [0, 10]):\n{defaults_help(section, defaults)}")
-    if config is not None:
-        p.epilog += "\n\n" + (inspect.getdoc(config) or "")
+    if config is not None:  # what each key means; the doctest is for the library's reader, not the command's
+        prose = (inspect.getdoc(config) or "").split("\n>>>")[0].removesuffix("Example:").rstrip()
+        p.epilog += "\n\n" + prose
+
+
+def engine_help() -> str:
+    """The ``engine`` section's keys with their defaults (:class:`possym.sweep.engines.EngineConfig`), for
+    ``--help``."""
+    import dataclasses
+
+    from possym.settings import defaults_help
+    from possym.sweep.engines import EngineConfig
+
+    return defaults_help("engine", {f.name: f.default for f in dataclasses.fields(EngineConfig)})

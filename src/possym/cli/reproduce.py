@@ -1,5 +1,5 @@
-"""``possym reproduce --preset {quick,paper,paper_v1} --out DIR [section.key=value ...]``: the whole paper,
-resumable, into one directory.
+"""``possym reproduce {quick,paper,paper_v1} --out DIR [section.key=value ...]``: the whole paper, resumable,
+into one directory.
 
 A shell over :func:`possym.experiment.reproduce.reproduce`. The stages (data, train, score, theory,
 discrepancy, lengthgen, the canonical grid, report) are the packaged experiment's
@@ -28,43 +28,41 @@ def _skip_list(text: str) -> tuple[str, ...]:
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from possym.cli._args import engine_help
     from possym.experiment.reproduce import SKIPPABLE, reproduction_presets
 
     p = sub.add_parser("reproduce", help="the whole pipeline for both tasks, resumable, with a report")
-    p.add_argument("--preset", required=True, choices=reproduction_presets(),
-                   help="the reproduction (its training preset, seeds and stage settings)")
+    p.add_argument("experiment", metavar="EXPERIMENT", choices=reproduction_presets(),
+                   help=f"the packaged reproduction experiment, one of {', '.join(reproduction_presets())} (its run "
+                        "preset, seeds and stage settings: possym/configs/experiments/EXPERIMENT.yaml)")
     p.add_argument("--out", required=True, type=Path, help="output directory (rerun with it to resume)")
     p.add_argument("--skip", type=_skip_list, default=(),
                    help=f"comma-separated stages to leave out, of {', '.join(SKIPPABLE)} (the report shows the rest)")
-    p.add_argument("--workers", type=int, default=1,
-                   help="runs (or groups of runs) trained and analysed at once, each in its own process with "
-                        "experiment.threads threads (default 1: everything in this process)")
     p.add_argument("overrides", nargs="*", default=[], metavar="section.KEY=VALUE",
-                   help="e.g. experiment.seeds=[0,1,2] train.precision=bf16 lengthgen.n=200 report.sweep=DIR")
-    p.epilog = ("experiment keys: experiment.seeds (the preset's: quick [0], paper [0,1,2]), experiment.tasks, "
+                   help="e.g. experiment.seeds=[0,1,2] train.precision=bf16 lengthgen.n=200 report.sweep=DIR, and "
+                        "where the runs run: engine.workers=2 (runs, or groups of runs, at once, each in its own "
+                        "process with experiment.threads threads; 1: everything in this process), engine.name=slurm")
+    p.epilog = ("experiment keys: experiment.seeds (the experiment's: quick [0], paper [0,1,2]), experiment.tasks, "
                 "experiment.retries, experiment.threads; a stage's keys and defaults: `possym score --help` "
                 "(and lengthgen, theory, discrepancy, canonical); the run's: `possym train --help`. "
-                "OUT/experiment.yaml holds every value a reproduction ran with.")
+                "OUT/experiment.yaml holds every value a reproduction ran with. " + engine_help())
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from possym.errors import PossymError
     from possym.experiment.reproduce import reproduce
     from possym.records import ClaimRecord, read_records
+    from possym.settings import take_section
+    from possym.sweep.engines import EngineConfig, make_engine
 
-    if args.workers < 1:
-        raise PossymError(f"--workers={args.workers} must be >= 1")
-    overrides = list(args.overrides)
+    engine_cfg, overrides = take_section(EngineConfig, args.overrides, "engine")
     engine = None
-    if args.workers > 1:
-        from possym.sweep.engines import LocalEngine
-
-        engine = LocalEngine(args.workers)
+    if engine_cfg.name != "local" or engine_cfg.workers > 1:
         if not any(o.startswith("experiment.threads=") for o in overrides):
             overrides.append("experiment.threads=1")  # one thread per worker: the workers share the cores
+        engine = make_engine(engine_cfg, args.out)
     t0 = time.perf_counter()
-    outcome = reproduce(args.preset, args.out, None, overrides, args.skip, engine=engine)
+    outcome = reproduce(args.experiment, args.out, None, overrides, args.skip, engine=engine)
     out: Path = args.out
     if outcome.changed:
         print(f"settings changed since the last call: {', '.join(outcome.changed)} (the stages they feed reran)")

@@ -11,7 +11,7 @@ job or node comes back as an error, which the executor retries from the run's la
   A worker exits within a second of the sweep's death (even by SIGKILL), so a killed sweep leaves
   no run training behind it; the resume log lets the next call resume it.
 - ``ray`` (``pip install 'possym[ray]'``): a task per unit on the running Ray instance, on
-  ``--address``, or on a new local one of ``workers`` CPUs; each task asks for the run's CPUs and,
+  ``engine.address``, or on a new local one of ``engine.workers`` CPUs; each task asks for the run's CPUs and,
   where the cluster has GPUs, 1 GPU. Ray does not retry a task lost with its node: it fails here,
   and the executor's next round resubmits it, so the retry is the executor's, counted and reported.
 - ``slurm`` (``pip install 'possym[slurm]'``): one submitit job array per round, a task per unit,
@@ -224,7 +224,7 @@ class SlurmEngine:
         try:
             executor.update_parameters(**params)
         except (NameError, ValueError) as exc:  # submitit lists the parameters it knows
-            raise PossymError(f"--slurm-param: {exc}") from None
+            raise PossymError(f"engine.slurm: {exc}") from None
         return executor
 
     def _ended(self, jobs: list[Any]) -> dict[Any, str]:
@@ -304,44 +304,66 @@ class SlurmEngine:
                 job.cancel(check=False)
 
 
-def make_engine(
-    name: str,
-    *,
-    workers: int,
-    out: Path,
-    address: str | None = None,
-    partition: str | None = None,
-    time_min: int = 240,
-    gpus: int = 0,
-    cluster: str | None = None,
-    cpus: int = 1,
-    array_parallelism: int = 256,
-    log_dir: Path | None = None,
-    slurm_params: dict[str, Any] | None = None,
-):
-    """The engine called ``name`` (one of :data:`ENGINES`).
+@dataclass(frozen=True)
+class EngineConfig:
+    """Where an experiment's runs run, ``engine.KEY=VALUE`` on ``possym sweep`` and ``possym reproduce``.
 
-    ``cpus`` is what each run asks of Ray or Slurm (the experiment's torch threads per run). For Slurm,
-    ``log_dir`` (default ``out/submitit``) holds the jobs' pickles and logs and, like ``out``, must be
-    on a filesystem the compute nodes share; ``cluster`` None or "slurm" submits with sbatch,
-    "local"/"debug" runs submitit's local executors.
+    ``name``: ``local`` (a process pool), ``ray`` or ``slurm``; ``workers``: runs at once on a local pool or a
+    new local Ray instance (1: one at a time; ``possym reproduce`` then runs everything in its own process).
+    Ray: ``address`` of a running cluster. Slurm: ``partition``, ``time_min`` minutes a run, ``gpus`` a run,
+    ``cluster`` (``slurm`` submits with sbatch; ``local``/``debug``: submitit's local executors),
+    ``array_parallelism`` array tasks at once, ``log_dir`` for the jobs' pickles and logs (default
+    ``OUT/submitit``, on a filesystem the nodes share), and ``slurm``, any other submitit/sbatch setting as a
+    mapping (``engine.slurm={account: abc, mem_gb: 16, qos: high}``).
+
+    >>> EngineConfig(name="slurm", partition="gpu").time_min
+    240
     """
-    if name == "local":
-        return LocalEngine(workers)
-    if name == "ray":
-        _require_extra("ray", "ray")
-        return RayEngine(workers, address, cpus=cpus)
-    if name == "slurm":
-        import shutil
 
-        _require_extra("submitit", "slurm")
-        cluster = cluster or "slurm"
-        missing = [c for c in ("sbatch", "srun", "squeue") if shutil.which(c) is None]
-        if cluster == "slurm" and missing:
-            raise PossymError(f"--engine slurm submits with sbatch, but {', '.join(missing)} is not on PATH (run "
-                              "it on a Slurm login node); --cluster local runs the jobs as local processes")
-        if array_parallelism < 1:
-            raise PossymError(f"--array-parallelism={array_parallelism} must be >= 1")
-        return SlurmEngine(Path(log_dir) if log_dir else out / "submitit", partition, time_min, gpus, cpus,
-                           cluster=cluster, array_parallelism=array_parallelism, extra=slurm_params)
-    raise PossymError(f"--engine {name!r} is not an engine; allowed: {ENGINES}")
+    name: str = "local"
+    workers: int = 1
+    address: str | None = None
+    partition: str | None = None
+    time_min: int = 240
+    gpus: int = 0
+    cluster: str = "slurm"
+    array_parallelism: int = 256
+    log_dir: Path | None = None
+    slurm: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        from possym.errors import ConfigError
+
+        if self.name not in ENGINES:
+            raise ConfigError(f"engine.name={self.name!r} is not an engine; allowed: {list(ENGINES)}")
+        if self.cluster not in ("slurm", "local", "debug"):
+            raise ConfigError(f"engine.cluster={self.cluster!r}; allowed: slurm, local (jobs as local processes), "
+                              "debug")
+        for key in ("workers", "time_min", "array_parallelism"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"engine.{key}={getattr(self, key)} must be >= 1")
+        if self.gpus < 0:
+            raise ConfigError(f"engine.gpus={self.gpus} must be >= 0")
+        if self.slurm is not None and not isinstance(self.slurm, dict):
+            raise ConfigError(f"engine.slurm={self.slurm!r}: give a mapping of submitit/sbatch settings, e.g. "
+                              "{account: abc, mem_gb: 16}")
+
+
+def make_engine(cfg: EngineConfig, out: Path, cpus: int = 1):
+    """The engine ``cfg`` names, for an experiment writing into ``out``; ``cpus`` is what each run asks of Ray or
+    Slurm (the experiment's torch threads per run)."""
+    if cfg.name == "local":
+        return LocalEngine(cfg.workers)
+    if cfg.name == "ray":
+        _require_extra("ray", "ray")
+        return RayEngine(cfg.workers, cfg.address, cpus=cpus)
+    import shutil
+
+    _require_extra("submitit", "slurm")
+    missing = [c for c in ("sbatch", "srun", "squeue") if shutil.which(c) is None]
+    if cfg.cluster == "slurm" and missing:
+        raise PossymError(f"engine.name=slurm submits with sbatch, but {', '.join(missing)} is not on PATH (run it on "
+                          "a Slurm login node); engine.cluster=local runs the jobs as local processes")
+    return SlurmEngine(Path(cfg.log_dir) if cfg.log_dir else Path(out) / "submitit", cfg.partition, cfg.time_min,
+                       cfg.gpus, cpus, cluster=cfg.cluster, array_parallelism=cfg.array_parallelism,
+                       extra=dict(cfg.slurm or {}))

@@ -51,7 +51,7 @@ def reference(tmp_path_factory, tiny_session_overrides) -> Path:
     """The grid run by the local engine, uninterrupted: what every cluster run must equal."""
     root = tmp_path_factory.mktemp("reference")
     spec = write_grid(root / "grid.yaml", tiny_session_overrides)
-    done = subprocess.run(sweep_command(spec, root / "sweep", "--workers", "2"), env=cluster_env(),
+    done = subprocess.run(sweep_command(spec, root / "sweep", "engine.workers=2"), env=cluster_env(),
                           capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     return root / "sweep"

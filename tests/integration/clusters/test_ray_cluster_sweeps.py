@@ -1,4 +1,4 @@
-"""`possym sweep --engine ray --address ...` on a two-node Ray cluster (two `ray start` processes on
+"""`possym sweep engine.name=ray engine.address= ...` on a two-node Ray cluster (two `ray start` processes on
 loopback addresses): while a run trains on the worker node, a second writer elsewhere is refused, naming
 that node's process; the worker node dies mid-run, and the sweep finishes on the head, retrying the lost
 run from its last state after taking over the lock the dead process left, says which run it retried, and
@@ -40,7 +40,7 @@ def test_a_ray_worker_node_killed_mid_run_holding_its_lock_is_retried_on_the_sur
     cluster, worker = ray_nodes
     spec = write_grid(tmp_path / "grid.yaml", tiny_overrides, retries=1)
     out = tmp_path / "sweep"
-    cmd = sweep_command(spec, out, "--engine", "ray", "--address", cluster.address)
+    cmd = sweep_command(spec, out, "engine.name=ray", f"engine.address={cluster.address}")
     sweep = subprocess.Popen(cmd, env=cluster_env(**CLIENT_ENV), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True)
     try:

@@ -1,4 +1,4 @@
-"""`possym sweep --engine slurm` on a real one-node Slurm cluster (submitit, sbatch, accounting off):
+"""`possym sweep engine.name=slurm` on a real one-node Slurm cluster (submitit, sbatch, accounting off):
 while the jobs train, a second writer is refused, naming each job's process; one job is cancelled
 mid-run with scancel and another's process is SIGKILLed mid-run; the rerun takes over the locks they
 left and resumes both from their last state; its own driver is SIGKILLed, leaving its jobs running, and
@@ -55,7 +55,7 @@ def test_slurm_jobs_cancelled_or_killed_mid_run_or_orphaned_resume_on_rerun_and_
     spec = write_grid(tmp_path / "grid.yaml", tiny_overrides, retries=0)
     out = tmp_path / "sweep"
     env = cluster_env(SLURM_CONF=str(slurm.conf))
-    cmd = sweep_command(spec, out, "--engine", "slurm", "--partition", "debug", "--time-min", "20")
+    cmd = sweep_command(spec, out, "engine.name=slurm", "engine.partition=debug", "engine.time_min=20")
     faults = dict(zip(RUNS, ("scancel", "sigkill"), strict=True))
     first = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     jobs, pids = {}, {}
@@ -148,7 +148,7 @@ def test_a_lock_left_on_another_host_is_refused_on_a_slurm_job_with_advice_that_
     # The lock of a process on a node this one cannot see (here, a node name no machine has).
     (run.path / LOCK_FILE).write_text(json.dumps({"host": "node-elsewhere", "pid": 4242}))
     env = cluster_env(SLURM_CONF=str(slurm.conf))
-    cmd = sweep_command(spec, out, "--engine", "slurm", "--partition", "debug", "--time-min", "20")
+    cmd = sweep_command(spec, out, "engine.name=slurm", "engine.partition=debug", "engine.time_min=20")
     refused = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
     assert refused.returncode == 1, refused.stdout + refused.stderr
     advice = (f"run {run.path} is being written by process 4242 on node-elsewhere, a host this one cannot check; "

@@ -27,7 +27,7 @@ FAST = ["lengthgen.grid=[0,10,100]", "lengthgen.n=8", "lengthgen.n_prefixes=2", 
 def reproduce_args(out, tiny, skip=("theory", "canonical")):
     # The theory and canonical stages have their own tests (tests/integration/theory, .../canonical); here
     # they would only add minutes. The canonical section of the report is tested below on a tiny grid.
-    return ["reproduce", "--preset", "quick", "--out", str(out), "--skip", ",".join(skip), *FAST, *tiny]
+    return ["reproduce", "quick", "--out", str(out), "--skip", ",".join(skip), *FAST, *tiny]
 
 
 def log(out, owner):

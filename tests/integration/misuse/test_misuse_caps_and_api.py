@@ -175,7 +175,7 @@ def test_export_without_permission_names_the_folder_asked_for_not_its_temporary_
     (["train", "--task", "number", "--out", "OUT", "trian.lr=1e-3"], "did you mean 'train'?"),
     (["score", "RUN", "score.n_input=3"], "did you mean 'score.n_inputs'?"),
     (["lengthgen", "RUN", "lengthgen.gird=[0]"], "did you mean 'lengthgen.grid'?"),
-    (["reproduce", "--preset", "quick", "--out", "OUT", "experiment.seed=[0]"], "did you mean 'seeds'?"),
+    (["reproduce", "quick", "--out", "OUT", "experiment.seed=[0]"], "did you mean 'seeds'?"),
 ])
 def test_a_near_miss_key_suggests_the_closest(tmp_path, capsys, finished, argv, says):
     argv = [str(finished.path) if a == "RUN" else str(tmp_path / "out") if a == "OUT" else a for a in argv]

@@ -74,7 +74,7 @@ def test_local_engine_runs_every_stage_then_resumes_without_redoing_work(tmp_pat
         variants={"base": [], "nope1": ["model.nope_from_layer=1"]},
     )
     out = tmp_path / "sweep"
-    assert main(["sweep", str(spec), "--out", str(out), "--workers", "2"]) == 0
+    assert main(["sweep", str(spec), "--out", str(out), "engine.workers=2"]) == 0
     assert "4/4 runs done, 0 failed, 0 retried (none), engine local" in capsys.readouterr().out
     assert_finished(out, spec)
     assert (out / "runs/nope1-number-s1/theory/discrepancy_summary.csv").exists()
@@ -96,7 +96,7 @@ def test_local_engine_runs_every_stage_then_resumes_without_redoing_work(tmp_pat
     assert "| number-task hops are learned in order |" in (out / "claims_by_seed.md").read_text()
     # Rerunning skips everything: no stage of any run starts again.
     final = RunDir.open(out / "runs/base-number-s0").checkpoint_path(30).stat().st_mtime_ns
-    assert main(["sweep", str(spec), "--out", str(out), "--workers", "2"]) == 0
+    assert main(["sweep", str(spec), "--out", str(out), "engine.workers=2"]) == 0
     assert "4/4 runs done, 0 failed, 0 retried (none)" in capsys.readouterr().out
     for rid in ("base-number-s0", "nope1-number-s1"):
         assert attempts(out, rid) == {"train": 1, "score": 1, "lengthgen": 1, "discrepancy": 1}
@@ -109,7 +109,7 @@ def test_a_failing_stage_keeps_the_finished_ones_and_a_rerun_completes_it(tmp_pa
         tmp_path / "bad.yaml", tiny_overrides, seeds=[0], stages={"score": SCORE, "discrepancy": {"step": 999}}
     )
     out = tmp_path / "sweep"
-    assert main(["sweep", str(bad), "--out", str(out), "--workers", "1"]) == 1
+    assert main(["sweep", str(bad), "--out", str(out), "engine.workers=1"]) == 1
     printed = capsys.readouterr().out
     assert "0/1 runs done, 1 failed" in printed and "FAILED number-s0" in printed
     entry = log(out, "number-s0")
@@ -122,7 +122,7 @@ def test_a_failing_stage_keeps_the_finished_ones_and_a_rerun_completes_it(tmp_pa
         seeds=[0],
         stages={"score": SCORE, "discrepancy": {"samples": 4, "extras": [0, 10]}},
     )
-    assert main(["sweep", str(good), "--out", str(out), "--workers", "1"]) == 0
+    assert main(["sweep", str(good), "--out", str(out), "engine.workers=1"]) == 0
     assert attempts(out, "number-s0") == {"train": 1, "score": 1, "discrepancy": 1}
     assert all(e["status"] == "done" and e["error"] is None for e in log(out, "number-s0").values())
 
@@ -130,10 +130,10 @@ def test_a_failing_stage_keeps_the_finished_ones_and_a_rerun_completes_it(tmp_pa
 def test_a_changed_run_config_is_refused_not_mixed(tmp_path, tiny_overrides, capsys):
     out = tmp_path / "sweep"
     spec = write_spec(tmp_path / "a.yaml", tiny_overrides, seeds=[0], stages={})
-    assert main(["sweep", str(spec), "--out", str(out), "--workers", "1"]) == 0
+    assert main(["sweep", str(spec), "--out", str(out), "engine.workers=1"]) == 0
     before = (out / "runs/number-s0/config.yaml").read_text()
     changed = write_spec(tmp_path / "b.yaml", [*tiny_overrides, "train.lr=2e-3"], seeds=[0], stages={})
-    assert main(["sweep", str(changed), "--out", str(out), "--workers", "1"]) == 2
+    assert main(["sweep", str(changed), "--out", str(out), "engine.workers=1"]) == 2
     assert "train.lr differ" in capsys.readouterr().err
     assert (out / "runs/number-s0/config.yaml").read_text() == before and attempts(out, "number-s0") == {"train": 1}
 
@@ -142,13 +142,13 @@ def test_a_changed_run_config_is_refused_not_mixed(tmp_path, tiny_overrides, cap
 def test_a_run_is_its_resolved_config_so_an_equivalent_spelling_continues_it(tmp_path, tiny_overrides):
     out = tmp_path / "sweep"
     spec = write_spec(tmp_path / "a.yaml", tiny_overrides, seeds=[0], stages={})
-    assert main(["sweep", str(spec), "--out", str(out), "--workers", "1"]) == 0
+    assert main(["sweep", str(spec), "--out", str(out), "engine.workers=1"]) == 0
     # The same config spelled otherwise: overrides reversed, and a default restated.
     same = write_spec(tmp_path / "b.yaml", [*reversed(tiny_overrides), "train.grad_clip=1.0"], seeds=[0],
                       stages={"score": SCORE})
     (run,) = load_experiment(str(same)).runs()
     assert run.config() == RunDir.open(out / "runs" / run.id).config
-    assert main(["sweep", str(same), "--out", str(out), "--workers", "1"]) == 0
+    assert main(["sweep", str(same), "--out", str(out), "engine.workers=1"]) == 0
     assert attempts(out, "number-s0") == {"train": 1, "score": 1}  # only the added stage ran
 
 
@@ -157,7 +157,7 @@ def test_killing_the_sweep_loses_no_finished_run_and_the_interrupted_one_resumes
     steps = [*tiny_overrides, "train.steps=150", "train.checkpoint_every=25", "train.state_every=25"]
     spec = write_spec(tmp_path / "spec.yaml", steps, seeds=[0, 1], stages={})
     out = tmp_path / "sweep"
-    cmd = [sys.executable, "-m", "possym", "sweep", str(spec), "--out", str(out), "--workers", "1"]
+    cmd = [sys.executable, "-m", "possym", "sweep", str(spec), "--out", str(out), "engine.workers=1"]
     proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     second = out / "runs/number-s1"
     deadline = time.monotonic() + 240
@@ -173,7 +173,7 @@ def test_killing_the_sweep_loses_no_finished_run_and_the_interrupted_one_resumes
     killed_at = time.time()
     resumed_from = RunDir.open(second).load_state()["step"]
     assert 25 <= resumed_from < 150 and log(out, "number-s1")["train"]["status"] == "running"
-    assert main(["sweep", str(spec), "--out", str(out), "--workers", "1"]) == 0
+    assert main(["sweep", str(spec), "--out", str(out), "engine.workers=1"]) == 0
     assert attempts(out, "number-s0") == {"train": 1}  # finished: not rerun
     assert attempts(out, "number-s1") == {"train": 2}
     # Resumed from its state, not restarted: the evaluations up to the state are the first run's, once each.
@@ -190,7 +190,7 @@ def test_ray_engine_with_two_cpus(tmp_path, tiny_overrides, capsys):
     out = tmp_path / "sweep"
     ray.init(num_cpus=2, include_dashboard=False)
     try:
-        assert main(["sweep", str(spec), "--out", str(out), "--engine", "ray"]) == 0
+        assert main(["sweep", str(spec), "--out", str(out), "engine.name=ray"]) == 0
     finally:
         ray.shutdown()
     assert "2/2 runs done, 0 failed, 0 retried (none), engine ray" in capsys.readouterr().out
@@ -203,7 +203,7 @@ def test_slurm_engine_through_submitit_local_executor(tmp_path, tiny_overrides, 
     spec = write_spec(tmp_path / "spec.yaml", tiny_overrides)
     out = tmp_path / "sweep"
     assert (
-        main(["sweep", str(spec), "--out", str(out), "--engine", "slurm", "--cluster", "local", "--time-min", "10"])
+        main(["sweep", str(spec), "--out", str(out), "engine.name=slurm", "engine.cluster=local", "engine.time_min=10"])
         == 0
     )
     assert "2/2 runs done, 0 failed, 0 retried (none), engine slurm" in capsys.readouterr().out
@@ -215,14 +215,14 @@ def test_missing_engine_extra_is_named(monkeypatch, tmp_path, tiny_overrides):
     monkeypatch.setitem(sys.modules, "ray", None)  # as if not installed
     spec = write_spec(tmp_path / "spec.yaml", tiny_overrides)
     with pytest.raises(ImportError, match=r"pip install 'possym\[ray\]'"):
-        main(["sweep", str(spec), "--out", str(tmp_path / "o"), "--engine", "ray"])
+        main(["sweep", str(spec), "--out", str(tmp_path / "o"), "engine.name=ray"])
 
 
 def test_the_slurm_engine_without_sbatch_says_where_to_run_it(monkeypatch, tmp_path, tiny_overrides, capsys):
     pytest.importorskip("submitit")
     monkeypatch.setenv("PATH", str(tmp_path))  # no Slurm commands here
     spec = write_spec(tmp_path / "spec.yaml", tiny_overrides)
-    assert main(["sweep", str(spec), "--out", str(tmp_path / "o"), "--engine", "slurm"]) == 2
+    assert main(["sweep", str(spec), "--out", str(tmp_path / "o"), "engine.name=slurm"]) == 2
     assert "sbatch" in capsys.readouterr().err and not (tmp_path / "o/runs").exists()
 
 

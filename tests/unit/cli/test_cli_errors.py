@@ -39,7 +39,7 @@ def test_any_other_exception_keeps_its_traceback(monkeypatch, exc):
 
 @pytest.mark.parametrize(("argv", "missing"), [
     (["sweep"], "spec, --out"), (["theory"], "--out"), (["score"], "run"), (["data"], "--task, --out"),
-    (["reproduce"], "--preset, --out"), (["canonical"], "--out"),
+    (["reproduce"], "EXPERIMENT, --out"), (["canonical"], "--out"),
 ])
 def test_a_missing_argument_names_only_what_is_required_never_the_optional_overrides(argv, missing, capsys):
     with pytest.raises(SystemExit) as stop:

@@ -42,8 +42,8 @@ def commands(text: str, make: bool = False) -> list[list[str]]:
 
 
 def test_the_reader_finds_make_recipes_and_code_block_commands_with_continuations():
-    make = "demo: setup\n\t$(BIN)/possym reproduce --out $(OUT) \\\n\t  --workers 2\n# possym in a comment\n"
-    assert commands(make, make=True) == [["reproduce", "--out", "VAR", "--workers", "2"]]
+    make = "demo: setup\n\t$(BIN)/possym reproduce --out $(OUT) \\\n\t  engine.workers=2\n# possym in a comment\n"
+    assert commands(make, make=True) == [["reproduce", "--out", "VAR", "engine.workers=2"]]
     guide = "text `possym score X` here\n```bash\npossym score RUN score.n_inputs=5   # a comment\n```\n"
     assert commands(guide) == [["score", "RUN", "score.n_inputs=5"]]
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from possym.config import ConfigError
 from possym.errors import PossymError
-from possym.sweep.engines import SlurmEngine, make_engine, squeue_states
+from possym.sweep.engines import EngineConfig, SlurmEngine, make_engine, squeue_states
 
 
 def fake_commands(tmp_path: Path, squeue_out: str, squeue_rc: int = 0, squeue_err: str = "") -> Path:
@@ -86,11 +87,13 @@ def test_the_slurm_engine_refuses_without_sbatch_and_names_bad_settings(tmp_path
     pytest.importorskip("submitit")
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(PossymError, match="sbatch"):
-        make_engine("slurm", workers=1, out=tmp_path)
+        make_engine(EngineConfig(name="slurm"), tmp_path)
     on_path(monkeypatch, fake_commands(tmp_path, ""))
-    with pytest.raises(PossymError, match="array-parallelism"):
-        make_engine("slurm", workers=1, out=tmp_path, array_parallelism=0)
-    engine = make_engine("slurm", workers=1, out=tmp_path, slurm_params={"no_such_setting": 1})
+    with pytest.raises(ConfigError, match="engine.array_parallelism=0 must be >= 1"):
+        EngineConfig(name="slurm", array_parallelism=0)
+    with pytest.raises(ConfigError, match="engine.name='pbs' is not an engine; allowed"):
+        EngineConfig(name="pbs")
+    engine = make_engine(EngineConfig(name="slurm", slurm={"no_such_setting": 1}), tmp_path)
     with pytest.raises(PossymError, match="no_such_setting"):
         engine._executor()
 
@@ -98,8 +101,9 @@ def test_the_slurm_engine_refuses_without_sbatch_and_names_bad_settings(tmp_path
 def test_sbatch_settings_reach_the_job_script(tmp_path, monkeypatch):
     pytest.importorskip("submitit")
     on_path(monkeypatch, fake_commands(tmp_path, "42_0 CANCELLED\n42_1 CANCELLED\n"))
-    engine = make_engine("slurm", workers=1, out=tmp_path, partition="gpu", time_min=30, gpus=1, cpus=2,
-                         array_parallelism=1, slurm_params={"account": "abc", "mem_gb": 16})
+    cfg = EngineConfig(name="slurm", partition="gpu", time_min=30, gpus=1, array_parallelism=1,
+                       slurm={"account": "abc", "mem_gb": 16})
+    engine = make_engine(cfg, tmp_path, cpus=2)
     list(engine.map(abs, [-1, -2]))  # two runs: one job array
     (script,) = (tmp_path / "submitit").rglob("*submission.sh")
     text = script.read_text()
