@@ -94,7 +94,7 @@ class Screening:
         return f"screening {overall}: " + "; ".join(parts)
 
 
-def summarise(records: Iterable[AnswerRecord], *, provider: str, model: str) -> list[CellResult]:
+def cell_results(records: Iterable[AnswerRecord], *, provider: str, model: str) -> list[CellResult]:
     """Per-cell counts and accuracy, sorted by task, length, run."""
     cells: dict[tuple[str, int, int], list[AnswerRecord]] = defaultdict(list)
     for rec in records:

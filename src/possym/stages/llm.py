@@ -30,7 +30,7 @@ from typing import Any
 
 from possym.errors import PossymError
 from possym.llm.providers import REASONING_MODES, GenerationSettings, make_provider
-from possym.llm.results import pivot, screen, summarise, table3_markdown
+from possym.llm.results import pivot, screen, cell_results, table3_markdown
 from possym.llm.retry import RetryPolicy
 from possym.llm.run import LLMGridConfig, RunnerConfig, run_llm_grid
 from possym.llm.store import AnswerStore
@@ -174,7 +174,7 @@ def llm_experiment(provider: Any, out: Path, grid: LLMGridConfig, templates: Any
         result = run_llm_grid(provider, store, grid, templates, runner, on_start=on_start, on_advance=on_advance)
     seconds = time.monotonic() - start
 
-    cells = summarise(result.records, provider=provider.name, model=provider.model)
+    cells = cell_results(result.records, provider=provider.name, model=provider.model)
     table = pivot(cells)
     screening = screen(cells)
     markdown = table3_markdown(table, title=f"{provider.model} ({provider.name})")

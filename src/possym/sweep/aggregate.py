@@ -19,12 +19,12 @@ Per trial (:func:`trial_facts`), from the files the stages wrote:
   the step at which it was most positional (the largest s_POS − s_SYM; at initialisation both are
   near 1, so the difference, not s_POS alone, finds a positional phase).
 
-Across seeds (:func:`summarise`): for every numeric fact, per (variant, task), the mean, the sample
+Across seeds (:func:`across_seeds`): for every numeric fact, per (variant, task), the mean, the sample
 standard deviation (ddof = 1; 0 for one seed) and n. Facts that are not numbers (hop order, the
 sets of pure layers) are tallied instead: ``"1<2<3<4" ×3``.
 
 Example:
-    >>> summarise([{"variant": "a", "task": "number", "seed": 0, "test_accuracy": 1.0},
+    >>> across_seeds([{"variant": "a", "task": "number", "seed": 0, "test_accuracy": 1.0},
     ...            {"variant": "a", "task": "number", "seed": 1, "test_accuracy": 0.8}])[0]["test_accuracy"]
     (0.9, 0.14142135623730948, 2)
 """
@@ -176,7 +176,7 @@ def _mean_sd(values: list[float]) -> tuple[float, float, int]:
     return mean, sd, n
 
 
-def summarise(facts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def across_seeds(facts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One record per (variant, task): numeric facts as (mean, sd, n), other facts as a tally string."""
     groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for f in facts:
@@ -324,7 +324,7 @@ def _write_summary(exp: Experiment, out: Path) -> list[Path]:
 
     read = [(t, out / "runs" / t.id, trial_facts(t, out / "runs" / t.id)) for t in exp.runs()]
     facts = [f for _, _, f in read if f is not None]
-    summary = summarise(facts)
+    summary = across_seeds(facts)
     claims = claims_by_seed([(t, path) for t, path, f in read if f is not None])
     paths = [out / "summary.csv", out / "summary.md", out / "seeds.csv", out / "seeds.md"]
     paths += [out / "claims_by_seed.csv", out / "claims_by_seed.md", out / "arms.md"]

@@ -9,7 +9,7 @@ import zlib
 import pytest
 
 from possym.llm.plots import load_paper_table3, plot_accuracy
-from possym.llm.results import CellResult, pivot, screen, summarise, table3_markdown
+from possym.llm.results import CellResult, pivot, screen, cell_results, table3_markdown
 from possym.llm.retry import RetryPolicy
 from possym.llm.run import LLMGridConfig, RunnerConfig, run_llm_grid
 from possym.llm.store import AnswerStore
@@ -86,7 +86,7 @@ def test_every_prompt_is_answered_scored_and_stored_once(tmp_path):
     assert all(r.correct and r.single_token for r in result.records)
     # Batches never mix cells, and respect the batch size.
     assert all(len(batch) <= 2 for batch in provider.calls)
-    cells = summarise(result.records, provider="oracle", model="oracle-1")
+    cells = cell_results(result.records, provider="oracle", model="oracle-1")
     assert len(cells) == 2 * 2 * 2 and all(c.accuracy == 1.0 and c.n == 3 and c.n_failed == 0 for c in cells)
 
 
@@ -135,7 +135,7 @@ def test_failures_after_the_cap_are_counted_not_scored_and_secrets_are_redacted(
     assert 0 < len(failed) < 24 and result.n_failed_now == len(failed) == len(raw)
     assert all(r.correct is None and r.single_token is None and r.attempts == 1 for r in failed)
     assert all("sk-SECRET-123" not in row[0] and "***" in row[0] for row in raw)
-    cells = summarise(result.records, provider="oracle", model="oracle-1")
+    cells = cell_results(result.records, provider="oracle", model="oracle-1")
     assert sum(c.n_failed for c in cells) == len(failed)
     assert all(c.accuracy == 1.0 or (c.n == 0 and math.isnan(c.accuracy)) for c in cells)
 

@@ -11,7 +11,7 @@ import pytest
 from possym.experiment.config import RunSpec, experiment_from_dict
 from possym.records import MetricsLog, MetricsRecord
 from possym.stages.log import ResumeLog
-from possym.sweep.aggregate import hop_order, summarise, summary_markdown
+from possym.sweep.aggregate import across_seeds, hop_order, summary_markdown
 from possym.sweep.run import run_sweep
 
 
@@ -37,7 +37,7 @@ def test_summary_is_mean_and_sample_sd_across_seeds_and_tallies_the_rest():
     facts = [{"variant": "v", "task": "number", "seed": s, "test_accuracy": a, "hop_order": o}
              for s, a, o in ((0, 0.9, "1<2"), (1, 0.7, "1<2"), (2, 0.95, "1=2"))]
     facts.append({"variant": "w", "task": "number", "seed": 0, "test_accuracy": 0.5, "hop_order": "1"})
-    v, w = summarise(facts)
+    v, w = across_seeds(facts)
     mean, sd, n = v["test_accuracy"]
     assert n == 3 and mean == pytest.approx(statistics.mean([0.9, 0.7, 0.95]))
     assert sd == pytest.approx(statistics.stdev([0.9, 0.7, 0.95]))
@@ -154,5 +154,5 @@ def test_trial_facts_read_the_best_and_the_final_curve_and_the_layers_ever_pure(
     assert facts["len_best_100"] == 0.7 and facts["len_acc_100"] == 0.4
     assert facts["ever_positional"] == "L1 (+L0)" and facts["ever_symbolic"] == "none"
     assert facts["L0_s_pos_best"] == 0.88 and (facts["L0_peak_s_pos"], facts["L0_peak_step"]) == (0.88, 50)
-    table = arms_markdown(summarise([facts]), lengths=(100,))
+    table = arms_markdown(across_seeds([facts]), lengths=(100,))
     assert "| B | number | 1 |" in table and "0.70 ± 0.00 / 0.40 ± 0.00" in table and "L1 (+L0)" in table
