@@ -30,7 +30,7 @@ from typing import Any
 
 from possym.errors import PossymError
 from possym.llm.providers import REASONING_MODES, GenerationSettings, make_provider
-from possym.llm.results import pivot, screen, cell_results, table3_markdown
+from possym.llm.results import cell_results, pivot, screen, table3_markdown
 from possym.llm.retry import RetryPolicy
 from possym.llm.run import LLMGridConfig, RunnerConfig, run_llm_grid
 from possym.llm.store import AnswerStore

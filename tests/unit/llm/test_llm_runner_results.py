@@ -9,7 +9,7 @@ import zlib
 import pytest
 
 from possym.llm.plots import load_paper_table3, plot_accuracy
-from possym.llm.results import CellResult, pivot, screen, cell_results, table3_markdown
+from possym.llm.results import CellResult, cell_results, pivot, screen, table3_markdown
 from possym.llm.retry import RetryPolicy
 from possym.llm.run import LLMGridConfig, RunnerConfig, run_llm_grid
 from possym.llm.store import AnswerStore
