@@ -13,7 +13,7 @@ What it measures, in one run:
 3. **The demo, HEAD against the baseline revision**: ``possym reproduce`` of the quick experiment into a
    temporary directory as each revision's ``make demo`` runs it (the words of its own Makefile's ``demo``
    line, ``--out`` set here: one process at 74e3a60, ``--preset quick --workers 2`` at c0d18b5 and 328e745,
-   ``quick engine.workers=2`` since issue 50), one after the
+   ``quick engine.workers=2`` after it), one after the
    other on the same machine: each stage's seconds from the run's own stage log (``log/*.json`` and each
    run's ``runs/ID/resume.json`` now, ``stages.json`` before the executor), the totals, their ratio, and
    the totals in baseline units (total x baseline steps/s). The baseline revision's demo time on the
@@ -25,7 +25,7 @@ What it measures, in one run:
                                     [--skip-training] [--skip-demo] [--skip-demo-against]
 
 The goals: the demo in <= 8 minutes on 2 cores (README); against c0d18b5, a same-run ratio <= 0.85 with the
-same findings; against 328e745 (issue 50), <= 0.9.
+same findings; against 328e745, <= 0.9.
 """
 
 from __future__ import annotations

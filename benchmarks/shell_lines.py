@@ -1,4 +1,4 @@
-"""The shell's size, as issue 50 measures it: code lines by the AST (no docstrings, comments or blank lines) of the
+"""The shell's size, measured as the goal for its edges is: code lines by the AST (no docstrings, comments or blank lines) of the
 plumbing (what runs anything) and of the whole shell, at a baseline revision and at another, with their ratio.
 
     python benchmarks/shell_lines.py                 # 328e745 against the working tree
@@ -21,10 +21,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PKG = "src/possym"
 # The plumbing: the executor, memo and registry, the configs and settings, run directories, the API, the commands,
-# the locks and the sweep engines (issue 50's list).
+# the locks and the sweep engines.
 PLUMBING = ("experiment/executor.py", "stages/log.py", "stages/registry.py", "config.py", "settings.py", "runs.py",
             "api.py", "cli/", "locks.py", "sweep/engines.py")
-# The shell: everything that is not the science (issue 34's packages, with settings and locks).
+# The shell: everything that is not the science (the packages that run and report it, with settings and locks).
 SHELL = ("stages/", "experiment/", "sweep/", "cli/", "report/", "api.py", "config.py", "runs.py", "records.py",
          "settings.py", "locks.py")
 

@@ -246,7 +246,7 @@ def _coerce(value: Any, hint: Any, where: str) -> Any:
 
 # A field's metadata key naming the function ``(value, where) -> field value`` that reads its plain form, for a
 # field whose plain form is not its type's (an experiment's stages: a mapping of names to settings).
-PLAIN = "possym.plain"
+PLAIN = "settings.plain"
 
 
 def from_dict(cls: type[C], data: Mapping[str, Any] | None, where: str, also: Iterable[str] = (),
