@@ -68,7 +68,7 @@ from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
 from possym.config import EXECUTION_KEYS, ConfigError, RunConfig, config_from_saved
-from possym.errors import DivergedError, IdentityError, PossymError, RecordError, RunError
+from possym.errors import DivergedError, EarlierLayoutError, IdentityError, PossymError, RecordError, RunError
 from possym.locks import LOCK_FILE, writer_lock
 from possym.records import (
     AliasEvidenceRecord,
@@ -408,6 +408,11 @@ def _read_meta(path: Path) -> tuple[dict[str, Any], str | None]:
     return data, None
 
 
+def _earlier(file: Path, run: Path, exc: Exception) -> str:
+    """The one line that refuses a run an earlier possym wrote, naming the file and the command that upgrades it."""
+    return f"{file}: {exc}; upgrade the run once with `possym migrate {run}` (or the experiment directory holding it)"
+
+
 # The temporary files of atomic_write_bytes (tempfile.mkstemp: prefix ".NAME.", 8 random characters, ".tmp").
 _ORPHAN = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
 
@@ -534,6 +539,8 @@ class RunDir:
         else:
             try:
                 config = config_from_saved(data)
+            except EarlierLayoutError as exc:
+                raise EarlierLayoutError(_earlier(cfg_file, path, exc)) from None
             except ConfigError as exc:
                 raise RunError(f"{cfg_file} is not a run config ({exc}); fix it{run._values_hint(source)}") from None
         if recorded is not None and not run._config_empty:
@@ -555,6 +562,8 @@ class RunDir:
             source = str(self.path / META) if self._fallback is None else self._fallback["rebuilt"]["from"]
             try:
                 return config_from_saved(meta["config"]), source
+            except EarlierLayoutError as exc:
+                raise EarlierLayoutError(_earlier(Path(source), self.path, exc)) from None
             except ConfigError as exc:
                 raise RunError(f"{source}: its recorded config does not read ({exc}); the file is damaged") from None
         for step in reversed(self._steps_on_disk()):
@@ -562,6 +571,8 @@ class RunDir:
             if header and "config" in header:
                 try:
                     return config_from_saved(json.loads(header["config"])), str(self.checkpoint_path(step))
+                except EarlierLayoutError as exc:
+                    raise EarlierLayoutError(_earlier(self.checkpoint_path(step), self.path, exc)) from None
                 except (ValueError, ConfigError):
                     continue
         return None, ""
@@ -1183,8 +1194,8 @@ def config_differences(before: RunConfig, now: RunConfig) -> list[str]:
     which say how a run runs, not which run it is.
 
     ``train.precision="auto"`` asked of a run saved as ``fp32`` or ``bf16`` names that run: ``auto`` lets
-    a run that exists keep its precision, and a possym before ``auto`` was kept wrote its answer into
-    ``config.yaml``. Asked the other way (``bf16`` of a run saved as ``auto``) it is another request.
+    a run that exists keep its precision. Asked the other way (``bf16`` of a run saved as ``auto``) it is
+    another request.
 
     >>> from possym.config import load_config
     >>> paper = load_config("number", "paper")

@@ -1,0 +1,62 @@
+"""The house's edges (docs/architecture.md): one execution algorithm in the executor, no migration on the run path,
+stages that only load, call and write, and no record class that nothing reads."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import possym
+
+SRC = Path(possym.__file__).parent
+EXECUTOR = SRC / "experiment" / "executor.py"
+
+
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text("utf-8"))
+
+
+def _functions(tree: ast.Module) -> dict[str, ast.FunctionDef]:
+    return {n.name: n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+
+
+def _calls(node: ast.AST, name: str) -> int:
+    """Calls of ``name`` (a function or a method) in ``node``."""
+    return sum(1 for n in ast.walk(node) if isinstance(n, ast.Call)
+               and (n.func.id if isinstance(n.func, ast.Name) else getattr(n.func, "attr", None)) == name)
+
+
+def test_the_executor_hands_every_unit_to_an_engine_in_one_loop_and_runs_a_units_stages_in_one_place():
+    functions = _functions(_tree(EXECUTOR))
+    mapping = [name for name, fn in functions.items() if _calls(fn, "map")]
+    assert mapping == ["_run_units"], f"units go to an engine in one place, not in {mapping}"
+    # run_stage on a run is called by the unit's function alone (and run_stage on the experiment's directory)
+    callers = sorted(name for name, fn in functions.items() if _calls(fn, "run_stage") and name != "run_stage")
+    assert callers == ["_experiment_stage", "_run_unit"], callers
+    # and the engine that runs in this process calls the same function as every other
+    assert _calls(functions["map"], "fn") == 1 and "Here" in {n.name for n in ast.walk(_tree(EXECUTOR))
+                                                              if isinstance(n, ast.ClassDef)}
+
+
+def _imports(path: Path) -> set[str]:
+    out = set()
+    for node in ast.walk(_tree(path)):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            out |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+        elif isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+    return out
+
+
+def test_no_module_but_possym_migrate_imports_the_migration_or_reads_an_earlier_layout():
+    """Upgrading an earlier possym's directory is one command, run once (``possym migrate``); the run path refuses
+    such a directory, naming it, and holds no compatibility branch (the values of keys added since, the tasks'
+    upgrades of their saved sections)."""
+    allowed = {SRC / "experiment" / "migrate.py", SRC / "cli" / "migrate.py"}
+    importers = [str(p.relative_to(SRC)) for p in SRC.rglob("*.py")
+                 if p not in allowed and any(m.startswith("possym.experiment.migrate") for m in _imports(p))]
+    assert importers == [], f"the run path imports the migration: {importers}"
+    readers = [str(p.relative_to(SRC)) for p in SRC.rglob("*.py") if p not in allowed
+               and any(isinstance(n, ast.Attribute) and n.attr == "upgrade" or isinstance(n, ast.Name)
+                       and n.id == "SAVED_BEFORE_KEY" for n in ast.walk(_tree(p)))]
+    assert readers == [], f"a compatibility branch outside the migration: {readers}"
