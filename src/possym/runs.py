@@ -155,6 +155,8 @@ ARTIFACTS: dict[str, Artifact] = {
     "l0": Artifact("l0"),  # scores split by hops and query, modality, sustained purity (possym.stages.l0)
     # dilution's prediction beside the measured mass per hop; the window knock-outs (stages.dilution_controls)
     "dilution_controls": Artifact("dilution_controls"),
+    "dilution": Artifact("dilution"),  # a letter run's hop attention, knock-outs, sharpening (possym.stages.dilution)
+    "length_protocol": Artifact("length_protocol"),  # length curves under every reading (stages.length_protocol)
     # The mechanism stages' tables, "{stage}_{table}": written from the library's DataFrames by RunDir.write_table.
     "cliff_accuracy": Artifact("cliff/accuracy.csv", CliffAccuracyRecord),
     "cliff_accuracy_hops": Artifact("cliff/accuracy_hops.csv", CliffAccuracyHopsRecord),

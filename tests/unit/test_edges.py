@@ -60,3 +60,42 @@ def test_no_module_but_possym_migrate_imports_the_migration_or_reads_an_earlier_
                and any(isinstance(n, ast.Attribute) and n.attr == "upgrade" or isinstance(n, ast.Name)
                        and n.id == "SAVED_BEFORE_KEY" for n in ast.walk(_tree(p)))]
     assert readers == [], f"a compatibility branch outside the migration: {readers}"
+
+
+# Where a stage runs and what it holds are the executor's (possym.experiment.run_stage): a stage only loads, calls a
+# library function and writes, through the context it is handed (possym.stages.registry.StageContext).
+EXECUTION_CALLS = {"torch_threads", "set_num_threads", "resolve_device", "writer_lock", "writing", "on_behalf_of"}
+
+
+def _stage_modules() -> list[Path]:
+    """The modules of possym.stages that declare a stage (``STAGE`` or ``STAGES``); the registry and the memo are
+    the machinery that runs them."""
+    def declares(path: Path) -> bool:
+        return any(isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id in ("STAGE", "STAGES")
+                                                     for t in n.targets) for n in _tree(path).body)
+    return sorted(p for p in (SRC / "stages").glob("*.py") if declares(p))
+
+
+def test_no_stage_handles_its_threads_device_lock_or_settings_file():
+    modules = _stage_modules()
+    assert len(modules) >= 13, [p.name for p in modules]
+    found = []
+    for path in modules:
+        tree = _tree(path)
+        found += [f"{path.name}: imports {m}" for m in _imports(path) if m.split(".")[:2] in (["possym", "devices"],
+                                                                                          ["possym", "locks"])]
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+                if name in EXECUTION_CALLS:
+                    found.append(f"{path.name}:{node.lineno}: calls {name}")
+            elif isinstance(node, ast.Attribute) and node.attr in ("threads", "device") and \
+                    isinstance(node.value, ast.Name) and node.value.id == "cfg":
+                found.append(f"{path.name}:{node.lineno}: reads cfg.{node.attr}")
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.endswith(".json") \
+                    and node.value.split("/")[-1] in ("settings.json", "dilution.json", "protocol.json"):
+                found.append(f"{path.name}:{node.lineno}: writes {node.value}")
+            elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and \
+                    node.target.id in ("threads", "device"):
+                found.append(f"{path.name}:{node.lineno}: restates {node.target.id} (subclass Execution)")
+    assert found == [], "a stage handles what the executor hands it:\n" + "\n".join(found)

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import pickle
 import time
@@ -50,14 +51,13 @@ import pandas as pd
 import yaml
 from tqdm import tqdm
 
-from possym.config import EXECUTION_KEYS
-from possym.devices import torch_threads
+from possym.devices import resolve_device, torch_threads
 from possym.errors import EarlierLayoutError, PossymError, named_options
 from possym.experiment.config import Experiment, RunSpec, dump_experiment, experiment_differences, experiment_to_dict
 from possym.locks import lock_holder, on_behalf_of, writer_lock
 from possym.runs import RunDir, atomic_write_text, ensure_run, remove_orphans
 from possym.stages.log import EXPERIMENT, ResumeLog, ResumeRecord, run_memo
-from possym.stages.registry import ExperimentDir, Stage, get_stage
+from possym.stages.registry import Execution, ExperimentDir, Stage, StageContext, get_stage
 
 log = logging.getLogger(__name__)
 
@@ -314,18 +314,22 @@ def _failed_runs(exc: BaseException, runs: list[RunDir]) -> list[str]:
 
 
 def _together(stage: Stage, runs: list[RunDir], cfg: Any) -> float:
-    """A ``runs``-scope stage (training, which locks each run it writes) on ``runs`` at once, each run's entry
-    in its own memo; returns the seconds. A run whose lock another writer holds (on another host, say) fails
-    the call before anything runs, and its memo is left as that writer keeps it. An error that names its runs
-    (``exc.runs``: those that diverged) fails those alone; the others' entries are done."""
+    """A ``runs``-scope stage (training) on ``runs`` at once, each run's writer lock held and its entry in its own
+    memo; returns the seconds. A run whose lock another writer holds (on another host, say) fails the call before
+    anything runs, and its memo is left as that writer keeps it. An error that names its runs (``exc.runs``: those
+    that diverged) fails those alone; the others' entries are done."""
     key = stage.key_of(cfg)
+    threads, device = stage.where(cfg)
     t0 = time.perf_counter()
     started: list[RunDir] = []
     try:
-        for run in runs:
-            run_memo(run.path).start(stage.name, key)
-            started.append(run)
-        stage.run(runs, cfg)
+        with contextlib.ExitStack() as locks:
+            for run in runs:
+                locks.enter_context(run.writing())
+                run_memo(run.path).start(stage.name, key)
+                started.append(run)
+            with torch_threads(threads):
+                stage.run(StageContext(list(runs), resolve_device(device), threads, stage.settings_of(cfg)), cfg)
     except Exception as exc:
         failed = set(_failed_runs(exc, started))
         for run in started:
@@ -407,7 +411,8 @@ def run_stage(target: RunDir | ExperimentDir | str | Path | list[RunDir], stage:
             cfg = stage.prepare(run, cfg)
         wanted, at = stage.memo_steps(run, cfg)
     key, defaults = stage.key_of(cfg), _defaults(stage)
-    extra: dict[str, Any] = {} if progress is None else {"progress": progress}
+    threads, where = stage.where(cfg)
+    device = resolve_device(where)  # a device this machine lacks: refused before the memo is touched
     again = redo or stage.always
     if not again and memo.done(stage.name, key, defaults, wanted, at):  # read back: a reader takes no lock
         return StageRun(stage.name, False, (), tuple(wanted or ()))
@@ -419,18 +424,32 @@ def run_stage(target: RunDir | ExperimentDir | str | Path | list[RunDir], stage:
         if wanted is not None:
             keep = [s for s in memo.kept(stage.name, key, defaults, stage.step_settings) if not (redo and s in wanted)]
             todo = [s for s in wanted if s not in keep]
-            cfg, extra = stage.narrowed(cfg, todo), {**extra, "keep": tuple(keep)}
-        execution = {k: v for k, v in stage.settings_of(cfg).items() if k in EXECUTION_KEYS}
+            cfg = stage.narrowed(cfg, todo)
+        execution = {"threads": threads, "device": str(device)} if isinstance(cfg, Execution) else {}
         memo.start(stage.name, key, keep, execution, at)
+        ctx = StageContext(call, device, threads, stage.settings_of(cfg), tuple(keep or ()), progress)
         t0 = time.perf_counter()
         try:
-            result = stage.run(call, cfg, **extra)
+            with torch_threads(threads):
+                result = stage.run(ctx, cfg)
+            _record_settings(stage, ctx)
         except Exception as exc:
             memo.fail(stage.name, time.perf_counter() - t0, _error(exc))
             raise
         seconds = time.perf_counter() - t0
         memo.finish(stage.name, seconds, todo if stage.per_step else None)
     return StageRun(stage.name, True, tuple(todo), tuple(keep or ()), seconds, result)
+
+
+def _record_settings(stage: Stage, ctx: StageContext) -> None:
+    """``settings.json`` beside the tables a stage wrote (:attr:`Stage.record`): the settings the memo recorded and
+    the facts the stage did (the checkpoint a name resolved to, ...). Written last, it says the tables beside it are
+    complete; a stage that wrote nothing (a run it does not measure) gets none."""
+    if stage.record is None or not isinstance(ctx.target, RunDir):
+        return
+    folder = ctx.target.artifact(stage.record)
+    if folder.is_dir():
+        atomic_write_text(folder / "settings.json", json.dumps({**ctx.settings, **ctx.facts}, indent=2) + "\n")
 
 
 def stage_done(run: RunDir, stage: Stage | str, cfg: Any = None) -> bool:

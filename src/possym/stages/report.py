@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from possym.stages.registry import ExperimentDir, Stage
+from possym.stages.registry import Stage, StageContext
 
 
 @dataclass(frozen=True)
@@ -28,11 +28,12 @@ class ReportConfig:
     sweep: str | None = None
 
 
-def report(exp: ExperimentDir, cfg: ReportConfig) -> Path:
-    """Build the report of ``exp``'s directory; returns the page's path."""
+def report(ctx: StageContext, cfg: ReportConfig) -> Path:
+    """Build the report of the experiment's directory; returns the page's path."""
     from possym.report.page import build_report, require_sweep_dir
     from possym.stages.log import ResumeLog
 
+    exp = ctx.exp
     sweep = None if cfg.sweep is None else Path(cfg.sweep)
     if sweep is not None:
         require_sweep_dir(sweep)

@@ -15,9 +15,8 @@ import torch
 from possym.errors import PossymError
 from possym.experiment import apply_overrides, experiment_from_dict, run_experiment
 from possym.experiment.reproduce import reproduction
-from possym.runs import RunDir
 from possym.stages.log import ResumeLog
-from possym.stages.registry import Stage, get_stage, register_stage, unregister_stage
+from possym.stages.registry import Stage, StageContext, get_stage, register_stage, unregister_stage
 from possym.sweep.engines import LocalEngine
 from possym.sweep.run import run_sweep
 
@@ -29,7 +28,8 @@ class CountConfig:
     tag: str = "a"
 
 
-def count_checkpoints(run: RunDir, cfg: CountConfig) -> int:
+def count_checkpoints(ctx: StageContext, cfg: CountConfig) -> int:
+    run = ctx.run
     n = len(run.checkpoint_steps())
     calls = run.path / "count_calls.txt"
     calls.write_text(calls.read_text() + f"{cfg.tag}\n" if calls.exists() else f"{cfg.tag}\n")
@@ -104,8 +104,8 @@ def test_a_changed_run_setting_is_refused_before_anything_runs(tmp_path, tiny_ov
         run_experiment(apply_overrides(exp, ["train.lr=0.5"]), tmp_path, progress=False)
 
 
-def failing(run: RunDir, cfg: CountConfig) -> None:
-    if run.config.seeds.init == 1:
+def failing(ctx: StageContext, cfg: CountConfig) -> None:
+    if ctx.run.config.seeds.init == 1:
         raise RuntimeError("seed 1 fails on purpose")
 
 
@@ -184,7 +184,7 @@ def test_runs_that_train_as_one_group_share_a_unit_and_a_failure_in_one_leaves_t
 
 
 def test_a_stage_an_engine_cannot_ship_is_refused_by_name_before_anything_runs(tmp_path, tiny_overrides):
-    stage = register_stage(Stage("lambda_stage", CountConfig, lambda run, cfg: 1, scope="run"), replace=True)
+    stage = register_stage(Stage("lambda_stage", CountConfig, lambda ctx, cfg: 1, scope="run"), replace=True)
     try:
         exp = tiny_experiment(tiny_overrides, {"lambda_stage": {}})
         with pytest.raises(PossymError, match="stage 'lambda_stage' cannot be sent to an engine's workers"):
@@ -195,12 +195,12 @@ def test_a_stage_an_engine_cannot_ship_is_refused_by_name_before_anything_runs(t
         unregister_stage(stage.name)
 
 
-def write_summary(exp, cfg: CountConfig) -> int:
-    (exp.path / "summary.txt").write_text(f"{sorted(exp.runs)}\n")
-    return len(exp.runs)
+def write_summary(ctx: StageContext, cfg: CountConfig) -> int:
+    (ctx.exp.path / "summary.txt").write_text(f"{sorted(ctx.exp.runs)}\n")
+    return len(ctx.exp.runs)
 
 
-def always_fails(run: RunDir, cfg: CountConfig) -> None:
+def always_fails(ctx: StageContext, cfg: CountConfig) -> None:
     raise RuntimeError("every run fails on purpose")
 
 

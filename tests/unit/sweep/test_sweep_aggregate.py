@@ -66,8 +66,8 @@ class NoSettings:
     pass
 
 
-def fails_for_seed_1(run, cfg: NoSettings) -> None:
-    if run.config.seeds.init == 1:
+def fails_for_seed_1(ctx, cfg: NoSettings) -> None:
+    if ctx.run.config.seeds.init == 1:
         raise RuntimeError("always fails")
 
 
