@@ -99,3 +99,34 @@ def test_no_stage_handles_its_threads_device_lock_or_settings_file():
                     node.target.id in ("threads", "device"):
                 found.append(f"{path.name}:{node.lineno}: restates {node.target.id} (subclass Execution)")
     assert found == [], "a stage handles what the executor hands it:\n" + "\n".join(found)
+
+
+# The calls that read a table's rows back into records (by field), and those that compute a record to write.
+READERS = {"read_records", "read_records_text", "read", "from_csv", "records_of"}
+# Record classes no file is read into, and why each is a class: code reads its rows by field as it computes them.
+COMPUTED = {"TallyRecord": "possym.scores.dynamics computes it from the purity rows; Fig. 2C and 7 plot it by field"}
+
+
+def _record_classes() -> list[str]:
+    tree = _tree(SRC / "records.py")
+    return [n.name for n in tree.body if isinstance(n, ast.ClassDef)
+            and any(isinstance(b, ast.Name) and b.id == "Record" for b in n.bases)]
+
+
+def test_every_record_class_is_read_by_the_library_and_a_table_it_only_writes_is_a_spec_line():
+    """A record class owns a table's columns and parsing for code that reads its rows by field; a table the code
+    writes and reads only as a frame is one spec line, its columns and types (``Artifact(name, columns=...)``)."""
+    read: set[str] = set()
+    for path in SRC.rglob("*.py"):
+        if path.name == "records.py":
+            continue
+        for node in ast.walk(_tree(path)):
+            if isinstance(node, ast.Call):
+                name = node.func.id if isinstance(node.func, ast.Name) else getattr(node.func, "attr", "")
+                if name in READERS:
+                    read |= {a.id for a in node.args if isinstance(a, ast.Name)}
+                owner = getattr(node.func, "value", None)
+                if name == "from_csv" and isinstance(owner, ast.Name):
+                    read.add(owner.id)
+    unread = [name for name in _record_classes() if name not in read and name not in COMPUTED]
+    assert unread == [], f"record classes nothing reads (make each a spec line where it is written): {unread}"

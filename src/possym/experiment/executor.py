@@ -654,11 +654,5 @@ def _output_to(path: Path, stderr: bool = False) -> Iterator[None]:
             yield
 
 
-def stage_rows(out: str | Path) -> list[dict[str, Any]]:
-    """The resume log as plain rows (the report's timing table)."""
-    return [{"owner": r.owner, "stage": r.stage, "status": r.status, "seconds": r.seconds, "runs": r.attempts}
-            for r in ResumeLog(Path(out)).records()]
-
-
 __all__ = ["ExperimentOutcome", "Here", "StageRun", "Unit", "older_layout", "run_experiment", "run_stage", "run_unit",
-           "stage_done", "stage_rows"]
+           "stage_done"]

@@ -38,7 +38,7 @@ import pandas as pd
 
 from possym.config import ConfigError
 from possym.evaluate.lengthgen import EXTRA_TOKENS, HOP_MIXES, PAPER_GRID, LengthGenConfig, protocol_readings
-from possym.records import ProtocolClaimRecord, ProtocolValueRecord, table_csv
+from possym.records import ProtocolValueRecord, table_csv, table_record
 from possym.report.length_protocol import claims_by_reading, length_claim_table, length_claim_values
 from possym.runs import RunDir, StepSpec, atomic_write_text
 from possym.stages.registry import Execution, Stage, StageContext
@@ -46,6 +46,10 @@ from possym.tasks import get_task
 
 SUBDIR = "length_protocol"
 CURVES = "length_protocol_curves"  # the run artifact RUN/length_protocol/curves.csv
+# EXP/length_protocol/claims.csv, one length claim graded over the seeds under one reading (length_claim_table;
+# paper blank for the ordering claim): a table code writes, never reads back by field, so a spec line.
+CLAIMS = table_record("length_protocol/claims.csv", "claim:str extra_tokens:str hop_mix:str checkpoint:str x_axis:str "
+                      "paper:float seeds:int mean:float min:float max:float verdict:str cell:str")
 WINDOW = 17  # tokens of the paper's window: the total-length axis reads K = L - 17
 PROTOCOL_GRID: tuple[int, ...] = tuple(sorted(set(PAPER_GRID) | {k - WINDOW for k in PAPER_GRID if k >= WINDOW}))
 
@@ -120,7 +124,7 @@ def protocol_table(runs: Iterable[RunDir], out: str | Path | None = None) -> pd.
     table = length_claim_table(curves, chance)
     if out is not None:
         where = Path(out) / SUBDIR
-        atomic_write_text(where / "claims.csv", table_csv(table, ProtocolClaimRecord, "claims.csv"))
+        atomic_write_text(where / "claims.csv", table_csv(table, CLAIMS, "claims.csv"))
         # The one-table view: a column per reading, so no record of its own.
         atomic_write_text(where / "claims_by_reading.csv", claims_by_reading(table).to_csv())
         # Per seed, so that the claims table grades each reading by the rule of the day (possym regrade).

@@ -35,17 +35,17 @@ from possym.errors import PossymError
 from possym.records import (
     GAMMAS,
     FrequencyUseRecord,
-    PlaneScoreRecord,
     PurityRecord,
     ScoreRecord,
     Table1Record,
     TallyRecord,
 )
-from possym.runs import RunDir, StepSpec
+from possym.runs import RunDir, StepSpec, table_kind
 from possym.scores.metric import COSINES, TAU
 from possym.stages.registry import Execution, Stage, StageContext
 
 log = logging.getLogger(__name__)
+PLANE_SCORES = table_kind("plane_scores")  # a table written, never read by field: its spec line's row type
 
 
 @dataclass(frozen=True)
@@ -153,9 +153,10 @@ def frequency_tables(ctx: StageContext, step: int, samples, cfg: ScoreConfig) ->
             for k in range(use.shape[2]):
                 use_rows.append(FrequencyUseRecord(step, layer, head, k + 1, float(thetas[k]),
                                                    float(use[layer, head, k])))
-                plane_rows.append(PlaneScoreRecord(step, layer, head, k + 1,
-                                                   float(per_plane.s_pos[:, layer, head, k].nanmean()),
-                                                   float(per_plane.s_sym[:, layer, head, k].nanmean())))
+                plane_rows.append(PLANE_SCORES.from_dict({
+                    "step": step, "layer": layer, "head": head, "frequency_id": k + 1,
+                    "s_pos": float(per_plane.s_pos[:, layer, head, k].nanmean()),
+                    "s_sym": float(per_plane.s_sym[:, layer, head, k].nanmean())}))
             weighted = float(weighted_frequency_id(use[layer, head]))
             rounded = min(max(round(weighted), 1), len(thetas))
             table.append(Table1Record(step, layer, head, weighted, rounded, float(thetas[rounded - 1]),

@@ -46,19 +46,28 @@ from possym.records import (
     WitnessRecord,
     read_records,
     records_csv,
+    table_record,
 )
-from possym.runs import ARTIFACTS, RunDir, StepSpec, atomic_write_text, csv_text, read_csv, save_figure, typed_row
+from possym.runs import ARTIFACTS, RunDir, StepSpec, atomic_write_text, save_figure
 from possym.stages.registry import Execution, Stage, StageContext
 
 Log = Callable[[str], None]
 
-# The theory tables that the claims read back, by file stem.
+# Every theory table's row type, by file stem: a record class where the claims read it by field, else a spec line
+# (its columns and their types; ? : a blank is None).
 THEORY_RECORDS: dict[str, type[Record]] = {
     "verification": VerificationRecord,
     "violations": VerificationRecord,
     "bounds": BoundCheckRecord,
     "fig5a": Fig5aRecord,
     "witnesses": WitnessRecord,
+    "beta": table_record("theory/beta.csv", "function:str setting:str theta:float n0:int beta_star:float "
+                         "binding_case:str beta_lemma_f1:float checked:str failures_above:int? "
+                         "witness_fails_above:bool? witness_fails_below:bool? witness:str"),
+    "discrepancy": table_record("theory/discrepancy.csv", "function:str definition:str domain:str theta:float n:int "
+                                "discrepancy:float bound:float holds:bool premise:bool"),
+    "counterexamples": table_record("theory/counterexamples.csv", "function:str definition:str domain:str n:int "
+                                    "discrepancy:float measured_on_input:float bound:float input:str"),
 }
 
 
@@ -107,11 +116,7 @@ def read_theory(out: Path) -> TheoryResult:
     tables: dict[str, list[dict[str, Any]]] = {}
     for name in THEORY_TABLES:
         path = Path(out) / f"{name}.csv"
-        kind = THEORY_RECORDS.get(name)
-        if kind is not None:
-            tables[name] = [r.to_dict() for r in read_records(path, kind)]
-        else:
-            tables[name] = [typed_row(r) for r in read_csv(path)] if path.is_file() else []
+        tables[name] = [r.to_dict() for r in read_records(path, THEORY_RECORDS[name])]
     return TheoryResult(tables, 0.0)
 
 
@@ -135,9 +140,7 @@ def theory_tables(cfg: TheoryConfig, out: Path, log: Log = _quiet) -> TheoryResu
     written: dict[str, list[dict[str, Any]]] = {}
 
     def write(name: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        kind = THEORY_RECORDS.get(name)  # the tables other stages read back are typed; the rest stay plain
-        text = records_csv([kind.from_dict(r) for r in rows]) if kind else csv_text(rows)
-        atomic_write_text(out / f"{name}.csv", text)
+        atomic_write_text(out / f"{name}.csv", records_csv([THEORY_RECORDS[name].from_dict(r) for r in rows]))
         log(f"  wrote {out / name}.csv ({len(rows)} rows)")
         written[name] = rows
         return rows
