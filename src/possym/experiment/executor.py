@@ -603,7 +603,7 @@ def _record_lost(unit: Unit, error: str) -> None:
                 entry = log.entry(spec.id, stage.name)
                 if entry is not None and entry["status"] == "running":
                     started = datetime.fromisoformat(entry["started"]) if entry.get("started") else datetime.now(UTC)
-                    log.fail(spec.id, stage.name, (datetime.now(UTC) - started).total_seconds(), error)
+                    log.memo(spec.id).fail(stage.name, (datetime.now(UTC) - started).total_seconds(), error)
 
 
 def _experiment_stage(stage: Stage, cfg: Any, context: ExperimentDir, outcome: ExperimentOutcome,

@@ -354,7 +354,7 @@ def _mark(log: ResumeLog, owner: str, name: str, old: Any) -> bool:
         steps = None if owner == EXPERIMENT else _steps(stage, log.out / "runs" / owner, old)
     except PossymError:
         return False
-    log.mark_done(owner, name, stage.key_of(old), steps=steps)
+    log.memo(owner).mark_done(name, stage.key_of(old), steps=steps)
     return True
 
 
