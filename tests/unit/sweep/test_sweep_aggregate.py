@@ -106,7 +106,7 @@ class DyingEngine:
 
         for item in items:
             stage, cfg = item.stages[0]
-            ResumeLog(Path(item.out)).start(item.run.id, stage.name, stage.key_of(cfg))
+            ResumeLog(Path(item.out)).memo(item.run.id).start(stage.name, stage.key_of(cfg))
             yield item, None, "slurm job 7_0 ended CANCELLED without a result"
 
 
