@@ -228,8 +228,10 @@ def older_layout(out: str | Path) -> str | None:
                 continue
             if pattern == "seed*/config.yaml" and not path.parent.name[4:].isdigit():
                 continue
-            if pattern == "runs/*/purity.csv" and "max_accuracy_step" not in path.open().readline().split(","):
-                continue
+            if pattern == "runs/*/purity.csv":
+                with path.open() as f:
+                    if "max_accuracy_step" not in f.readline().split(","):
+                        continue
             return what
     return None
 
