@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from transformer_lens import HookedTransformer
     from transformer_lens.model_bridge import TransformerBridge
 
+    from possym.experiment import StageRun
     from possym.model.gptj import GPTJ
     from possym.scores.swaps import HeadScores
 
@@ -444,6 +445,46 @@ class Run:
         with _bar(progress, curve.windows(self.config.task), "lengthgen", "input") as bar:
             run_stage(self.dir, STAGE, LengthStageConfig(curve=curve, steps=(at,)), progress=bar.update)
         return frame(points_at(self.dir.read("lengthgen", LengthRecord), at), LengthRecord)
+
+
+    def discrepancy(self, out: str | Path | None = None, *, replot: bool = False, redo: bool = False,
+                    log: Any = None, **settings: Any) -> StageRun:
+        """The discrepancy of the trained heads (top-minus-second attention score against extra length, Theorem
+        3.2 on the trained model): measured by the discrepancy stage with these settings
+        (:class:`possym.stages.theory.DiscrepancyConfig`) through the run's memo into RUN/theory, read back when
+        it has them done (``redo``: measured again); ``replot``: the summary and figure drawn again from the
+        tables there, under the run's lock, where the memo has them measured with these settings; ``out``: a
+        directory that gets a copy of the tables and the figure. Returns what :func:`possym.experiment.run_stage`
+        says, its ``result`` the tables (:class:`~possym.stages.theory.DiscrepancyResult`) in every case;
+        ``log(line)`` gets a line per file written."""
+        import shutil
+
+        from possym.experiment import StageRun, run_stage, stage_done
+        from possym.locks import writer_lock
+        from possym.stages.registry import get_stage
+        from possym.stages.theory import read_discrepancy, replot_discrepancy
+
+        stage = get_stage("discrepancy")
+        cfg: Any = from_dict(stage.config, settings, "discrepancy", error=OptionError)
+        say = log or (lambda _line: None)
+        if replot:
+            if not stage_done(self.dir, stage, cfg):
+                raise PossymError(f"replot: {self.path} has no discrepancy measured with these settings; measure it "
+                                  "first (without replot)")
+            with self.dir.writing():
+                done = StageRun(stage.name, True, result=replot_discrepancy(self.dir, say))
+        else:
+            done = run_stage(self.dir, stage, cfg, redo=redo)
+            if not done.ran:
+                done = dataclasses.replace(done, result=read_discrepancy(self.dir))
+        if out is not None:
+            where, files = Path(out), sorted(done.result.out.glob("discrepancy_*"))
+            with writer_lock(where, "output directory"):
+                for file in files:
+                    shutil.copyfile(file, where / file.name)
+                    say(f"  copied {file.name} into {where}")
+            done = dataclasses.replace(done, result=dataclasses.replace(done.result, out=where))
+        return done
 
 
 def _bar(show: bool, total: int, desc: str, unit: str):

@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from possym.errors import ConfigError, did_you_mean, require
+from possym.errors import ConfigError, EarlierLayoutError, did_you_mean, require
 from possym.settings import check_overrides, from_dict, keyword_overrides, parse_override
 from possym.tasks.base import TaskConfig
 from possym.tasks.registry import PAPER_TASKS, TASKS, get_task, task_config
@@ -409,35 +409,31 @@ def config_from_dict(data: dict[str, Any]) -> RunConfig:
     return RunConfig(**parts, preset=data.get("preset"))
 
 
-# The values that keys absent from a saved config.yaml had when it was written: each key was added
-# later, with the value that every earlier run had implicitly. Defaults changed since (to the paper
-# preset's) must not re-read an old run as the new recipe.
-SAVED_BEFORE_KEY: dict[str, Any] = {
-    "model.embd_dropout": None,  # before the knob: embedding dropout was model.dropout
-    "model.activation": "gelu_new",  # before the knob: the tanh GELU
-    "train.eval_size": 1_200,
-    "train.state_every": None,
-}
-
-
 def config_from_saved(data: dict[str, Any]) -> RunConfig:
-    """A RunConfig from a config saved by any possym (``config.yaml``, a checkpoint's header).
+    """A RunConfig from a config possym saved (``config.yaml``, ``meta.json``, a checkpoint's header).
 
-    A saved config is a complete dump, so a key it lacks was added after it was written: it reads
-    with the value it had then (:data:`SAVED_BEFORE_KEY`), not today's default, and each task
-    section is read through its task's ``upgrade`` (fields renamed or dropped since).
+    A saved config is a complete dump, so one that lacks a key was written by an earlier possym, before the key
+    existed: it is refused (:class:`~possym.errors.EarlierLayoutError`, naming the keys), since today's default
+    may not be the value it ran with; ``possym migrate DIR`` rewrites it once with that value.
+
+    >>> config_from_saved(load_config("number", "quick").to_dict()) == load_config("number", "quick")
+    True
+    >>> old = load_config("number", "quick").to_dict()
+    >>> del old["model"]["activation"]
+    >>> config_from_saved(old)
+    Traceback (most recent call last):
+    ...
+    possym.errors.EarlierLayoutError: an earlier possym saved it (it lacks model.activation)
     """
     _require(isinstance(data, dict), f"a config must be a mapping, got {type(data).__name__}")
-    data = {k: dict(v) if isinstance(v, dict) else v for k, v in data.items()}
-    for key, value in SAVED_BEFORE_KEY.items():
-        section, name = key.split(".")
-        if isinstance(data.get(section), dict):
-            data[section].setdefault(name, value)
-    task = data.get("task")
-    if isinstance(task, dict) and task.get("name") in TASKS:
-        upgrade = get_task(task["name"]).upgrade
-        if upgrade is not None:
-            data["task"] = upgrade(task)
+    missing = []
+    for name, section in data.items():
+        if name in _SECTIONS and isinstance(section, dict) and (name != "task" or section.get("name") in TASKS):
+            fields = dataclasses.fields(_section_class(name, section))
+            missing += [f"{name}.{f.name}" for f in fields if f.name not in section]
+    if missing:
+        raise EarlierLayoutError(f"an earlier possym saved it (it lacks {', '.join(missing[:4])}"
+                                 f"{' and more' if len(missing) > 4 else ''})")
     return config_from_dict(data)
 
 

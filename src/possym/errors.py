@@ -46,6 +46,11 @@ class DivergedError(RunError):
         return (type(self), (str(self), self.runs))
 
 
+class EarlierLayoutError(RunError):
+    """A directory (or a run's saved config) that an earlier possym wrote: nothing on the run path reads it; the
+    message names it and ``possym migrate DIR``, which upgrades it once (:mod:`possym.experiment.migrate`)."""
+
+
 class LockError(PossymError):
     """A directory is being written by another process (:mod:`possym.locks`); the message names it."""
 

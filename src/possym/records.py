@@ -90,10 +90,12 @@ class Record:
     """Base of every row type; subclasses are frozen dataclasses whose fields are the CSV's columns."""
 
     _types: ClassVar[dict[str, tuple[type, bool]]]
+    # field -> its column's name, where the name is no identifier (learning.csv's first_step_0.9)
+    _column_names: ClassVar[dict[str, str]] = {}
 
     @classmethod
     def columns(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in dataclasses.fields(cls))
+        return tuple(cls._column_names.get(f.name, f.name) for f in dataclasses.fields(cls))
 
     @classmethod
     def _field_types(cls) -> dict[str, tuple[type, bool]]:
@@ -106,6 +108,8 @@ class Record:
     def from_csv(cls, row: Mapping[str, str]) -> Self:
         """Parse one CSV row (all strings); a missing column takes the field's default, or is an error."""
         unknown = sorted(set(row) - set(cls.columns()))
+        row = {field: row[column] for field, column in zip(cls._field_types(), cls.columns(), strict=True)
+               if column in row}
         if unknown:
             raise RecordError(f"{cls.__name__}: unknown column(s) {unknown}; known: {list(cls.columns())}")
         values = {}
@@ -127,7 +131,12 @@ class Record:
 
     def to_csv(self) -> dict[str, str]:
         """One CSV row: None as an empty cell, floats as repr (they read back bit for bit)."""
-        return {k: "" if v is None else repr(v) if isinstance(v, float) else str(v) for k, v in self.to_dict().items()}
+        return {k: "" if v is None else repr(v) if isinstance(v, float) else str(v)
+                for k, v in zip(self.columns(), self.to_dict().values(), strict=True)}
+
+    def named(self) -> dict[str, Any]:
+        """The row by its columns' names, typed, a blank cell as "" (a table on a page)."""
+        return {k: "" if v is None else v for k, v in zip(self.columns(), self.to_dict().values(), strict=True)}
 
     def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -221,6 +230,37 @@ def table_csv(table: pd.DataFrame, kind: type[Record], name: str = "") -> str:
     return frame(records_of(table, kind, name), kind).to_csv(index=False)
 
 
+_SPEC_TYPES: dict[str, type] = {"int": int, "float": float, "str": str, "bool": bool}
+
+
+def table_record(name: str, columns: str) -> type[Record]:
+    """The row type of a table that code writes and never reads back by field, from its spec line, ``"column:type
+    ..."`` (each type ``int``, ``float``, ``str`` or ``bool``; ``?`` after it: a blank cell is None): it owns the
+    table's columns and parsing as a record class does (:func:`table_csv` checks a frame against it, :func:`frame`
+    reads it back), with no class written out. ``name`` (the file) names it in errors.
+
+    >>> Hops = table_record("cliff/accuracy_hops.csv", "extra:int n_hops:int accuracy:float first:int?")
+    >>> Hops.__name__, Hops.columns()
+    ('CliffAccuracyHops', ('extra', 'n_hops', 'accuracy', 'first'))
+    >>> Hops(extra=5, n_hops=1, accuracy=0.5, first=None).to_csv()
+    {'extra': '5', 'n_hops': '1', 'accuracy': '0.5', 'first': ''}
+    >>> table_record("x.csv", "extra:integer")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    possym.errors.RecordError: x.csv: column extra:integer; a type is one of ['int', 'float', 'str', 'bool'], ...
+    """
+    fields: list[tuple[str, Any]] = []
+    for item in columns.split():
+        column, _, kind = item.partition(":")
+        if kind.rstrip("?") not in _SPEC_TYPES or not column.isidentifier():
+            raise RecordError(f"{name}: column {item}; a type is one of {list(_SPEC_TYPES)}, ? after it for a blank "
+                              "cell")
+        scalar = _SPEC_TYPES[kind.rstrip("?")]
+        fields.append((column, scalar | None if kind.endswith("?") else scalar))
+    words = name.removesuffix(".csv").replace("/", "_").split("_")
+    return dataclasses.make_dataclass("".join(w.capitalize() for w in words), fields, bases=(Record,), frozen=True,
+                                      namespace={"__doc__": f"A row of {name}: {columns}"})
+
+
 # ---- the row types ------------------------------------------------------------------------------
 
 
@@ -249,6 +289,22 @@ class ScoreRecord(Record):
     s_sym_sd: float | None = None
     s_sym_low: float | None = None
     s_sym_high: float | None = None
+
+
+@dataclass(frozen=True)
+class LearningRecord(Record):
+    """How one seed learned, per accuracy key (``all``, ``hop1``, ...; ``learning.csv``): the first evaluated step at
+    which the accuracy reached :data:`SOLVED` (its column ``first_step_0.9``; blank: never), the final test accuracy
+    (blank: no final record) and the training's wall-clock minutes from the run's own timestamps (blank: none)."""
+
+    _column_names: ClassVar[dict[str, str]] = {"first_step": f"first_step_{SOLVED}"}
+
+    task: str
+    seed: int
+    accuracy: str
+    first_step: int | None
+    final_test: float | None
+    train_minutes: float | None
 
 
 @dataclass(frozen=True)
@@ -321,18 +377,6 @@ class Table1Record(Record):
     frequency_id: int
     frequency: float
     dominant_id: int
-
-
-@dataclass(frozen=True)
-class PlaneScoreRecord(Record):
-    """s_POS, s_SYM of the projection head of one RoPE plane (``plane_scores.csv``)."""
-
-    step: int
-    layer: int
-    head: int
-    frequency_id: int
-    s_pos: float
-    s_sym: float
 
 
 @dataclass(frozen=True)
@@ -607,426 +651,6 @@ class DiscrepancySummaryRecord(Record):
     spearman: float
     task: str
     step: int
-
-
-# ---- the mechanism stages' tables (Sec. 3.6): one record per file, written by table_csv ----------------------
-
-
-@dataclass(frozen=True)
-class CliffAccuracyRecord(Record):
-    """Accuracy at K = ``extra`` by hop count and answer position, Wilson interval (``cliff/accuracy.csv``)."""
-
-    extra: int
-    n_hops: int
-    answer_pos: int
-    n: int
-    correct: int
-    accuracy: float
-    ci_low: float
-    ci_high: float
-
-
-@dataclass(frozen=True)
-class CliffAccuracyHopsRecord(Record):
-    """Accuracy at K = ``extra`` by hop count, answer positions pooled (``cliff/accuracy_hops.csv``)."""
-
-    extra: int
-    n_hops: int
-    n: int
-    correct: int
-    accuracy: float
-    ci_low: float
-    ci_high: float
-
-
-@dataclass(frozen=True)
-class CliffAccuracyFirstKeyRecord(Record):
-    """Accuracy by the window position of the last token's first hop target (``cliff/accuracy_first_key.csv``)."""
-
-    extra: int
-    n_hops: int
-    first_key_pos: int
-    n: int
-    correct: int
-    accuracy: float
-    ci_low: float
-    ci_high: float
-
-
-@dataclass(frozen=True)
-class LandingRecord(Record):
-    """Where one failing input's attention maximum lands at hop query ``query`` of one head
-    (``cliff/landing.csv``; :func:`possym.evaluate.landing.attention_landing`, with the window's ``prefix``)."""
-
-    input: int
-    extra: int
-    n_hops: int
-    answer_pos: int
-    correct: bool
-    query: int
-    query_pos: int
-    right_key: int
-    layer: int
-    head: int
-    argmax_key: int
-    offset: int
-    p_max: float
-    p_right: float
-    alias_exists: bool
-    p_alias: float
-    prefix: int
-
-
-@dataclass(frozen=True)
-class LandingSummaryRecord(Record):
-    """The landing's shares per (layer, head, query, correct, alias_exists) for the alias of ``plane``
-    (``cliff/landing_summary.csv``; :func:`possym.evaluate.landing.landing_summary`)."""
-
-    layer: int
-    head: int
-    query: int
-    correct: bool
-    alias_exists: bool
-    n: int
-    share_right: float
-    share_alias: float
-    share_alias_any: float
-    share_other: float
-    mode_offset: int
-    mode_share: float
-    top_offsets: str
-    mean_p_right: float
-    mean_p_alias: float
-    n_alias_exists: int
-    alias: int
-    plane: int
-
-
-@dataclass(frozen=True)
-class PlaneMarginRecord(Record):
-    """Each plane's mean partial-logit margin at the failing inputs' missed landings (``cliff/plane_margins.csv``)."""
-
-    layer: int
-    head: int
-    query: int
-    on_alias: bool
-    plane: int
-    n: int
-    mean_margin: float
-    mean_abs_margin: float
-
-
-@dataclass(frozen=True)
-class GatedAccuracyRecord(Record):
-    """Accuracy by (K, hop count) with RoPE plane ``plane`` gated in ``layer``; layer −1, plane 0: the model as
-    it is (``cliff/gated.csv``)."""
-
-    layer: int
-    plane: int
-    extra: int
-    n_hops: int
-    n: int
-    correct: int
-    accuracy: float
-    ci_low: float
-    ci_high: float
-
-
-@dataclass(frozen=True)
-class AliasEvidenceRecord(Record):
-    """The aliasing rule's evidence and verdicts for one (layer, plane) (``cliff/evidence.csv``;
-    :func:`possym.evaluate.alias_evidence.alias_evidence`)."""
-
-    layer: int
-    plane: int
-    alias: int
-    n_fail_alias: int
-    share_alias_fail: float
-    share_alias_pass: float
-    acc_below: float
-    acc_above: float
-    acc_below_gated: float
-    acc_above_gated: float
-    landing_supports: bool
-    gate_supports: bool
-    supported: bool
-
-
-@dataclass(frozen=True)
-class HopAttentionRecord(Record):
-    """Hop ``query_hop``'s attention mass on its next key against the extra window's, per (K, hop count, layer,
-    head) (``dilution/attention.csv``; :func:`possym.evaluate.window_attention.hop_attention`)."""
-
-    extra: int
-    seq_len: int
-    n_hops: int
-    layer: int
-    head: int
-    query_hop: int
-    n: int
-    next_hop: float
-    next_hop_sd: float
-    chain: float
-    answer: float
-    extra_mass: float
-    extra_mass_sd: float
-    extra_max: float
-    rest: float
-    next_is_max: float
-    step: int
-
-
-@dataclass(frozen=True)
-class KnockoutRecord(Record):
-    """Accuracy by (K, hop count) with the extra window knocked out in ``knocked_out`` ("none", "L2", "all")
-    (``dilution/knockout.csv``)."""
-
-    knocked_out: str
-    extra: int
-    seq_len: int
-    n_hops: int
-    accuracy: float
-    correct: int
-    n: int
-    ci_low: float
-    ci_high: float
-    step: int
-
-
-@dataclass(frozen=True)
-class SharpenRecord(Record):
-    """Accuracy by (K, hop count) with the attention logits of ``layers`` ("0,2,3", the set named ``set``) times
-    ``beta`` (``dilution/sharpen.csv``)."""
-
-    beta: float
-    layers: str
-    extra: int
-    seq_len: int
-    n_hops: int
-    accuracy: float
-    correct: int
-    n: int
-    ci_low: float
-    ci_high: float
-    set: str
-    step: int
-
-
-@dataclass(frozen=True)
-class InputScoreRecord(Record):
-    """One input's scores at query ``query`` of one head at checkpoint ``step`` (``l0/per_input.csv``)."""
-
-    input: int
-    n_hops: int
-    query: str
-    query_pos: int
-    layer: int
-    head: int
-    s_pos: float
-    s_sym: float
-    entropy: float
-    step: int
-
-
-@dataclass(frozen=True)
-class SplitScoreRecord(Record):
-    """Scores split by query and hop count (0: pooled), their spread and the shares of pure inputs
-    (``l0/split.csv``; :func:`possym.scores.split.split_scores`)."""
-
-    step: int
-    query: str
-    n_hops: int
-    layer: int
-    head: int
-    n: int
-    s_pos: float
-    s_sym: float
-    s_pos_sd: float
-    s_pos_low: float
-    s_pos_high: float
-    s_sym_sd: float
-    s_sym_low: float
-    s_sym_high: float
-    share_positional: float
-    share_symbolic: float
-
-
-@dataclass(frozen=True)
-class PositionScoreRecord(Record):
-    """The hop queries' scores by their window position ``query_pos`` (``l0/split_position.csv``)."""
-
-    step: int
-    query_pos: int
-    layer: int
-    head: int
-    n: int
-    s_pos: float
-    s_sym: float
-    s_pos_sd: float
-    s_pos_low: float
-    s_pos_high: float
-    s_sym_sd: float
-    s_sym_low: float
-    s_sym_high: float
-    share_positional: float
-    share_symbolic: float
-
-
-@dataclass(frozen=True)
-class ModalityRecord(Record):
-    """Silverman's test of one score's per-input values (``l0/modality.csv``;
-    :class:`possym.scores.modality.ModalityTest`); ``mixture``: rejected at α = 0.05."""
-
-    step: int
-    layer: int
-    head: int
-    query: str
-    score: str
-    n: int
-    critical_bandwidth: float
-    p_value: float
-    n_boot: int
-    antimode: float
-    share_above: float
-    mean_below: float
-    mean_above: float
-    mixture: bool
-
-
-@dataclass(frozen=True)
-class SustainedRecord(Record):
-    """One head's "ever pure" of ``kind`` by the mean and by the sustained, bootstrapped rule (``l0/sustained.csv``;
-    :func:`possym.scores.sustained.sustained_purity`); ``first_sustained`` blank: never."""
-
-    layer: int
-    head: int
-    kind: str
-    gamma: float
-    min_run: int
-    ever_point: bool
-    longest_run: int
-    first_sustained: int | None
-    share_ever: float
-    share_sustained: float
-    counted: bool
-
-
-@dataclass(frozen=True)
-class SustainedTallyRecord(Record):
-    """How many heads (and which layers, space-separated) are ever pure of ``kind`` by the mean and by the sustained
-    rule (``l0/tally.csv``)."""
-
-    kind: str
-    gamma: float
-    min_run: int
-    level: float
-    ever_point: int
-    counted: int
-    layers_ever_point: str
-    layers_counted: str
-
-
-@dataclass(frozen=True)
-class HopMarginRecord(Record):
-    """A hop's mean logit margin over the extra window, the window's competition and the masses, per (K, layer,
-    head, hop count, hop) at checkpoint ``checkpoint`` (``dilution_controls/margins.csv``)."""
-
-    extra: int
-    layer: int
-    head: int
-    n_hops: int
-    query_hop: int
-    margin: float
-    window: float
-    mass: float
-    extra_mass: float
-    checkpoint: str
-    step: int
-
-
-@dataclass(frozen=True)
-class DilutionPredictionRecord(Record):
-    """Dilution's prediction at a fixed margin beside the measured mass (``dilution_controls/prediction.csv``;
-    :func:`possym.evaluate.dilution.compare_dilution`)."""
-
-    layer: int
-    head: int
-    n_hops: int
-    query_hop: int
-    n_extra: int
-    n: int
-    margin: float
-    reference_margin: float
-    measured: float
-    predicted: float
-    residual: float
-    checkpoint: str
-    step: int
-
-
-@dataclass(frozen=True)
-class WindowKnockoutRecord(Record):
-    """A knock-out of ``fraction`` of the extra window, chosen at random or by mass (``chosen``), in ``layer``:
-    the mass left on the right key beside dilution's prediction, means over the prefixes; ``accuracy`` at the
-    final hop, else blank (``dilution_controls/knockouts.csv``)."""
-
-    extra: int
-    n_hops: int
-    query_hop: int
-    chosen: str
-    fraction: float
-    draw: int
-    n_knocked: int
-    layer: int
-    head: int
-    n: float
-    mass: float
-    extra_mass: float
-    predicted: float
-    accuracy: float
-
-
-@dataclass(frozen=True)
-class ProtocolCurveRecord(Record):
-    """A length-curve point (:class:`LengthRecord`'s columns) under one reading of the length protocol: the extra
-    tokens, the hop mix and the checkpoint (``length_protocol/curves.csv``)."""
-
-    extra: int
-    n_hops: int
-    seq_len: int
-    accuracy: float
-    n: int
-    correct: int
-    ci_low: float
-    ci_high: float
-    n_prefixes: int
-    prefix_sd: float
-    cluster_low: float
-    cluster_high: float
-    mode: str
-    extra_tokens: str
-    hop_mix: str
-    checkpoint: str
-    step: int
-
-
-@dataclass(frozen=True)
-class ProtocolClaimRecord(Record):
-    """One length claim graded over the seeds under one reading (``length_protocol/claims.csv``;
-    :func:`possym.report.length_protocol.length_claim_table`); ``paper`` blank for the ordering claim."""
-
-    claim: str
-    extra_tokens: str
-    hop_mix: str
-    checkpoint: str
-    x_axis: str
-    paper: float
-    seeds: int
-    mean: float
-    min: float
-    max: float
-    verdict: str
-    cell: str
 
 
 @dataclass(frozen=True)

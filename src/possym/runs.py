@@ -68,48 +68,27 @@ from safetensors.torch import load as st_load
 from safetensors.torch import save as st_save
 
 from possym.config import EXECUTION_KEYS, ConfigError, RunConfig, config_from_saved
-from possym.errors import DivergedError, IdentityError, PossymError, RecordError, RunError
+from possym.errors import DivergedError, EarlierLayoutError, IdentityError, PossymError, RecordError, RunError
 from possym.locks import LOCK_FILE, writer_lock
 from possym.records import (
-    AliasEvidenceRecord,
-    CliffAccuracyFirstKeyRecord,
-    CliffAccuracyHopsRecord,
-    CliffAccuracyRecord,
-    DilutionPredictionRecord,
     DiscrepancyAccuracyRecord,
     DiscrepancyHeadRecord,
     DiscrepancySummaryRecord,
     FrequencyUseRecord,
-    GatedAccuracyRecord,
-    HopAttentionRecord,
-    HopMarginRecord,
-    InputScoreRecord,
-    KnockoutRecord,
-    LandingRecord,
-    LandingSummaryRecord,
     LengthRecord,
     MetricsLog,
     MetricsRecord,
-    ModalityRecord,
-    PlaneMarginRecord,
-    PlaneScoreRecord,
-    PositionScoreRecord,
-    ProtocolCurveRecord,
     PurityRecord,
     R,
     Record,
     ScoreRecord,
-    SharpenRecord,
-    SplitScoreRecord,
-    SustainedRecord,
-    SustainedTallyRecord,
     Table1Record,
     TallyRecord,
-    WindowKnockoutRecord,
     frame,
     read_records,
     records_csv,
     table_csv,
+    table_record,
 )
 
 if TYPE_CHECKING:
@@ -130,10 +109,17 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class Artifact:
-    """A file an analysis writes into a run directory: its path inside RUN and, for a table, its row type."""
+    """A file an analysis writes into a run directory: its path inside RUN and, for a table, its row type: a record
+    class where code reads the rows by field, else the table's spec line, ``columns`` (its columns and their types,
+    :func:`~possym.records.table_record`)."""
 
     name: str
     record: type[Record] | None = None
+    columns: str = ""
+
+    def __post_init__(self) -> None:
+        if self.columns:
+            object.__setattr__(self, "record", table_record(self.name, self.columns))
 
 
 # Every analysis file of a run directory, by a stable name; nothing else spells these file names.
@@ -143,7 +129,9 @@ ARTIFACTS: dict[str, Artifact] = {
     "purity_tally": Artifact("purity_tally.csv", TallyRecord),
     "frequency_use": Artifact("frequency_use.csv", FrequencyUseRecord),
     "table1": Artifact("table1.csv", Table1Record),
-    "plane_scores": Artifact("plane_scores.csv", PlaneScoreRecord),
+    # s_POS, s_SYM of the projection head of one RoPE plane, at the table step
+    "plane_scores": Artifact("plane_scores.csv", columns="step:int layer:int head:int frequency_id:int s_pos:float "
+                                                         "s_sym:float"),
     "lengthgen": Artifact("lengthgen.csv", LengthRecord),
     "discrepancy_heads": Artifact("theory/discrepancy_heads.csv", DiscrepancyHeadRecord),
     "discrepancy_accuracy": Artifact("theory/discrepancy_accuracy.csv", DiscrepancyAccuracyRecord),
@@ -155,28 +143,74 @@ ARTIFACTS: dict[str, Artifact] = {
     "l0": Artifact("l0"),  # scores split by hops and query, modality, sustained purity (possym.stages.l0)
     # dilution's prediction beside the measured mass per hop; the window knock-outs (stages.dilution_controls)
     "dilution_controls": Artifact("dilution_controls"),
-    # The mechanism stages' tables, "{stage}_{table}": written from the library's DataFrames by RunDir.write_table.
-    "cliff_accuracy": Artifact("cliff/accuracy.csv", CliffAccuracyRecord),
-    "cliff_accuracy_hops": Artifact("cliff/accuracy_hops.csv", CliffAccuracyHopsRecord),
-    "cliff_accuracy_first_key": Artifact("cliff/accuracy_first_key.csv", CliffAccuracyFirstKeyRecord),
-    "cliff_landing": Artifact("cliff/landing.csv", LandingRecord),
-    "cliff_landing_summary": Artifact("cliff/landing_summary.csv", LandingSummaryRecord),
-    "cliff_plane_margins": Artifact("cliff/plane_margins.csv", PlaneMarginRecord),
-    "cliff_gated": Artifact("cliff/gated.csv", GatedAccuracyRecord),
-    "cliff_evidence": Artifact("cliff/evidence.csv", AliasEvidenceRecord),
-    "dilution_attention": Artifact("dilution/attention.csv", HopAttentionRecord),
-    "dilution_knockout": Artifact("dilution/knockout.csv", KnockoutRecord),
-    "dilution_sharpen": Artifact("dilution/sharpen.csv", SharpenRecord),
-    "l0_per_input": Artifact("l0/per_input.csv", InputScoreRecord),
-    "l0_split": Artifact("l0/split.csv", SplitScoreRecord),
-    "l0_split_position": Artifact("l0/split_position.csv", PositionScoreRecord),
-    "l0_modality": Artifact("l0/modality.csv", ModalityRecord),
-    "l0_sustained": Artifact("l0/sustained.csv", SustainedRecord),
-    "l0_tally": Artifact("l0/tally.csv", SustainedTallyRecord),
-    "dilution_controls_margins": Artifact("dilution_controls/margins.csv", HopMarginRecord),
-    "dilution_controls_prediction": Artifact("dilution_controls/prediction.csv", DilutionPredictionRecord),
-    "dilution_controls_knockouts": Artifact("dilution_controls/knockouts.csv", WindowKnockoutRecord),
-    "length_protocol_curves": Artifact("length_protocol/curves.csv", ProtocolCurveRecord),
+    "dilution": Artifact("dilution"),  # a letter run's hop attention, knock-outs, sharpening (possym.stages.dilution)
+    "length_protocol": Artifact("length_protocol"),  # length curves under every reading (stages.length_protocol)
+    # The mechanism stages' tables, "{stage}_{table}": written from the library's DataFrames by RunDir.write_table and
+    # read back as frames, never by field: a spec line each, its columns and their types (? : a blank is None).
+    "cliff_accuracy": Artifact("cliff/accuracy.csv", columns=(
+        "extra:int n_hops:int answer_pos:int n:int correct:int accuracy:float ci_low:float ci_high:float")),
+    "cliff_accuracy_hops": Artifact("cliff/accuracy_hops.csv", columns=(
+        "extra:int n_hops:int n:int correct:int accuracy:float ci_low:float ci_high:float")),
+    "cliff_accuracy_first_key": Artifact("cliff/accuracy_first_key.csv", columns=(
+        "extra:int n_hops:int first_key_pos:int n:int correct:int accuracy:float ci_low:float ci_high:float")),
+    "cliff_landing": Artifact("cliff/landing.csv", columns=(
+        "input:int extra:int n_hops:int answer_pos:int correct:bool query:int query_pos:int right_key:int layer:int "
+        "head:int argmax_key:int offset:int p_max:float p_right:float alias_exists:bool p_alias:float prefix:int")),
+    "cliff_landing_summary": Artifact("cliff/landing_summary.csv", columns=(
+        "layer:int head:int query:int correct:bool alias_exists:bool n:int share_right:float share_alias:float "
+        "share_alias_any:float share_other:float mode_offset:int mode_share:float top_offsets:str mean_p_right:float "
+        "mean_p_alias:float n_alias_exists:int alias:int plane:int")),
+    "cliff_plane_margins": Artifact("cliff/plane_margins.csv", columns=(
+        "layer:int head:int query:int on_alias:bool plane:int n:int mean_margin:float mean_abs_margin:float")),
+    "cliff_gated": Artifact("cliff/gated.csv", columns=(
+        "layer:int plane:int extra:int n_hops:int n:int correct:int accuracy:float ci_low:float ci_high:float")),
+    "cliff_evidence": Artifact("cliff/evidence.csv", columns=(
+        "layer:int plane:int alias:int n_fail_alias:int share_alias_fail:float share_alias_pass:float acc_below:float "
+        "acc_above:float acc_below_gated:float acc_above_gated:float landing_supports:bool gate_supports:bool "
+        "supported:bool")),
+    "dilution_attention": Artifact("dilution/attention.csv", columns=(
+        "extra:int seq_len:int n_hops:int layer:int head:int query_hop:int n:int next_hop:float next_hop_sd:float "
+        "chain:float answer:float extra_mass:float extra_mass_sd:float extra_max:float rest:float next_is_max:float "
+        "step:int")),
+    "dilution_knockout": Artifact("dilution/knockout.csv", columns=(
+        "knocked_out:str extra:int seq_len:int n_hops:int accuracy:float correct:int n:int ci_low:float ci_high:float "
+        "step:int")),
+    "dilution_sharpen": Artifact("dilution/sharpen.csv", columns=(
+        "beta:float layers:str extra:int seq_len:int n_hops:int accuracy:float correct:int n:int ci_low:float "
+        "ci_high:float set:str step:int")),
+    "l0_per_input": Artifact("l0/per_input.csv", columns=(
+        "input:int n_hops:int query:str query_pos:int layer:int head:int s_pos:float s_sym:float entropy:float "
+        "step:int")),
+    "l0_split": Artifact("l0/split.csv", columns=(
+        "step:int query:str n_hops:int layer:int head:int n:int s_pos:float s_sym:float s_pos_sd:float s_pos_low:float "
+        "s_pos_high:float s_sym_sd:float s_sym_low:float s_sym_high:float share_positional:float "
+        "share_symbolic:float")),
+    "l0_split_position": Artifact("l0/split_position.csv", columns=(
+        "step:int query_pos:int layer:int head:int n:int s_pos:float s_sym:float s_pos_sd:float s_pos_low:float "
+        "s_pos_high:float s_sym_sd:float s_sym_low:float s_sym_high:float share_positional:float "
+        "share_symbolic:float")),
+    "l0_modality": Artifact("l0/modality.csv", columns=(
+        "step:int layer:int head:int query:str score:str n:int critical_bandwidth:float p_value:float n_boot:int "
+        "antimode:float share_above:float mean_below:float mean_above:float mixture:bool")),
+    "l0_sustained": Artifact("l0/sustained.csv", columns=(
+        "layer:int head:int kind:str gamma:float min_run:int ever_point:bool longest_run:int first_sustained:int? "
+        "share_ever:float share_sustained:float counted:bool")),
+    "l0_tally": Artifact("l0/tally.csv", columns=(
+        "kind:str gamma:float min_run:int level:float ever_point:int counted:int layers_ever_point:str "
+        "layers_counted:str")),
+    "dilution_controls_margins": Artifact("dilution_controls/margins.csv", columns=(
+        "extra:int layer:int head:int n_hops:int query_hop:int margin:float window:float mass:float extra_mass:float "
+        "checkpoint:str step:int")),
+    "dilution_controls_prediction": Artifact("dilution_controls/prediction.csv", columns=(
+        "layer:int head:int n_hops:int query_hop:int n_extra:int n:int margin:float reference_margin:float "
+        "measured:float predicted:float residual:float checkpoint:str step:int")),
+    "dilution_controls_knockouts": Artifact("dilution_controls/knockouts.csv", columns=(
+        "extra:int n_hops:int query_hop:int chosen:str fraction:float draw:int n_knocked:int layer:int head:int "
+        "n:float mass:float extra_mass:float predicted:float accuracy:float")),
+    "length_protocol_curves": Artifact("length_protocol/curves.csv", columns=(
+        "extra:int n_hops:int seq_len:int accuracy:float n:int correct:int ci_low:float ci_high:float n_prefixes:int "
+        "prefix_sd:float cluster_low:float cluster_high:float mode:str extra_tokens:str hop_mix:str checkpoint:str "
+        "step:int")),
 }
 
 # A checkpoint named as the CLI and the API name it: a step number, "best" or "final".
@@ -235,21 +269,6 @@ def csv_text(rows: list[dict[str, Any]]) -> str:
 def read_csv(path: Path) -> list[dict[str, str]]:
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
-
-
-def typed_row(row: dict[str, str]) -> dict[str, Any]:
-    """A CSV row with numbers turned back into ints and floats ('' and other text stay as they are)."""
-    out: dict[str, Any] = {}
-    for key, value in row.items():
-        for cast in (int, float):
-            try:
-                out[key] = cast(value)
-                break
-            except (TypeError, ValueError):
-                continue
-        else:
-            out[key] = value
-    return out
 
 
 def git_commit() -> str | None:
@@ -408,6 +427,11 @@ def _read_meta(path: Path) -> tuple[dict[str, Any], str | None]:
     return data, None
 
 
+def _earlier(file: Path, run: Path, exc: Exception) -> str:
+    """The one line that refuses a run an earlier possym wrote, naming the file and the command that upgrades it."""
+    return f"{file}: {exc}; upgrade the run once with `possym migrate {run}` (or the experiment directory holding it)"
+
+
 # The temporary files of atomic_write_bytes (tempfile.mkstemp: prefix ".NAME.", 8 random characters, ".tmp").
 _ORPHAN = re.compile(r"^\..+\.[a-z0-9_]{8}\.tmp$")
 
@@ -534,6 +558,8 @@ class RunDir:
         else:
             try:
                 config = config_from_saved(data)
+            except EarlierLayoutError as exc:
+                raise EarlierLayoutError(_earlier(cfg_file, path, exc)) from None
             except ConfigError as exc:
                 raise RunError(f"{cfg_file} is not a run config ({exc}); fix it{run._values_hint(source)}") from None
         if recorded is not None and not run._config_empty:
@@ -555,6 +581,8 @@ class RunDir:
             source = str(self.path / META) if self._fallback is None else self._fallback["rebuilt"]["from"]
             try:
                 return config_from_saved(meta["config"]), source
+            except EarlierLayoutError as exc:
+                raise EarlierLayoutError(_earlier(Path(source), self.path, exc)) from None
             except ConfigError as exc:
                 raise RunError(f"{source}: its recorded config does not read ({exc}); the file is damaged") from None
         for step in reversed(self._steps_on_disk()):
@@ -562,6 +590,8 @@ class RunDir:
             if header and "config" in header:
                 try:
                     return config_from_saved(json.loads(header["config"])), str(self.checkpoint_path(step))
+                except EarlierLayoutError as exc:
+                    raise EarlierLayoutError(_earlier(self.checkpoint_path(step), self.path, exc)) from None
                 except (ValueError, ConfigError):
                     continue
         return None, ""
@@ -1141,12 +1171,12 @@ class RunDir:
         """Write ``table``, a DataFrame a library computed, as table artifact ``key`` through its record type
         (:func:`~possym.records.table_csv`): a column the record lacks or needs is refused, naming both."""
         path = self.artifact(key)
-        atomic_write_text(path, table_csv(table, _table_kind(key), f"{self.path.name}/{ARTIFACTS[key].name}"))
+        atomic_write_text(path, table_csv(table, table_kind(key), f"{self.path.name}/{ARTIFACTS[key].name}"))
         return path
 
     def read_table(self, key: str) -> pd.DataFrame:
         """Table artifact ``key`` as a DataFrame of its records (:func:`~possym.records.frame`; none: no rows)."""
-        kind = _table_kind(key)
+        kind = table_kind(key)
         return frame(read_records(self.artifact(key), kind), kind)
 
 
@@ -1168,7 +1198,8 @@ def model_dtype(dtype: Any) -> torch.dtype:
                       f"{', '.join(f'torch.{n}' for n in DTYPES)}, or their names ({', '.join(map(repr, DTYPES))})")
 
 
-def _table_kind(key: str) -> type[Record]:
+def table_kind(key: str) -> type[Record]:
+    """The row type of table artifact ``key`` (a record class, or the one its spec line makes)."""
     kind = ARTIFACTS[key].record if key in ARTIFACTS else None
     if kind is None:
         tables = sorted(k for k, a in ARTIFACTS.items() if a.record)
@@ -1183,8 +1214,8 @@ def config_differences(before: RunConfig, now: RunConfig) -> list[str]:
     which say how a run runs, not which run it is.
 
     ``train.precision="auto"`` asked of a run saved as ``fp32`` or ``bf16`` names that run: ``auto`` lets
-    a run that exists keep its precision, and a possym before ``auto`` was kept wrote its answer into
-    ``config.yaml``. Asked the other way (``bf16`` of a run saved as ``auto``) it is another request.
+    a run that exists keep its precision. Asked the other way (``bf16`` of a run saved as ``auto``) it is
+    another request.
 
     >>> from possym.config import load_config
     >>> paper = load_config("number", "paper")

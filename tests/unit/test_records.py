@@ -15,7 +15,6 @@ from possym.records import (
     LengthRecord,
     Record,
     ScoreRecord,
-    SustainedRecord,
     read_records_text,
     records_csv,
     records_of,
@@ -74,6 +73,7 @@ def test_a_dataframe_crosses_into_records_checked_and_is_written_as_pandas_write
     table = pd.DataFrame({"layer": [0, 1], "head": 0, "kind": "symbolic", "gamma": 0.1, "min_run": 2,
                           "ever_point": [True, False], "longest_run": [3, 0], "first_sustained": [40, None],
                           "share_ever": [1.0, math.nan], "share_sustained": [0.97, 0.0], "counted": [True, False]})
+    SustainedRecord = ARTIFACTS["l0_sustained"].record  # a spec line's row type  # noqa: N806
     rows = records_of(table, SustainedRecord)
     assert type(rows[0].layer) is int and rows[1].first_sustained is None and math.isnan(rows[1].share_ever)
     text = table_csv(table, SustainedRecord)

@@ -46,7 +46,7 @@ def test_a_stage_and_a_run_leave_out_the_same_execution_keys():
         threads: int | None = None
         device: str = "auto"
 
-    stage = Stage("identity_probe", Settings, lambda run, cfg: [], scope="run")
+    stage = Stage("identity_probe", Settings, lambda ctx, cfg: [], scope="run")
     assert stage.key_of(Settings(2, threads=4, device="cpu")) == stage.key_of(Settings(2)) == {"n": 2}
     a, b = load_config("number", "quick"), load_config("number", "quick", ["train.threads=4", "train.device=cpu"])
     assert config_differences(a, b) == []

@@ -14,11 +14,12 @@ from possym.config import load_config
 from possym.errors import PossymError
 from possym.evaluate.breakdown import accuracy_table, length_points, length_predictions
 from possym.evaluate.landing import alias_distance, attention_landing
+from possym.experiment import run_stage
 from possym.model.rope import rope_frequencies
 from possym.runs import RunDir
 from possym.scores.checkpoints import score_inputs
-from possym.stages.cliff import CliffConfig, cliff_run, positional_layers
-from possym.stages.l0 import L0Config, l0_run
+from possym.stages.cliff import CliffConfig, positional_layers
+from possym.stages.l0 import L0Config
 from possym.stages.registry import get_stage
 
 
@@ -32,7 +33,7 @@ def number_run(tmp_path_factory, tiny_session_overrides):
 def test_the_cliff_stage_writes_its_tables_and_they_are_the_library_calls(number_run, mode):
     cfg = CliffConfig(start=3, stop=6, n=8, n_prefixes=2, layers=(0, 1), gate_every=2, step="final", device="cpu",
                       mode=mode)
-    result = cliff_run(number_run, cfg)
+    result = run_stage(number_run, "cliff", cfg, redo=True).result
     out = number_run.artifact("cliff")
     assert (out / "accuracy_first_key.csv").is_file()
     for name in ("accuracy", "accuracy_hops", "landing", "landing_summary", "plane_margins", "gated", "evidence"):
@@ -82,12 +83,17 @@ def test_the_cliff_stage_refuses_a_table_its_record_does_not_fit_naming_table_an
     tables = CliffTables({}, empty, change(hops), *[empty] * 6)
     monkeypatch.setattr(stage, "cliff_tables", lambda *a, **k: tables)
     with pytest.raises(RecordError, match=says):
-        cliff_run(number_run, CliffConfig(layers=(0,), step="final", device="cpu"))
+        run_stage(number_run, "cliff", CliffConfig(layers=(0,), step="final", device="cpu"), redo=True)
 
 
 def test_the_cliff_stage_skips_a_letter_run_and_needs_scores_to_choose_layers(tmp_path, tiny_overrides):
+    import torch
+
+    from possym.model.gptj import GPTJ
+
     letter = RunDir.create(tmp_path / "letter", load_config("letter", None, tiny_overrides))
-    result = cliff_run(letter, CliffConfig())
+    letter.save_checkpoint(0, GPTJ(letter.model_config, torch.Generator().manual_seed(0)).state_dict())
+    result = run_stage(letter, "cliff", CliffConfig(step=0)).result
     assert "number task" in result.skipped and not letter.artifact("cliff").exists()
     unscored = RunDir.create(tmp_path / "number", load_config("number", None, tiny_overrides))
     with pytest.raises(PossymError, match="score it first"):
@@ -97,7 +103,7 @@ def test_the_cliff_stage_skips_a_letter_run_and_needs_scores_to_choose_layers(tm
 
 def test_the_l0_stage_splits_tests_and_tallies(number_run):
     cfg = L0Config(layers=(0,), steps=("final",), n_inputs=20, n_boot=50, modality_boot=20)
-    result = l0_run(number_run, cfg)
+    result = run_stage(number_run, "l0", cfg, redo=True).result
     assert result.scored_steps == tuple(number_run.checkpoint_steps())
     out = number_run.artifact("l0")
     for name in ("per_input", "split", "split_position", "modality", "sustained", "tally"):
@@ -142,19 +148,19 @@ def test_positional_layers_are_those_ending_pure_positional_else_those_ever_pure
 
 def test_the_mechanisms_table_stacks_each_runs_tables_and_its_summary_is_read_from_them(number_run, tmp_path):
     from possym.report.mechanisms import collect_tables
-    from possym.stages.mechanisms import MechanismsTableConfig, mechanisms_table
+    from possym.stages.mechanisms import MechanismsTableConfig
     from possym.stages.registry import ExperimentDir
 
-    cliff_run(number_run, CliffConfig(start=3, stop=6, n=8, n_prefixes=2, layers=(0, 1), gate_every=2, step="final",
-                                      device="cpu"))
-    l0_run(number_run, L0Config(layers=(0,), steps=("final",), n_inputs=20, n_boot=50, modality_boot=20))
+    run_stage(number_run, "cliff", CliffConfig(start=3, stop=6, n=8, n_prefixes=2, layers=(0, 1), gate_every=2,
+                                               step="final", device="cpu"))
+    run_stage(number_run, "l0", L0Config(layers=(0,), steps=("final",), n_inputs=20, n_boot=50, modality_boot=20))
     tables = collect_tables([number_run])
     assert {"cliff_accuracy_hops", "cliff_evidence", "l0_tally", "l0_modality"} <= set(tables)
     assert not any(name.startswith("dilution") for name in tables)  # a number run has no dilution tables
     hops = pd.read_csv(number_run.path / "cliff" / "accuracy_hops.csv")
     assert tables["cliff_accuracy_hops"].drop(columns=["task", "seed"]).equals(hops)
     exp = ExperimentDir(tmp_path, {"r": number_run}, {"r": "number"}, {"r": 0})
-    summary = mechanisms_table(exp, MechanismsTableConfig())
+    summary = run_stage(exp, "mechanisms_table", MechanismsTableConfig()).result
     assert (tmp_path / "mechanisms" / "summary_by_seed.csv").is_file()
     assert set(summary.task) == {"number"} and set(summary.seed) == {number_run.config.seeds.init}
     for r in hops[hops.extra == 6].itertuples():  # the end of the K grid, read back as the summary says
@@ -165,4 +171,4 @@ def test_the_mechanisms_table_stacks_each_runs_tables_and_its_summary_is_read_fr
         got = summary.loc[summary.measure == f"cliff: accuracy past the cliff, plane {r.plane} gated in L{r.layer}",
                           "value"].item()
         assert got == pytest.approx(r.acc_above_gated, nan_ok=True)
-    assert mechanisms_table(ExperimentDir(tmp_path / "none", {}), MechanismsTableConfig()).empty
+    assert run_stage(ExperimentDir(tmp_path / "none", {}), "mechanisms_table", MechanismsTableConfig()).result.empty

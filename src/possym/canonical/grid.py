@@ -102,11 +102,10 @@ class CanonicalReportConfig:
 def analyse_cell(run: RunDir, cfg: CanonicalCellConfig) -> dict[str, Any]:
     """The analysis of one trained cell as plain data, written to ``RUN/canonical.json`` with ``cfg``'s
     settings: ``{"accuracy": {factor: acc}, "positions": [{length, position, correct, total}], "heads":
-    {...}}``. Holds the run's writer lock (:meth:`RunDir.writing`). Whether a cell is analysed is the
+    {...}}``. The caller holds the run's writer lock (the executor does). Whether a cell is analysed is the
     run's memo's to say (the ``canonical_cell`` stage, :func:`possym.experiment.run_stage`)."""
-    with run.writing():  # a second writer is refused first, naming the holder, as by every stage that writes
-        cfg.check(run.config.task)  # type: ignore[arg-type]
-        return _analyse_cell(run, cfg, run.artifact("canonical"), _cell_key(cfg))
+    cfg.check(run.config.task)  # type: ignore[arg-type]
+    return _analyse_cell(run, cfg, run.artifact("canonical"), _cell_key(cfg))
 
 
 def read_cell(run: RunDir) -> dict[str, Any]:

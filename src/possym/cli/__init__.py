@@ -36,6 +36,7 @@ SUBCOMMANDS: dict[str, str] = {
     "heads": "possym.cli.heads",
     "canonical": "possym.cli.canonical",
     "regrade": "possym.cli.regrade",
+    "migrate": "possym.cli.migrate",
 }
 
 
@@ -56,6 +57,7 @@ SUMMARIES: dict[str, str] = {
     "canonical": "Index / Retrieval / partial induction on frequency-controlled toy heads",
     "regrade": "regrade committed reproduction tables: claims.csv, calibration.csv and, with --replication, the "
                "replication report",
+    "migrate": "bring a directory an earlier possym wrote into today's layout, once",
 }
 
 

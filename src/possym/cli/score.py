@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     cfg = STAGE.from_overrides(args.overrides)
-    resolve_device(cfg.device)  # a device this machine lacks stops the command before any work
+    resolve_device(STAGE.where(cfg)[1])  # a device this machine lacks stops the command before any work
     run_dir = RunDir.open(args.run, allow_unfinished=args.allow_unfinished)
     if being_written(run_dir.path):  # a writer at work (training): its refusal, naming it, says more than any other
         with run_dir.writing():

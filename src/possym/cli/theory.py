@@ -12,7 +12,8 @@ OUT's memo (OUT/log/experiment.json): run again, or by a reproduction into the s
 its tables are read back (unless --redo). It exits 1 when a verification row is off expectation.
 ``possym discrepancy RUN`` goes through the run's memo, RUN/resume.json, which every experiment holding the
 run shares, and says whether it is done with these settings (then the tables in RUN/theory are read back,
-unless --redo); with --out elsewhere or --replot it writes outside the memo.
+unless --redo); --replot draws the summary and figure again from those tables, and --out DIR copies them into
+DIR (:meth:`possym.Run.discrepancy`).
 """
 
 from __future__ import annotations
@@ -20,13 +21,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from possym.api import open_run
 from possym.cli._args import add_allow_unfinished, add_overrides, add_redo, report_skip
 from possym.devices import resolve_device
 from possym.experiment import run_stage
-from possym.records import DiscrepancyAccuracyRecord, DiscrepancySummaryRecord, read_records
-from possym.runs import ARTIFACTS, RunDir
 from possym.stages.log import EXPERIMENT, ResumeLog
-from possym.stages.theory import STAGES, read_theory, trained_discrepancy_run
+from possym.stages.theory import STAGES, read_theory
 
 THEORY, DISCREPANCY = (next(s for s in STAGES if s.name == name) for name in ("theory", "discrepancy"))
 
@@ -43,9 +43,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     q = subparsers.add_parser("discrepancy", help="top-minus-second attention score of a trained run's heads vs length",
                               description=__doc__)
     q.add_argument("run", type=Path, help="run directory made by `possym train`")
-    q.add_argument("--out", type=Path, default=None, help="output directory (default RUN/theory)")
+    q.add_argument("--out", type=Path, default=None, help="a directory that gets a copy of the tables and figure "
+                   "(they are written into RUN/theory)")
     add_allow_unfinished(q)
-    q.add_argument("--replot", action="store_true", help="redo the summary and figure from the CSVs in --out")
+    q.add_argument("--replot", action="store_true", help="redo the summary and figure from the tables in RUN/theory")
     add_redo(q, "discrepancy")
     add_overrides(q, "discrepancy", DISCREPANCY.defaults(), "discrepancy.extras=[0,100,1000] discrepancy.step=best",
                   DISCREPANCY.config)
@@ -87,22 +88,17 @@ def run_theory(args: argparse.Namespace) -> int:
 
 def run_discrepancy(args: argparse.Namespace) -> int:
     cfg = DISCREPANCY.from_overrides(args.overrides)
-    resolve_device(cfg.device)  # a device this machine lacks stops the command before any work
-    run_dir = RunDir.open(args.run, allow_unfinished=args.allow_unfinished)
-    where = args.out if args.out is not None else run_dir.artifact("discrepancy_heads").parent
-    if args.replot or where.resolve() != run_dir.artifact("discrepancy_heads").parent.resolve():
-        trained_discrepancy_run(run_dir, cfg, out=where, replot=args.replot, log=print)
-    else:
-        done = run_stage(run_dir, DISCREPANCY, cfg, redo=args.redo)
-        if not done.ran:
-            report_skip(done, run_dir)
-    accuracy = read_records(where / Path(ARTIFACTS["discrepancy_accuracy"].name).name, DiscrepancyAccuracyRecord)
-    summary = read_records(where / Path(ARTIFACTS["discrepancy_summary"].name).name, DiscrepancySummaryRecord)
-    for a in accuracy:
+    resolve_device(DISCREPANCY.where(cfg)[1])  # a device this machine lacks stops the command before any work
+    run = open_run(args.run, allow_unfinished=args.allow_unfinished)
+    done = run.discrepancy(args.out, replot=args.replot, redo=args.redo, log=print, **DISCREPANCY.settings_of(cfg))
+    if not done.ran:
+        report_skip(done, run.dir)
+    result = done.result
+    for a in result.accuracy:
         print(f"    extra {a.extra:>5}: accuracy {a.accuracy:.3f}")
-    for s in summary:
+    for s in result.summary:
         print(f"    L{s.layer:<2} median gap {s.median_at_first_extra:.3g} -> {s.median_at_last_extra:.3g}; "
               f"collapses (< 1/2) at extra {s.collapse_extra}; accuracy breaks at {s.accuracy_break_extra}; "
               f"spearman {s.spearman:.2f}")
-    print(f"{run_dir.step_label(accuracy[0].step)}; tables in {where}")
+    print(f"{run.dir.step_label(result.step)}; tables in {result.out}")
     return 0

@@ -9,8 +9,8 @@ as in an experiment.
 One run trains through :func:`possym.experiment.run_stage`, its memo ``RUN/resume.json``. Several seeds are an
 experiment (:func:`possym.experiment.training.training`) run by the executor, in its layout: a reproduction
 or a sweep with the same settings over the same OUT finds them trained, and the seeds that can share a step
-train as one group. ``--resume`` continues a run directory, or the training of an experiment directory
-(an OUT of ``--seeds``, also one of an older possym, whose ``OUT/seed{s}`` move into ``OUT/runs``).
+train as one group. ``--resume`` continues a run directory, or the training of an experiment directory (an
+OUT of ``--seeds``).
 """
 
 from __future__ import annotations
@@ -93,8 +93,6 @@ def format_eval(run: RunDir) -> str:
 
 def _experiment(exp: Experiment, out: Path) -> int:
     outcome = run_experiment(exp, out)
-    for note in outcome.migrated:
-        print(note)
     for line in outcome.failure_lines():
         print(line)
     for spec in (s for s in exp.runs() if s.id not in outcome.failed):

@@ -11,12 +11,13 @@ Layout of ``OUT``::
                          reported for the run (also one the run's memo could not record: its lock held elsewhere)
     NAME/                each part (a sub-experiment, e.g. the canonical grid)
 
-Order. Parts run first. Then the stages, in the experiment's order: experiment-scope stages run
-here, once; each maximal stretch of run-scope stages (``train`` included) runs as one *unit of work
-per run*, either here, stage by stage over the runs (training every run before scoring any), or on
-an engine (:mod:`possym.sweep.engines`: a process pool, Ray, Slurm), where a unit is one run's
-stretch of stages in one worker. Each run-scope stage runs through :func:`run_stage`, the one way to run
-a stage on a run (the CLI's too). What is done with today's settings is skipped (a per-step stage, such
+Order. Parts (each an experiment of its own, into ``OUT/NAME``) run first. Then the stages, in the experiment's
+order: experiment-scope stages run here, once; each maximal stretch of run-scope stages (``train`` included) is
+cut into *units of work* (:class:`Unit`: a stretch of stages for a run, or for runs kept together) that one loop
+hands to an engine, every unit through :func:`run_unit`: :class:`Here` runs them in this process (one unit of
+every run, stage by stage over them: training every run before scoring any), a pool, Ray or Slurm
+(:mod:`possym.sweep.engines`) in their workers. Each run-scope stage runs through :func:`run_stage`, the one way
+to run a stage on a run (the CLI's too). What is done with today's settings is skipped (a per-step stage, such
 as ``score``, does only the checkpoints it has not done), unless ``redo`` names the stage; a unit that fails is
 retried ``retries`` times; a run that still fails is reported, later stages leave it out, and the
 experiment's own stages (the report) run on what exists.
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import pickle
 import time
@@ -49,15 +51,13 @@ import pandas as pd
 import yaml
 from tqdm import tqdm
 
-from possym.config import EXECUTION_KEYS
-from possym.devices import torch_threads
-from possym.errors import PossymError, named_options
+from possym.devices import resolve_device, torch_threads
+from possym.errors import EarlierLayoutError, PossymError, named_options
 from possym.experiment.config import Experiment, RunSpec, dump_experiment, experiment_differences, experiment_to_dict
-from possym.experiment.migrate import migrate
 from possym.locks import lock_holder, on_behalf_of, writer_lock
 from possym.runs import RunDir, atomic_write_text, ensure_run, remove_orphans
 from possym.stages.log import EXPERIMENT, ResumeLog, ResumeRecord, run_memo
-from possym.stages.registry import ExperimentDir, Stage, get_stage
+from possym.stages.registry import Execution, ExperimentDir, Stage, StageContext, get_stage
 
 log = logging.getLogger(__name__)
 
@@ -76,7 +76,6 @@ class ExperimentOutcome:
     failed: dict[str, str] = field(default_factory=dict)  # run id (or "experiment") -> last error
     retried: list[str] = field(default_factory=list)  # run ids whose unit ran more than once in this call
     changed: list[str] = field(default_factory=list)  # experiment.yaml keys that differ from the last call
-    migrated: list[str] = field(default_factory=list)  # what migrating an older layout did (experiment.migrate)
     results: dict[str, Any] = field(default_factory=dict)  # experiment-scope stage -> what it returned
     parts: dict[str, ExperimentOutcome] = field(default_factory=dict)
     seconds: float = 0.0
@@ -108,6 +107,7 @@ class Unit:
     stages: tuple[tuple[Stage, Any], ...]
     threads: int | None
     redo: tuple[str, ...] = ()  # stages to run again although done
+    screen: bool = False  # run where someone watches (this process): progress bars drawn, stderr left on screen
 
     @property
     def id(self) -> str:
@@ -128,8 +128,8 @@ def run_experiment(exp: Experiment, out: str | Path, *, engine: Any = None, prog
                    redo: Collection[str] = ()) -> ExperimentOutcome:
     """Run every stage of ``exp`` not yet done with today's settings into ``out``; see the module docstring.
 
-    ``engine``: None runs everything in this process; else an object with ``map(fn, items)`` yielding
-    ``(item, result, error)`` (:func:`possym.sweep.engines.make_engine`). ``on_unit(unit, "done" |
+    ``engine``: None runs everything in this process (:class:`Here`); else an object with ``map(fn, items)``
+    yielding ``(item, result, error)`` (:func:`possym.sweep.engines.make_engine`). ``on_unit(unit, "done" |
     "retry" | "failed")`` reports each run's outcome (a progress bar's hook). ``redo``: names of stages to
     run again although the resume log has them done with today's settings (a per-step stage at every step).
 
@@ -166,7 +166,9 @@ def _run_experiment(exp: Experiment, out: Path, engine: Any, progress: bool,
     t0 = time.perf_counter()
     exp = exp.with_stages()
     outcome = ExperimentOutcome(out)
-    outcome.migrated = migrate(out, exp)
+    earlier = older_layout(out)
+    if earlier is not None:
+        raise EarlierLayoutError(f"{out} holds {earlier}; upgrade it once with `possym migrate {out}`, then run again")
     specs = exp.runs()
     # Every run is opened or created before anything runs: a run that holds another config is refused here.
     runs = {spec.id: ensure_run(out / "runs" / spec.id, spec.config(), argv=["possym.run_experiment", str(out)])
@@ -192,27 +194,58 @@ def _run_experiment(exp: Experiment, out: Path, engine: Any, progress: bool,
         todo = [s for s in alive if not _runs_done(out, s, segment, outcome, redo)]
         if not todo:
             continue
-        if engine is None:
-            _run_here([Unit(str(out), (s,), segment, exp.threads, redo) for s in todo], outcome, exp.retries,
-                      progress, on_unit)
-        else:
-            workers = int(getattr(engine, "workers", 1) or 1)  # how many units run at once (a Slurm array: 1)
-            _run_on(engine, _units(out, todo, segment, exp.threads, runs, workers, redo), outcome, exp.retries,
-                    on_unit)
+        units = _units(out, todo, segment, exp.threads, runs, engine or HERE, redo, progress)
+        _run_units(engine or HERE, units, outcome, exp.retries, on_unit)
         failed |= set(outcome.failed)
     outcome.seconds = time.perf_counter() - t0
     return outcome
 
 
+# What each earlier possym left in an experiment directory, by a file only it wrote: nothing on the run path reads
+# such a directory; `possym migrate OUT` upgrades it once (possym.experiment.migrate).
+_EARLIER = (
+    ("stages.json", "a single-seed reproduction of an earlier possym (its stages.json)"),
+    ("trials/*/trial.json", "a sweep of an earlier possym (its trials/)"),
+    ("seed*/config.yaml", "the seeds of an earlier `possym train --seeds` (its seed*/)"),
+    ("runs/*/*/seed*/canonical.json", "a canonical grid of an earlier possym (its runs/TASK/CONDITION/seedS/)"),
+    ("log/*.json", "the resume log of an earlier executor (its log/ID.json)"),
+    ("runs/*/purity.csv", "a purity table of an earlier possym (its column max_accuracy_step)"),
+)
+
+
+def older_layout(out: str | Path) -> str | None:
+    """What an earlier possym left in the directory ``out`` (module docstring of :mod:`possym.experiment.migrate`),
+    in words; None for a directory in today's layout (or none at all).
+
+    >>> import tempfile
+    >>> older_layout(tempfile.mkdtemp()) is None
+    True
+    """
+    out = Path(out)
+    for pattern, what in _EARLIER:
+        for path in out.glob(pattern):
+            if pattern == "log/*.json" and path.stem == EXPERIMENT:
+                continue
+            if pattern == "seed*/config.yaml" and not path.parent.name[4:].isdigit():
+                continue
+            if pattern == "runs/*/purity.csv":
+                with path.open() as f:
+                    if "max_accuracy_step" not in f.readline().split(","):
+                        continue
+            return what
+    return None
+
+
 def run_unit(unit: Unit) -> dict[str, Any]:
-    """Run a unit's stages that are not done (a worker's function: top level, plain data in and out); a
-    ``runs``-scope stage sees the unit's runs together, a ``run``-scope stage each in turn. A run whose
-    stage fails is left out of its later stages while the unit's other runs go on; the unit then raises,
-    naming every run that failed and why."""
+    """Run a unit's stages that are not done (every engine's function, this process's too: top level, plain data
+    in and out); a ``runs``-scope stage sees the unit's runs together, a ``run``-scope stage each in turn. A run
+    whose stage fails is left out of its later stages while the unit's other runs go on. Returns what ran
+    (``ran``: (run id, stage)) and what failed (``errors``: (run id, stage, error)); an engine's own error (a
+    worker lost) reaches the executor through the engine instead."""
     # As a worker of the call that holds OUT's lock: a run lock an earlier, lost worker of it left on
     # another node is taken over (possym.locks.on_behalf_of).
     holder = lock_holder(unit.out)
-    with on_behalf_of(None if holder is None else holder.token):
+    with on_behalf_of(None if holder is None else holder.token), torch_threads(unit.threads):
         return _run_unit(unit)
 
 
@@ -220,26 +253,50 @@ def _run_unit(unit: Unit) -> dict[str, Any]:
     out = Path(unit.out)
     dirs = {spec.id: RunDir.open(out / "runs" / spec.id) for spec in unit.runs}
     ran: list[tuple[str, str]] = []
-    errors: dict[str, str] = {}
-    with torch_threads(unit.threads), _output_to(out / "logs" / f"{unit.id}.log", stderr=True):
-        for stage, cfg in unit.stages:
-            redo = stage.name in unit.redo
-            todo = [rid for rid in dirs if rid not in errors and not _done(out, rid, stage, cfg, redo)]
-            if stage.scope == "run":
-                for rid in todo:
-                    try:
+    errors: dict[str, tuple[str, str]] = {}  # run id -> (stage, error)
+    for stage, cfg in unit.stages:
+        redo = stage.name in unit.redo
+        todo = [rid for rid in dirs if rid not in errors and not _done(out, rid, stage, cfg, redo)]
+        with tqdm(total=len(todo), desc=stage.name, unit="run", disable=not unit.screen or len(todo) < 2,
+                  dynamic_ncols=True, leave=False) as bar:
+            if stage.scope == "runs" and todo:
+                log = todo[0] if len(todo) == 1 else unit.id
+                with _output_to(out / "logs" / f"{log}.log", stderr=not unit.screen):
+                    failed = _run_together(stage, [dirs[rid] for rid in todo], cfg)
+                errors |= {rid: (stage.name, failed[str(dirs[rid].path)]) for rid in todo
+                           if str(dirs[rid].path) in failed}
+                ran += [(rid, stage.name) for rid in todo if str(dirs[rid].path) not in failed]
+                bar.update(len(todo))
+                continue
+            for rid in todo:
+                try:
+                    with _output_to(out / "logs" / f"{rid}.log", stderr=not unit.screen):
                         if run_stage(dirs[rid], stage, cfg, redo=redo).ran:
                             ran.append((rid, stage.name))
-                    except Exception as exc:
-                        errors[rid] = _error(exc)
-                continue
-            if todo:
-                failed = _run_together(stage, [dirs[rid] for rid in todo], cfg)
-                errors |= {rid: failed[str(dirs[rid].path)] for rid in todo if str(dirs[rid].path) in failed}
-                ran += [(rid, stage.name) for rid in todo if str(dirs[rid].path) not in failed]
-    if errors:
-        raise RuntimeError("; ".join(f"{rid}: {e.splitlines()[-1] if e else ''}" for rid, e in errors.items()))
-    return {"unit": unit.id, "ran": ran}
+                except Exception as exc:
+                    errors[rid] = (stage.name, _error(exc))
+                bar.update(1)
+    return {"unit": unit.id, "ran": ran, "errors": [(rid, st, e) for rid, (st, e) in errors.items()]}
+
+
+class Here:
+    """The engine that runs units in this process, one after another, as Hydra's ``BasicLauncher`` sits beside its
+    other launchers: :func:`run_experiment` uses it when given no engine. Its one unit per stretch of stages holds
+    every run (:func:`_units`), so that the runs that can share a batched step train together and every run is
+    trained before any is analysed."""
+
+    workers = 1
+    in_process = True
+
+    def map(self, fn: Callable[[Any], Any], items: list[Any]) -> Iterator[tuple[Any, Any, str | None]]:
+        for item in items:
+            try:
+                yield item, fn(item), None
+            except Exception as exc:  # what a worker process's death is to the others: the unit's error
+                yield item, None, _error(exc)
+
+
+HERE = Here()
 
 
 def _run_together(stage: Stage, runs: list[RunDir], cfg: Any) -> dict[str, str]:
@@ -259,18 +316,22 @@ def _failed_runs(exc: BaseException, runs: list[RunDir]) -> list[str]:
 
 
 def _together(stage: Stage, runs: list[RunDir], cfg: Any) -> float:
-    """A ``runs``-scope stage (training, which locks each run it writes) on ``runs`` at once, each run's entry
-    in its own memo; returns the seconds. A run whose lock another writer holds (on another host, say) fails
-    the call before anything runs, and its memo is left as that writer keeps it. An error that names its runs
-    (``exc.runs``: those that diverged) fails those alone; the others' entries are done."""
+    """A ``runs``-scope stage (training) on ``runs`` at once, each run's writer lock held and its entry in its own
+    memo; returns the seconds. A run whose lock another writer holds (on another host, say) fails the call before
+    anything runs, and its memo is left as that writer keeps it. An error that names its runs (``exc.runs``: those
+    that diverged) fails those alone; the others' entries are done."""
     key = stage.key_of(cfg)
+    threads, device = stage.where(cfg)
     t0 = time.perf_counter()
     started: list[RunDir] = []
     try:
-        for run in runs:
-            run_memo(run.path).start(stage.name, key)
-            started.append(run)
-        stage.run(runs, cfg)
+        with contextlib.ExitStack() as locks:
+            for run in runs:
+                locks.enter_context(run.writing())
+                run_memo(run.path).start(stage.name, key)
+                started.append(run)
+            with torch_threads(threads):
+                stage.run(StageContext(list(runs), resolve_device(device), threads, stage.settings_of(cfg)), cfg)
     except Exception as exc:
         failed = set(_failed_runs(exc, started))
         for run in started:
@@ -352,7 +413,8 @@ def run_stage(target: RunDir | ExperimentDir | str | Path | list[RunDir], stage:
             cfg = stage.prepare(run, cfg)
         wanted, at = stage.memo_steps(run, cfg)
     key, defaults = stage.key_of(cfg), _defaults(stage)
-    extra: dict[str, Any] = {} if progress is None else {"progress": progress}
+    threads, where = stage.where(cfg)
+    device = resolve_device(where)  # a device this machine lacks: refused before the memo is touched
     again = redo or stage.always
     if not again and memo.done(stage.name, key, defaults, wanted, at):  # read back: a reader takes no lock
         return StageRun(stage.name, False, (), tuple(wanted or ()))
@@ -364,18 +426,32 @@ def run_stage(target: RunDir | ExperimentDir | str | Path | list[RunDir], stage:
         if wanted is not None:
             keep = [s for s in memo.kept(stage.name, key, defaults, stage.step_settings) if not (redo and s in wanted)]
             todo = [s for s in wanted if s not in keep]
-            cfg, extra = stage.narrowed(cfg, todo), {**extra, "keep": tuple(keep)}
-        execution = {k: v for k, v in stage.settings_of(cfg).items() if k in EXECUTION_KEYS}
+            cfg = stage.narrowed(cfg, todo)
+        execution = {"threads": threads, "device": str(device)} if isinstance(cfg, Execution) else {}
         memo.start(stage.name, key, keep, execution, at)
+        ctx = StageContext(call, device, threads, stage.settings_of(cfg), tuple(keep or ()), progress)
         t0 = time.perf_counter()
         try:
-            result = stage.run(call, cfg, **extra)
+            with torch_threads(threads):
+                result = stage.run(ctx, cfg)
+            _record_settings(stage, ctx)
         except Exception as exc:
             memo.fail(stage.name, time.perf_counter() - t0, _error(exc))
             raise
         seconds = time.perf_counter() - t0
         memo.finish(stage.name, seconds, todo if stage.per_step else None)
     return StageRun(stage.name, True, tuple(todo), tuple(keep or ()), seconds, result)
+
+
+def _record_settings(stage: Stage, ctx: StageContext) -> None:
+    """``settings.json`` beside the tables a stage wrote (:attr:`Stage.record`): the settings the memo recorded and
+    the facts the stage did (the checkpoint a name resolved to, ...). Written last, it says the tables beside it are
+    complete; a stage that wrote nothing (a run it does not measure) gets none."""
+    if stage.record is None or not isinstance(ctx.target, RunDir):
+        return
+    folder = ctx.target.artifact(stage.record)
+    if folder.is_dir():
+        atomic_write_text(folder / "settings.json", json.dumps({**ctx.settings, **ctx.facts}, indent=2) + "\n")
 
 
 def stage_done(run: RunDir, stage: Stage | str, cfg: Any = None) -> bool:
@@ -431,10 +507,6 @@ def _done(out: Path, rid: str, stage: Stage, cfg: Any, redo: bool = False) -> bo
     return memo.done(stage.name, key, defaults, steps, at)
 
 
-def _all_done(out: Path, spec: RunSpec, segment: tuple[tuple[Stage, Any], ...]) -> bool:
-    return all(_done(out, spec.id, s, c) for s, c in segment)
-
-
 def _runs_done(out: Path, spec: RunSpec, segment: tuple[tuple[Stage, Any], ...], outcome: ExperimentOutcome,
                redo: tuple[str, ...]) -> bool:
     done = [_done(out, spec.id, s, c, s.name in redo) for s, c in segment]
@@ -443,9 +515,14 @@ def _runs_done(out: Path, spec: RunSpec, segment: tuple[tuple[Stage, Any], ...],
 
 
 def _units(out: Path, todo: list[RunSpec], segment: tuple[tuple[Stage, Any], ...], threads: int | None,
-           runs: dict[str, RunDir], workers: int, redo: tuple[str, ...]) -> list[Unit]:
-    """The segment's work for an engine: the groups the segment's ``runs``-scope stage plans (runs that
-    train in one batched step stay together), else one unit per run."""
+           runs: dict[str, RunDir], engine: Any, redo: tuple[str, ...], progress: bool = False) -> list[Unit]:
+    """The segment's work for ``engine``. In this process (:class:`Here`), one unit of every run: one worker runs
+    them in turn anyway, and so the runs that share a batched step train as one group and every run trains
+    before any is analysed. Elsewhere, the groups the segment's ``runs``-scope stage plans for the engine's
+    workers (runs that train in one batched step stay together), else one unit per run."""
+    if getattr(engine, "in_process", False):
+        return [Unit(str(out), tuple(todo), segment, threads, redo, screen=progress)]
+    workers = int(getattr(engine, "workers", 1) or 1)  # how many units run at once (a Slurm array: 1)
     planner = next(((stage, cfg) for stage, cfg in segment if stage.scope == "runs" and stage.plan is not None), None)
     if planner is None:
         return [Unit(str(out), (spec,), segment, threads, redo) for spec in todo]
@@ -458,95 +535,36 @@ def _units(out: Path, todo: list[RunSpec], segment: tuple[tuple[Stage, Any], ...
     return grouped + [Unit(str(out), (spec,), segment, threads, redo) for spec in todo if spec not in pending]
 
 
-def _run_here(units: list[Unit], outcome: ExperimentOutcome, retries: int, progress: bool,
-              on_unit: Callable[[Unit, str], None] | None) -> None:
-    """In this process, stage by stage over every run (a ``runs``-scope stage sees them all at once)."""
-    alive = list(units)
-    for index in range(len(units[0].stages)):
-        stage, cfg = units[0].stages[index]
-        redo = stage.name in units[0].redo
-        todo = [u for u in alive if not _done(Path(u.out), u.run.id, stage, cfg, redo)]
-        if not todo:
-            continue
-        bar = tqdm(total=len(todo), desc=stage.name, unit="run", disable=not progress or len(todo) < 2,
-                   dynamic_ncols=True, leave=False)
-        for attempt in range(retries + 1):
-            if not todo:
-                break
-            if stage.scope == "runs":
-                todo = _attempt(todo, stage, cfg, outcome)
-            else:
-                todo = [u for u in todo if _attempt([u], stage, cfg, outcome)]
-            bar.update(bar.total - len(todo) - bar.n)
-            if todo and attempt < retries:
-                outcome.retried += [u.run.id for u in todo if u.run.id not in outcome.retried]
-                for u in todo:
-                    if on_unit:
-                        on_unit(u, "retry")
-        bar.close()
-        for u in todo:
-            alive.remove(u)
-            if on_unit:
-                on_unit(u, "failed")
-    for u in alive:
-        if on_unit:
-            on_unit(u, "done")
-
-
-def _attempt(units: list[Unit], stage: Stage, cfg: Any, outcome: ExperimentOutcome) -> list[Unit]:
-    """Run ``stage`` on ``units`` (all at once for a ``runs``-scope stage); returns the units that failed."""
-    out = Path(units[0].out)
-    runs = [RunDir.open(out / "runs" / u.run.id) for u in units]
-    owner = units[0].run.id if len(units) == 1 else EXPERIMENT
-    failed: dict[str, str] = {}  # run path -> error
-    with torch_threads(units[0].threads), _output_to(out / "logs" / f"{owner}.log"):
-        if stage.scope == "runs":
-            failed = _run_together(stage, runs, cfg)
-        else:
-            try:
-                ran = run_stage(runs[0], stage, cfg, redo=stage.name in units[0].redo).ran
-            except Exception as exc:
-                failed = {str(runs[0].path): _error(exc)}
-            else:
-                if not ran:  # done meanwhile (another process's call): nothing to do here
-                    outcome.skipped.append((units[0].run.id, stage.name))
-                    return []
-    bad = [u for u, r in zip(units, runs, strict=True) if str(r.path) in failed]
-    for u, r in zip(units, runs, strict=True):
-        if str(r.path) in failed:
-            outcome.failed[u.run.id] = failed[str(r.path)]
-            _log_failure(out, [u.run.id], stage.name, failed[str(r.path)])
-        else:
-            outcome.ran.append((u.run.id, stage.name))
-            outcome.failed.pop(u.run.id, None)
-    return bad
-
-
-def _run_on(engine: Any, units: list[Unit], outcome: ExperimentOutcome, retries: int,
-            on_unit: Callable[[Unit, str], None] | None) -> None:
-    _check_picklable(units)
+def _run_units(engine: Any, units: list[Unit], outcome: ExperimentOutcome, retries: int,
+               on_unit: Callable[[Unit, str], None] | None) -> None:
+    """The one loop: ``units`` through ``engine`` (:class:`Here` or a pool, Ray, Slurm), each unit that failed sent
+    again with the runs that failed, up to ``retries`` times; ``on_unit(unit, "done" | "retry" | "failed")``."""
+    if not getattr(engine, "in_process", False):
+        _check_picklable(units)
     todo = list(units)
     for attempt in range(retries + 1):
         if not todo:
             break
         again = []
         for unit, result, error in engine.map(run_unit, todo):
-            # A unit that failed may have finished some of its runs: only the others count as failed.
-            ids = [r.id for r in unit.runs if error is None or not _all_done(outcome.out, r, unit.stages)]
+            outcome.ran += [tuple(x) for x in (result or {}).get("ran", [])]
             if error is None:
-                outcome.ran += [tuple(x) for x in (result or {}).get("ran", [])]
-                for rid in ids:
-                    outcome.failed.pop(rid, None)
-                state = "done"
-            else:
-                for rid in ids:
-                    outcome.failed[rid] = error
+                failed = {rid: (stage, e) for rid, stage, e in (result or {}).get("errors", [])}
+            else:  # the engine's: a worker lost or killed. The runs it finished are not failed.
+                stages = ", ".join(stage.name for stage, _ in unit.stages)
+                failed = {r.id: (stages, error) for r in unit.runs
+                          if not all(_done(outcome.out, r.id, s, c) for s, c in unit.stages)}
                 _record_lost(unit, error)
-                _log_failure(outcome.out, ids, ", ".join(stage.name for stage, _ in unit.stages), error)
-                state = "failed" if attempt == retries else "retry"
-                if state == "retry":
-                    again.append(dataclasses.replace(unit, runs=tuple(r for r in unit.runs if r.id in ids)))
-                    outcome.retried += [rid for rid in ids if rid not in outcome.retried]
+            for r in unit.runs:
+                if r.id in failed:
+                    outcome.failed[r.id] = failed[r.id][1]
+                    _log_failure(outcome.out, [r.id], *failed[r.id])
+                else:
+                    outcome.failed.pop(r.id, None)
+            state = "done" if not failed else "failed" if attempt == retries else "retry"
+            if state == "retry":
+                again.append(dataclasses.replace(unit, runs=tuple(r for r in unit.runs if r.id in failed)))
+                outcome.retried += [rid for rid in failed if rid not in outcome.retried]
             if on_unit:
                 on_unit(unit, state)
         todo = again
@@ -587,7 +605,7 @@ def _record_lost(unit: Unit, error: str) -> None:
                 entry = log.entry(spec.id, stage.name)
                 if entry is not None and entry["status"] == "running":
                     started = datetime.fromisoformat(entry["started"]) if entry.get("started") else datetime.now(UTC)
-                    log.fail(spec.id, stage.name, (datetime.now(UTC) - started).total_seconds(), error)
+                    log.memo(spec.id).fail(stage.name, (datetime.now(UTC) - started).total_seconds(), error)
 
 
 def _experiment_stage(stage: Stage, cfg: Any, context: ExperimentDir, outcome: ExperimentOutcome,
@@ -638,11 +656,5 @@ def _output_to(path: Path, stderr: bool = False) -> Iterator[None]:
             yield
 
 
-def stage_rows(out: str | Path) -> list[dict[str, Any]]:
-    """The resume log as plain rows (the report's timing table)."""
-    return [{"owner": r.owner, "stage": r.stage, "status": r.status, "seconds": r.seconds, "runs": r.attempts}
-            for r in ResumeLog(Path(out)).records()]
-
-
-__all__ = ["ExperimentOutcome", "StageRun", "Unit", "run_experiment", "run_stage", "run_unit", "stage_done",
-           "stage_rows"]
+__all__ = ["ExperimentOutcome", "Here", "StageRun", "Unit", "older_layout", "run_experiment", "run_stage", "run_unit",
+           "stage_done"]

@@ -3,9 +3,7 @@
 Run by :func:`~possym.experiment.run_experiment`, seed s of :func:`training` trains into ``OUT/runs/TASK-sS``,
 the run a reproduction or a sweep with the same settings holds, so that a later experiment over ``OUT``
 finds it trained (the runs that can share a step train as one group, as in any experiment).
-:func:`stored_training` is the training a directory holds, to resume it: that of ``OUT/experiment.yaml``,
-or, for the layout of an older ``possym train --seeds`` (``OUT/seed{s}``, which
-:func:`~possym.experiment.migrate.migrate` moves into ``OUT/runs`` at open), one made from its runs' configs.
+:func:`stored_training` is the training a directory holds, to resume it: that of ``OUT/experiment.yaml``.
 
 Example:
     >>> exp = training("number", (0, 2), "quick", ["train.lr=3e-4", "train.monitor=false"])
@@ -16,7 +14,6 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,10 +22,9 @@ import yaml
 from possym.config import EXECUTION_KEYS, TrainConfig, config_from_dict
 from possym.config import apply_overrides as apply_run_overrides
 from possym.devices import resolve_device
-from possym.errors import ConfigError, RunError, did_you_mean
+from possym.errors import ConfigError, EarlierLayoutError, RunError, did_you_mean
 from possym.experiment.config import Experiment, apply_overrides, experiment_from_dict, train_overrides
-from possym.experiment.executor import EXPERIMENT_FILE
-from possym.experiment.migrate import older_seed_runs
+from possym.experiment.executor import EXPERIMENT_FILE, older_layout
 from possym.runs import CONFIG, RunDir
 from possym.settings import parse_override
 from possym.stages.registry import get_stage
@@ -91,28 +87,16 @@ def stored_training(out: str | Path, overrides: Sequence[str] = ()) -> Experimen
     if run:
         raise ConfigError(f"{run}: the runs of {out} are fixed by their config.yaml; give only the train stage's "
                           "keys (train.monitor, train.group, train.memory_budget_mb, train.progress)")
+    earlier = older_layout(out)
+    if earlier is not None:
+        raise EarlierLayoutError(f"{out} holds {earlier}; upgrade it once with `possym migrate {out}`, then resume")
     if (out / EXPERIMENT_FILE).is_file():
         exp = experiment_from_dict(yaml.safe_load((out / EXPERIMENT_FILE).read_text()))
-    elif older_seed_runs(out):
-        exp = _from_runs([RunDir.open(p) for p in older_seed_runs(out)])
     else:
         raise RunError(f"{out} is not a run directory (it has no {CONFIG}) nor an experiment directory (no "
                        f"{EXPERIMENT_FILE}); give the directory `possym train --out` made")
     train = dict(exp.stages).get("train", get_stage("train").settings_from({}))
     return apply_overrides(dataclasses.replace(exp, stages=(("train", train),), parts=()), list(overrides))
-
-
-def _from_runs(runs: list[RunDir]) -> Experiment:
-    """The training whose runs are ``runs`` (one task, seed s in ``seed{s}``), each key of their configs an
-    override, so that every run is recognised as the experiment's (:func:`possym.runs.ensure_run`)."""
-    first = runs[0].config
-    seeds = tuple(int(r.path.name[4:]) for r in runs)
-    overrides = tuple(f"{section}.{key}={json.dumps(value)}" for section in ("task", "model", "train")
-                      for key, value in dataclasses.asdict(getattr(first, section)).items()
-                      if (section, key) != ("task", "name"))
-    return Experiment(preset=None, tasks=(first.task.name,), seeds=seeds, overrides=overrides,
-                      stages=(("train", get_stage("train").settings_from({})),), retries=0, threads=None,
-                      name="train")
 
 
 __all__ = ["RESUME_KEYS", "resume_run", "stored_training", "training"]

@@ -53,20 +53,23 @@ from possym.records import (
     Fig5aRecord,
     FinalScoreRecord,
     HopFlowRecord,
+    LearningRecord,
     LengthRecord,
     LengthSeedRecord,
     MetricsLog,
     PlaneGeometryRecord,
     ProtocolValueRecord,
     PurityRecord,
+    Record,
     ScoreRecord,
     Table1Record,
     VerificationRecord,
     WitnessRecord,
     points_at,
     read_records,
+    table_record,
 )
-from possym.runs import RunDir, read_csv, typed_row
+from possym.runs import ARTIFACTS, RunDir
 from possym.scores.dynamics import KINDS, purity, record_kinds
 from possym.tasks import get_task
 
@@ -395,8 +398,10 @@ def load_evidence(runs: Mapping[str, Sequence[RunDir]], theory_dir: Path | None)
 # ---- a reproduction's committed tables -----------------------------------------------------------------------
 
 
-def table(path: Path) -> list[dict[str, Any]]:
-    return [typed_row(r) for r in read_csv(path)] if path.exists() else []
+def stacked_kind(key: str) -> type[Record]:
+    """The row type of a run's table artifact ``key`` stacked over a reproduction's runs (``mechanisms/KEY.csv``):
+    its spec line's columns with ``task`` and ``seed`` first (:func:`possym.report.mechanisms.collect_tables`)."""
+    return table_record(f"mechanisms/{key}.csv", f"task:str seed:int {ARTIFACTS[key].columns}")
 
 
 def _seed_table(tables: Path, task: str, seed: int, name: str) -> Path:
@@ -415,9 +420,8 @@ def scored_at_hops(tables: Path) -> bool:
 def _tallies(tables: Path) -> dict[tuple[str, int], dict[str, frozenset[int]]]:
     """Per (task, seed), the layers the sustained tally counts per kind (``mechanisms/l0_tally.csv``; empty: none)."""
     out: dict[tuple[str, int], dict[str, frozenset[int]]] = {}
-    for r in table(tables / "mechanisms" / "l0_tally.csv"):
-        layers = frozenset(int(x) for x in str(r.get("layers_counted") or "").split())
-        out.setdefault((r["task"], int(r["seed"])), {})[r["kind"]] = layers
+    for r in read_records(tables / "mechanisms" / "l0_tally.csv", stacked_kind("l0_tally")):
+        out.setdefault((r.task, r.seed), {})[r.kind] = frozenset(int(x) for x in r.layers_counted.split())  # type: ignore[attr-defined]
     return out
 
 
@@ -435,7 +439,7 @@ def table_evidence(tables: Path, task: str, seed: int,
     if not purity_rows and not every:
         raise PossymError(f"{_seed_table(tables, task, seed, 'purity')}: no purity table for {task} seed {seed}")
     table1 = read_records(_seed_table(tables, task, seed, "table1"), Table1Record)
-    learning = [r for r in table(tables / "learning.csv") if (r["task"], r["seed"]) == (task, seed)]
+    learning = [r for r in read_records(tables / "learning.csv", LearningRecord) if (r.task, r.seed) == (task, seed)]
     finals = [ScoreRecord(r.step, "last", r.layer, r.head, r.s_pos, r.s_sym, entropy=math.nan, n_inputs=0)
               for r in read_records(tables / "final_scores.csv", FinalScoreRecord) if (r.task, r.seed) == (task, seed)]
     points = read_records(_seed_table(tables, task, seed, "lengthgen"), LengthRecord)
@@ -454,7 +458,7 @@ def table_evidence(tables: Path, task: str, seed: int,
     return TaskEvidence(
         n_layers=cfg.model.n_layers, seed=seed, chance=chance(cfg), n_planes=cfg.model.n_planes, table1=table1,
         lengthgen=curve, lengthgen_final=beside, best_step=best, eval_every=cfg.train.eval_every,
-        solved={r["accuracy"]: None if r["first_step_0.9"] == "" else r["first_step_0.9"] for r in learning},
+        solved={r.accuracy: r.first_step for r in learning},
         trained_steps=cfg.total_steps,
         lengthgen_step="" if step is None else f"{'best' if step == best else 'final'} {step}",
         scores_step=f"final {max(r.step for r in every or finals)}" if every or finals else "",
@@ -473,7 +477,7 @@ def tables_evidence(tables: Path) -> Evidence:
         return Evidence(hop_flow=read_records(tables / HOP_FLOW, HopFlowRecord),
                         geometry=read_records(tables / PLANE_GEOMETRY, PlaneGeometryRecord))
     tallies = _tallies(tables)
-    seeds = sorted({(r["task"], r["seed"]) for r in table(tables / "learning.csv")})
+    seeds = sorted({(r.task, r.seed) for r in read_records(tables / "learning.csv", LearningRecord)})
     tasks: dict[str, list[TaskEvidence]] = {}
     for task, seed in seeds:
         tasks.setdefault(task, []).append(table_evidence(tables, task, seed, tallies.get((task, seed))))
@@ -488,12 +492,11 @@ def tables_evidence(tables: Path) -> Evidence:
                     length_seeds=read_records(tables / "length_seeds.csv", LengthSeedRecord),
                     protocol=read_records(tables / "length_protocol_values.csv", ProtocolValueRecord),
                     witnesses=read_records(tables / "theory_witnesses.csv", WitnessRecord),
-                    cliff_margins=_stacked(cliff / CLIFF_MARGINS), cliff_landing=_stacked(cliff / CLIFF_LANDING))
+                    cliff_margins=_stacked(cliff / CLIFF_MARGINS, "cliff_plane_margins"),
+                    cliff_landing=_stacked(cliff / CLIFF_LANDING, "cliff_landing_summary"))
 
 
-def _stacked(path: Path) -> list[dict[str, Any]]:
+def _stacked(path: Path, key: str) -> list[dict[str, Any]]:
     """A mechanism table stacked over runs (its run artifact's columns with ``task`` and ``seed`` first), as rows
-    with typed columns (pandas reads the booleans)."""
-    import pandas as pd
-
-    return pd.read_csv(path).to_dict("records") if path.exists() else []
+    typed by its spec line."""
+    return [r.to_dict() for r in read_records(path, stacked_kind(key))]

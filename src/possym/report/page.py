@@ -10,6 +10,7 @@ from a partial run (and a tiny one, in the tests).
 
 from __future__ import annotations
 
+import csv
 import html as html_text
 import json
 import os
@@ -24,23 +25,27 @@ import yaml
 from possym.errors import PossymError
 from possym.paper import paper_numbers
 from possym.records import (
+    BoundCheckRecord,
     ClaimRecord,
     FinalScoreRecord,
+    LearningRecord,
     LengthRecord,
+    Record,
     ScoreRecord,
     Table1Record,
     frame,
     read_records,
     read_records_text,
     records_csv,
+    table_record,
 )
 from possym.report import compare_plots, html
-from possym.report.evidence import Evidence, TaskEvidence, final_kinds, load_evidence, run_seed, table
+from possym.report.evidence import Evidence, TaskEvidence, final_kinds, load_evidence, run_seed
 from possym.report.grading import check_claims, claim_summary
 from possym.report.length_plots import plot_length_curves
 from possym.report.rules import NA
 from possym.report.seeds import claims_wide
-from possym.runs import ARTIFACTS, RunDir, atomic_write_text, csv_text, read_csv, save_figure
+from possym.runs import ARTIFACTS, RunDir, atomic_write_text, read_csv, save_figure
 
 # Each run's own figures, in the order the paper shows them: (stem in RUN/figures, caption).
 RUN_FIGURES = (
@@ -90,20 +95,25 @@ def _last_scores(te: TaskEvidence) -> list[ScoreRecord]:
     return list(te.final_scores)
 
 
-def learning_rows(evidence: Evidence) -> list[dict[str, Any]]:
+def learning_rows(evidence: Evidence) -> list[LearningRecord]:
     """Per task, seed and accuracy key: the first step reaching 0.9, the final test accuracy, and the
-    training wall-clock from the run's own timestamps (blank for runs made before they existed)."""
+    training wall-clock from the run's own timestamps (blank where the log has none)."""
     rows = []
     for task, runs in evidence.tasks.items():
         for te in runs:
             first = te.metrics.first_steps()
             final = te.metrics.final.accuracies() if te.metrics.final else {}
             times = [r.time for r in te.metrics if r.time is not None]
-            minutes = round((max(times) - min(times)) / 60, 1) if len(times) > 1 else ""
-            for key, step in first.items():
-                rows.append({"task": task, "seed": te.seed, "accuracy": key, "first_step_0.9": step,
-                             "final_test": final.get(key, ""), "train_minutes": minutes})
+            minutes = round((max(times) - min(times)) / 60, 1) if len(times) > 1 else None
+            rows += [LearningRecord(task, te.seed, key, step, final.get(key), minutes) for key, step in first.items()]
     return rows
+
+
+# A reproduction's stages, as its memo has them (tables/stages.csv): written, never read back by field.
+STAGE_ROW = table_record("tables/stages.csv", "stage:str status:str seconds:float? runs:int")
+# The columns of a sweep's seeds.csv the report shows (its others vary with the sweep's settings).
+SWEEP_SEED = table_record("sweep/seeds.csv", "variant:str? task:str seed:int test_accuracy:float steps_to_90:float "
+                          "hop_order:str? pure_positional:str? pure_symbolic:str?")
 
 
 def final_score_rows(evidence: Evidence) -> list[FinalScoreRecord]:
@@ -210,7 +220,7 @@ def build_report(
     out: Path,
     runs: Mapping[str, Sequence[RunDir]],
     theory_dir: Path | None = None,
-    stages: list[dict[str, Any]] | None = None,
+    stages: list[Record] | None = None,
     title: str = "",
     sweep: Path | None = None,
     canonical: Path | None = None,
@@ -236,7 +246,7 @@ def build_report(
     learning, finals = learning_rows(evidence), final_score_rows(evidence)
     for name, rows in (("learning", learning), ("stages", stages or [])):
         if rows:
-            atomic_write_text(tables / f"{name}.csv", csv_text(rows))
+            atomic_write_text(tables / f"{name}.csv", records_csv(rows))
     if finals:
         atomic_write_text(tables / "final_scores.csv", records_csv(finals))
     tasks = evidence.tasks
@@ -310,7 +320,7 @@ def build_report(
         html.Section(
             "Learning",
             tables=[html.Table("per seed: first step at which each accuracy reaches 0.9; final test accuracy",
-                               learning)],
+                               [r.named() for r in learning])],
         ),
         html.Section(
             "Scores, purity and frequency use, per run",
@@ -321,7 +331,8 @@ def build_report(
             "Theory",
             images=_images(theory_figs),
             tables=[html.Table("Theorem 3.2's bounds: where they hold",
-                               table(theory_dir / "bounds.csv") if theory_dir is not None else [])],
+                               [r.named() for r in read_records(theory_dir / "bounds.csv", BoundCheckRecord)]
+                               if theory_dir is not None else [])],
         ),
         html.Section(
             "Length generalisation",
@@ -339,7 +350,7 @@ def build_report(
         *([_sweep_section(sweep, figures, tables)] if sweep is not None else []),
         html.Section(
             "Run: config, seeds, versions, timings",
-            tables=[html.Table("stages", stages or [])],
+            tables=[html.Table("stages", [r.named() for r in stages or []])],
             pre=_run_info({f"{t} seed {te.seed}": dirs[t][te.seed] for t, seeds in tasks.items() for te in seeds}),
         ),
     ]
@@ -393,15 +404,15 @@ def _sweep_section(sweep: Path, figures: Path, tables: Path) -> html.Section:
     stems = sorted(p.with_suffix("") for p in (sweep / "figures").glob("*.png"))
     for stem in stems:
         _copy_figure(stem, figures / stem.name)
-    seeds = table(sweep / "seeds.csv")
-    keep = ("variant", "task", "seed", "test_accuracy", "steps_to_90", "hop_order", "pure_positional", "pure_symbolic")
+    with (sweep / "seeds.csv").open(newline="") as f:
+        seeds = [SWEEP_SEED.from_csv({k: r.get(k, "") for k in SWEEP_SEED.columns()}) for r in csv.DictReader(f)]
     return html.Section(
         f"Sweep: {sweep.name}",
         "Trials of <code>possym sweep</code> (one row per variant, task and seed); bands in the figures are ±1 sd "
         "across seeds.",
         _images([(figures / stem.name, f"sweep: {stem.name}") for stem in stems]),
         [
-            html.Table("per trial", [{k: r.get(k, "") for k in keep} for r in seeds]),
+            html.Table("per trial", [r.named() for r in seeds]),
             *(
                 [html.Table("the claims table, seed by seed", claims_wide(read_csv(sweep / "claims_by_seed.csv")))]
                 if (sweep / "claims_by_seed.csv").exists()

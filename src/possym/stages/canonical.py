@@ -38,13 +38,19 @@ from possym.canonical.records import CellRecord, PositionRecord
 from possym.errors import PossymError
 from possym.records import records_csv
 from possym.runs import atomic_write_text
-from possym.stages.registry import ExperimentDir, Stage
+from possym.stages.registry import Stage, StageContext
 from possym.tasks import get_task
 from possym.tasks.canonical import CANONICAL_TASKS
 
 
-def canonical_report(exp: ExperimentDir, cfg: CanonicalReportConfig) -> GridResults:
+def canonical_cell(ctx: StageContext, cfg: CanonicalCellConfig) -> dict[str, Any]:
+    """One cell's analysis (:func:`possym.canonical.grid.analyse_cell`) into ``RUN/canonical.json``."""
+    return analyse_cell(ctx.run, cfg)
+
+
+def canonical_report(ctx: StageContext, cfg: CanonicalReportConfig) -> GridResults:
     """The grid's report from the analyses its cells hold (every cell must be analysed, with the same settings)."""
+    exp = ctx.exp
     if not exp.runs:
         raise PossymError(f"{exp.path}: no cell of the grid was trained and analysed; see {exp.path / 'log'}")
     runs: list[CellRecord] = []
@@ -90,7 +96,7 @@ def canonical_report(exp: ExperimentDir, cfg: CanonicalReportConfig) -> GridResu
 
 
 STAGES = (
-    Stage("canonical_cell", CanonicalCellConfig, analyse_cell, scope="run",
+    Stage("canonical_cell", CanonicalCellConfig, canonical_cell, scope="run",
           summary="one canonical toy head: accuracy by position and length, scores, frequency use, geometry"),
     Stage("canonical_report", CanonicalReportConfig, canonical_report, scope="experiment", always=True,
           summary="the canonical grid's Theorem 7 curves, verdicts, tables and figures"),

@@ -20,40 +20,38 @@ Writes RUN/cliff/ (artifact ``cliff``; each table is artifact ``cliff_{name}``, 
   gated.csv           accuracy per (layer, plane, extra, n_hops) with plane p gated in layer ℓ, for each
                       positional layer ℓ and p in ``planes`` (layer −1, plane 0: the model as it is)
   evidence.csv        per (layer, plane): the aliasing rule's evidence and verdict  (evaluate.alias_evidence)
-  settings.json       the settings, the step measured, the layers and aliases used
+  settings.json       the settings, the step measured, the layers and aliases used (written by the executor)
 
 A run of a task whose hops do not read by position (``Task.mechanism``, the letter task's) is skipped: the
 result says so and nothing is written.
 
 Example:
-    >>> result = cliff_run(RunDir.open("runs/paper3/runs/number-s0"), CliffConfig())   # doctest: +SKIP
+    >>> from possym.experiment import run_stage                                          # doctest: +SKIP
+    >>> result = run_stage(RunDir.open("runs/paper3/runs/number-s0"), "cliff").result    # doctest: +SKIP
     >>> result.landing_summary.query("correct == False and query == 0")                  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from dataclasses import dataclass, field
 
 import pandas as pd
 
 from possym.config import ConfigError
-from possym.devices import resolve_device, torch_threads
 from possym.errors import PossymError
 from possym.evaluate.breakdown import fine_grid
 from possym.evaluate.cliff import cliff_tables
 from possym.evaluate.lengthgen import LengthGenConfig
 from possym.records import GAMMA, PurityRecord
-from possym.runs import RunDir, StepSpec, atomic_write_text
-from possym.stages.registry import Stage
+from possym.runs import RunDir, StepSpec
+from possym.stages.registry import Execution, Stage, StageContext
 from possym.tasks import get_task
 
 __all__ = ["CliffConfig", "CliffResult", "cliff_run", "positional_layers"]
 
 
 @dataclass(frozen=True)
-class CliffConfig:
+class CliffConfig(Execution):
     """Settings of the cliff stage. Small by default (a few minutes on a CPU); the paper-scale measurement
     is ``n=480, n_prefixes=8, gate_every=1`` (each (K, hop count) point then has 60 windows per answer
     position).
@@ -88,8 +86,6 @@ class CliffConfig:
     max_alias: int = 100
     mode: str = "cached"
     token_budget: int = 2**18
-    threads: int | None = None
-    device: str = "auto"
 
     def __post_init__(self) -> None:
         fine_grid(self.start, self.stop, self.every)  # validates the grid
@@ -142,35 +138,27 @@ def positional_layers(run: RunDir, gamma: float = GAMMA) -> tuple[int, ...]:
     return final or ever
 
 
-def cliff_run(run: RunDir, cfg: CliffConfig = CliffConfig()) -> CliffResult:
-    """Measure the cliff of a number run at ``cfg.step`` and write RUN/cliff/ (module docstring), holding
-    the run's writer lock (:meth:`RunDir.writing`: refused, naming the holder, while another process writes it)."""
+def cliff_run(ctx: StageContext, cfg: CliffConfig) -> CliffResult:
+    """Measure the cliff of a number run at ``cfg.step`` and write RUN/cliff/ (module docstring)."""
+    run = ctx.run
     task = get_task(run.config.task.name)
     if task.mechanism != "positional":  # the aliasing below is of a key read by its offset
         return CliffResult(None, (), {}, skipped=f"the cliff stage measures a task whose hops read by position (the "
                                                  f"number task); task {task.name!r} declares mechanism "
                                                  f"{task.mechanism!r}")
-    with run.writing(), torch_threads(cfg.threads):
-        return _cliff(run, cfg)
-
-
-def _cliff(run: RunDir, cfg: CliffConfig) -> CliffResult:
     at = run.resolve_step(cfg.step)
-    model = run.load_model(at, device=resolve_device(cfg.device))
+    model = ctx.model(at)
     layers = tuple(sorted(set(cfg.layers))) if cfg.layers is not None else positional_layers(run)
     t = cliff_tables(model, run.config.task, cfg.curve(), layers, planes=cfg.planes, queries=cfg.queries,
                      max_alias=cfg.max_alias, gate_every=cfg.gate_every)
     for name in ("accuracy", "accuracy_hops", "accuracy_first_key", "landing", "landing_summary", "plane_margins",
                  "gated", "evidence"):
-        run.write_table(f"cliff_{name}", getattr(t, name))  # through its record: a changed column is refused
-    out = run.artifact("cliff")
-    settings = {**{k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(cfg).items()},
-                "step_measured": at, "layers_used": list(layers), "aliases": {str(p): a for p, a in t.aliases.items()}}
-    atomic_write_text(out / "settings.json", json.dumps(settings, indent=2) + "\n")
+        ctx.write_table(f"cliff_{name}", getattr(t, name))  # through its record: a changed column is refused
+    ctx.record(step_measured=at, layers_used=list(layers), aliases={str(p): a for p, a in t.aliases.items()})
     return CliffResult(at, layers, t.aliases, t.accuracy, t.accuracy_hops, t.landing, t.landing_summary, t.gated,
                        t.evidence, t.plane_margins)
 
 
-STAGE = Stage("cliff", CliffConfig, cliff_run, scope="run",
+STAGE = Stage("cliff", CliffConfig, cliff_run, scope="run", record="cliff",
               summary="the number model's length cliff: fine-K accuracy by hop and answer position, attention "
                       "landing of the positional layers, the curve with RoPE plane 1 or 2 gated")

@@ -17,7 +17,7 @@ import numpy as np
 from possym.config import ConfigError, TaskConfig
 from possym.errors import PossymError
 from possym.runs import atomic_write_text
-from possym.stages.registry import ExperimentDir, Stage
+from possym.stages.registry import Stage, StageContext
 from possym.tasks import TaskSamples, generate, make_splits, task_vocab
 
 
@@ -89,7 +89,7 @@ class AuditConfig:
             raise ConfigError(f"data n_solve={self.n_solve} must be >= 0")
 
 
-def audit_experiment(exp: ExperimentDir, cfg: AuditConfig) -> list[dict]:
+def audit_experiment(ctx: StageContext, cfg: AuditConfig) -> list[dict]:
     """Audit the splits of every (task, data seed) the experiment's runs train on: sizes, hop balance,
     rows shared between splits, and the first ``n_solve`` rows of each split against the independent
     solver (:func:`possym.tasks.audit.audit_splits`). Writes ``OUT/tables/data.csv``; a failed audit
@@ -97,6 +97,7 @@ def audit_experiment(exp: ExperimentDir, cfg: AuditConfig) -> list[dict]:
     from possym.runs import csv_text
     from possym.tasks.audit import audit_splits
 
+    exp = ctx.exp
     rows: list[dict] = []
     seen = set()
     for run in exp.runs.values():

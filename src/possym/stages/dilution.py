@@ -7,8 +7,9 @@
   with the extra window knocked out one layer at a time (and in every layer at once);
 - ``sharpen.csv``: :func:`possym.evaluate.window_interventions.sharpened_accuracy`, accuracy by hop count
   with the logits of the symbolic layers (and of every layer) times β, for each β of ``betas``;
-- ``dilution.json``: the settings, the checkpoint and the layers that were sharpened (a record; whether the
-  stage is done is the run's memo's to say, :func:`possym.experiment.run_stage`).
+- ``settings.json``: the settings, the checkpoint and the layers that were sharpened, written by the executor
+  (:attr:`~possym.stages.registry.Stage.record`; whether the stage is done is the run's memo's to say,
+  :func:`possym.experiment.run_stage`).
 
 Reading them: dilution predicts that ``next_hop`` falls as ``extra_mass`` grows, that knocking the window
 out restores the K = 0 accuracy, and that a β near 1.3–1.5 recovers it. Mass on the window that stays
@@ -21,27 +22,24 @@ its result. Defaults are small (64 windows per point, 4 prefixes: minutes on a C
 reading is ``n: 500, n_prefixes: 8``.
 
 Example:
+    >>> from possym.experiment import run_stage                                     # doctest: +SKIP
     >>> run = RunDir.open("runs/paper3/runs/letter-s0")                             # doctest: +SKIP
-    >>> dilution_run(run, DilutionConfig(n=500, n_prefixes=8)).files                # doctest: +SKIP
+    >>> run_stage(run, "dilution", STAGE.from_overrides(["dilution.n=500", "dilution.n_prefixes=8"]))  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
 
 import pandas as pd
 
 from possym.config import ConfigError
-from possym.devices import resolve_device, torch_threads
-from possym.evaluate.lengthgen import EXTRA_TOKENS, LengthGenConfig
+from possym.evaluate.lengthgen import LengthGenConfig
 from possym.evaluate.window_attention import hop_attention
 from possym.evaluate.window_interventions import knockout_accuracy, sharpened_accuracy
 from possym.records import ScoreRecord
-from possym.runs import RunDir, StepSpec, atomic_write_text
-from possym.stages.registry import Stage
+from possym.runs import RunDir, StepSpec
+from possym.stages.registry import Execution, Stage, StageContext
 
 SUBDIR = "dilution"
 LAYER_SETS = ("symbolic", "all", "each", "not_symbolic")  # the named sets of layers sharpened
@@ -49,33 +47,27 @@ TABLES = ("attention", "knockout", "sharpen")  # run artifacts dilution_{name}, 
 
 
 @dataclass(frozen=True)
-class DilutionConfig:
+class DilutionConfig(Execution):
     """Settings of the dilution stage (module docstring).
 
-    grid: the K values; hops: the hop counts measured; n, n_prefixes, seed, extra_tokens, token_budget: the
-    length protocol's (:class:`~possym.evaluate.lengthgen.LengthGenConfig`); betas: the sharpening grid;
+    curve: the windows, the length protocol's (:class:`~possym.evaluate.lengthgen.LengthGenConfig`: grid, n,
+    n_prefixes, seed, extra_tokens, token_budget, ...; flat in the words, ``dilution.n=500``); hops: the hop
+    counts measured; betas: the sharpening grid;
     sharpen: the layer sets sharpened, each "symbolic" (by the run's scores), "all", layers "2,3", "each" (every
     layer alone, sets "L0", "L1", ...) or "not_symbolic" (the layers whose scores do not lean symbolic; where
     every layer leans symbolic, the half of them that leans least, and dilution.json says so);
     step: the checkpoint ("best", "final" or a number); tasks: the tasks measured (others are skipped).
     """
 
-    grid: tuple[int, ...] = (0, 100, 300, 800, 2000)
+    curve: LengthGenConfig = field(default_factory=lambda: LengthGenConfig(grid=(0, 100, 300, 800, 2000), n=64,
+                                                                           n_prefixes=4))
     hops: tuple[int, ...] = (3, 4)
-    n: int = 64
-    n_prefixes: int = 4
-    seed: int = 0
-    extra_tokens: str = "targets"
     betas: tuple[float, ...] = (1.0, 1.2, 1.3, 1.4, 1.5, 2.0)
     sharpen: tuple[str, ...] = ("symbolic", "all")
     step: StepSpec = "best"
     tasks: tuple[str, ...] = ("letter",)
-    token_budget: int = 2**18
-    threads: int | None = None
-    device: str = "auto"
 
     def __post_init__(self) -> None:
-        self.curve()  # validates grid, n, n_prefixes, extra_tokens, token_budget
         if not self.hops or any(h < 1 for h in self.hops):
             raise ConfigError(f"dilution hops={list(self.hops)}: give at least one hop count >= 1")
         if not self.betas or any(not b > 0 for b in self.betas):
@@ -86,13 +78,6 @@ class DilutionConfig:
                                   "or layers such as '2,3'")
         if not (isinstance(self.step, int) or self.step in ("best", "final")):
             raise ConfigError(f"dilution step={self.step!r}; allowed: a checkpoint step number, 'best', 'final'")
-        if self.extra_tokens not in EXTRA_TOKENS:
-            raise ConfigError(f"dilution extra_tokens={self.extra_tokens!r}; allowed: {EXTRA_TOKENS}")
-
-    def curve(self) -> LengthGenConfig:
-        """The length protocol these tables share with the length curve."""
-        return LengthGenConfig(grid=self.grid, n=self.n, n_prefixes=self.n_prefixes, seed=self.seed,
-                               token_budget=self.token_budget, extra_tokens=self.extra_tokens)  # type: ignore[arg-type]
 
 
 def _is_layer_list(text: str) -> bool:
@@ -161,15 +146,9 @@ def _layer_sets(run: RunDir, step: int, cfg: DilutionConfig, n_layers: int
     return out, reasons
 
 
-def _settings(cfg: DilutionConfig) -> dict[str, Any]:
-    keep = {k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("threads", "device")}
-    return json.loads(json.dumps(keep))  # tuples as lists, as the file holds them
-
-
-def dilution_run(run: RunDir, cfg: DilutionConfig | None = None) -> DilutionResult:
-    """The three tables of ``run`` at ``cfg.step`` (module docstring), measured. Holds the run's writer lock
-    (:meth:`RunDir.writing`: refused, naming the holder, while another process writes the run)."""
-    cfg = cfg or DilutionConfig()
+def dilution_run(ctx: StageContext, cfg: DilutionConfig) -> DilutionResult:
+    """The three tables of the run at ``cfg.step`` (module docstring), measured and written."""
+    run = ctx.run
     task = run.config.task
     if task.name not in cfg.tasks:
         why = f"task {task.name!r} is not one of {list(cfg.tasks)}"
@@ -178,24 +157,16 @@ def dilution_run(run: RunDir, cfg: DilutionConfig | None = None) -> DilutionResu
     if bad:
         raise ConfigError(f"dilution hops {bad}: the run's task has hop counts {list(task.hops)}")
     at = run.resolve_step(cfg.step)
-    record_file = run.path / SUBDIR / "dilution.json"
-    settings = _settings(cfg)
-    with run.writing():
-        with torch_threads(cfg.threads):
-            model = run.load_model(at, device=resolve_device(cfg.device))
-            curve = cfg.curve()
-            sets, reasons = _layer_sets(run, at, cfg, model.cfg.n_layers)
-            attention = hop_attention(model, task, curve, cfg.hops)
-            knockout = knockout_accuracy(model, task, curve, cfg.hops, together=True)
-            sharpen = pd.concat([sharpened_accuracy(model, task, curve, cfg.betas, cfg.hops, layers)
-                                 .assign(set=name) for name, layers in sets.items()], ignore_index=True)
-        files = tuple(str(run.write_table(f"dilution_{name}", table.assign(step=at)))
-                      for name, table in zip(TABLES, (attention, knockout, sharpen), strict=True))
-        # The record goes last: it says the tables beside it are complete.
-        atomic_write_text(record_file, json.dumps({"settings": settings, "step": at,
-                                                   "sharpened": {k: list(v) for k, v in sets.items()},
-                                                   "reasons": reasons}, indent=2) + "\n")
-        return DilutionResult(str(run.path), at, sets, files)
+    model = ctx.model(at)
+    sets, reasons = _layer_sets(run, at, cfg, model.cfg.n_layers)
+    attention = hop_attention(model, task, cfg.curve, cfg.hops)
+    knockout = knockout_accuracy(model, task, cfg.curve, cfg.hops, together=True)
+    sharpen = pd.concat([sharpened_accuracy(model, task, cfg.curve, cfg.betas, cfg.hops, layers)
+                         .assign(set=name) for name, layers in sets.items()], ignore_index=True)
+    files = tuple(str(ctx.write_table(f"dilution_{name}", table.assign(step=at)))
+                  for name, table in zip(TABLES, (attention, knockout, sharpen), strict=True))
+    ctx.record(step=at, sharpened={k: list(v) for k, v in sets.items()}, reasons=reasons)
+    return DilutionResult(str(run.path), at, sets, files)
 
 
 def read_dilution(run: RunDir) -> dict[str, pd.DataFrame]:
@@ -204,15 +175,10 @@ def read_dilution(run: RunDir) -> dict[str, pd.DataFrame]:
     missing = [f"{name}.csv" for name in TABLES if not run.artifact(f"dilution_{name}").is_file()]
     if missing:
         raise ConfigError(f"{run.path / SUBDIR}: no {missing}; run the dilution stage first "
-                          "(possym.stages.dilution.dilution_run)")
+                          "(possym.experiment.run_stage(run, 'dilution'))")
     return {name: run.read_table(f"dilution_{name}") for name in TABLES}
 
 
-def _dilution_stage(run: RunDir, cfg: DilutionConfig) -> list[DilutionResult]:
-    # A named function, not a lambda: an engine's worker receives the stage pickled.
-    return [dilution_run(run, cfg)]
-
-
-STAGE = Stage("dilution", DilutionConfig, _dilution_stage, scope="run",
+STAGE = Stage("dilution", DilutionConfig, dilution_run, scope="run", record=SUBDIR,
               summary="a letter run's hop attention vs the extra window, knock-outs and sharpening by hop count "
                       "(is the multi-hop length loss dilution?)")

@@ -26,38 +26,38 @@ Writes RUN/l0/ (artifact ``l0``; each table is artifact ``l0_{name}``, written t
                   and ``counted`` (pure at ≥ min_run consecutive checkpoints in ≥ level of resamples)
   tally.csv       per kind: how many heads (and which layers) are ever pure by the mean, as the plain
                   tally counts them, and how many the sustained rule counts
-  settings.json   the settings and the steps used
+  settings.json   the settings and the steps used (written by the executor)
 
 Example:
-    >>> result = l0_run(RunDir.open("runs/paper3/runs/number-s0"), L0Config())           # doctest: +SKIP
+    >>> from possym.experiment import run_stage                                            # doctest: +SKIP
+    >>> result = run_stage(RunDir.open("runs/paper3/runs/number-s0"), "l0").result         # doctest: +SKIP
     >>> result.modality.query("layer == 0 and query == 'last'")                            # doctest: +SKIP
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import torch
 
 from possym.config import ConfigError
-from possym.devices import resolve_device, torch_threads
 from possym.errors import PossymError
 from possym.records import GAMMA
-from possym.runs import RunDir, StepSpec, atomic_write_text
+from possym.runs import RunDir, StepSpec
 from possym.scores.checkpoints import score_inputs
 from possym.scores.metric import TAU
 from possym.scores.mixture import mixture_tables
 from possym.scores.sustained import LEVEL, MIN_RUN
-from possym.stages.registry import Stage
+from possym.stages.registry import Execution, Stage, StageContext
 
 __all__ = ["L0Config", "L0Result", "l0_run"]
 
 
 @dataclass(frozen=True)
-class L0Config:
+class L0Config(Execution):
     """Settings of the l0 stage.
 
     layers: the layers tested for a mixture (the split and the sustained tally cover every layer).
@@ -81,8 +81,6 @@ class L0Config:
     every: int = 1
     modality_boot: int = 500
     bootstrap_seed: int = 0
-    threads: int | None = None
-    device: str = "cpu"
 
     def __post_init__(self) -> None:
         if not self.layers or not self.steps:
@@ -107,14 +105,9 @@ class L0Result:
     tally: pd.DataFrame  # per kind: heads ever pure by the mean (the plain tally) and by the sustained rule
 
 
-def l0_run(run: RunDir, cfg: L0Config = L0Config()) -> L0Result:
-    """Split, modality and sustained purity of a run (module docstring); writes RUN/l0/, holding the run's
-    writer lock (:meth:`RunDir.writing`: refused, naming the holder, while another process writes it)."""
-    with run.writing(), torch_threads(cfg.threads):
-        return _l0(run, cfg)
-
-
-def _l0(run: RunDir, cfg: L0Config) -> L0Result:
+def l0_run(ctx: StageContext, cfg: L0Config) -> L0Result:
+    """Split, modality and sustained purity of a run (module docstring); writes RUN/l0/."""
+    run = ctx.run
     n_layers = run.config.model.n_layers
     if not all(0 <= layer < n_layers for layer in cfg.layers):
         raise PossymError(f"l0 layers={list(cfg.layers)} must lie in 0..{n_layers - 1}")
@@ -122,21 +115,17 @@ def _l0(run: RunDir, cfg: L0Config) -> L0Result:
     steps = tuple(dict.fromkeys(run.resolve_step(s) for s in cfg.steps))
     every = run.checkpoint_steps()
     scored = tuple(every[:: cfg.every]) if every[-1] in every[:: cfg.every] else (*every[:: cfg.every], every[-1])
-    model = run.load_model(steps[0], device=resolve_device(cfg.device))
-    t = mixture_tables(model, run.load_state_dict, samples, steps, scored, cfg.layers,
+    t = mixture_tables(ctx.model(steps[0]), run.load_state_dict, samples, steps, scored, cfg.layers,
                        np.random.default_rng(cfg.bootstrap_seed), tau=cfg.tau, gamma=cfg.gamma, min_run=cfg.min_run,
                        level=cfg.level, n_boot=cfg.n_boot, modality_boot=cfg.modality_boot)
     result = L0Result(steps, scored, t.per_input, t.split, t.split_position, t.modality, t.sustained, t.tally)
     for name in ("per_input", "split", "split_position", "modality", "sustained", "tally"):
-        run.write_table(f"l0_{name}", getattr(result, name))  # through its record: a changed column is refused
-    out = run.artifact("l0")
-    settings = {**{k: list(v) if isinstance(v, tuple) else v for k, v in dataclasses.asdict(cfg).items()},
-                "steps_measured": list(steps), "scored_steps": list(scored)}
-    atomic_write_text(out / "settings.json", json.dumps(settings, indent=2) + "\n")
+        ctx.write_table(f"l0_{name}", getattr(result, name))  # through its record: a changed column is refused
+    ctx.record(steps_measured=list(steps), scored_steps=list(scored))
     return result
 
 
-def _check(run: RunDir, cfg: L0Config) -> L0Config:
+def _check(run: RunDir, cfg: L0Config, device: torch.device) -> L0Config:
     """The settings as they run on ``run``: its layers, and ``n_inputs`` at most its test split."""
     from possym.stages.score import fit_inputs
 
@@ -146,6 +135,6 @@ def _check(run: RunDir, cfg: L0Config) -> L0Config:
     return dataclasses.replace(cfg, n_inputs=fit_inputs(run, cfg.n_inputs, "l0.n_inputs"))
 
 
-STAGE = Stage("l0", L0Config, l0_run, scope="run", check=_check,
+STAGE = Stage("l0", L0Config, l0_run, scope="run", check=_check, device="cpu", record="l0",
               summary="scores split by hop count and query position, Silverman's test of whether a mixed layer "
                       "is a mixture of inputs, and a sustained, input-bootstrapped 'ever pure' tally")

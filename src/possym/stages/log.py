@@ -194,22 +194,6 @@ class ResumeLog:
     def entry(self, owner: str, stage: str) -> dict[str, Any] | None:
         return self.memo(owner).entry(stage)
 
-    def done(self, owner: str, stage: str, settings: dict[str, Any], defaults: dict[str, Any] | None = None) -> bool:
-        return self.memo(owner).done(stage, settings, defaults)
-
-    def start(self, owner: str, stage: str, settings: dict[str, Any]) -> None:
-        self.memo(owner).start(stage, settings)
-
-    def finish(self, owner: str, stage: str, seconds: float) -> None:
-        self.memo(owner).finish(stage, seconds)
-
-    def fail(self, owner: str, stage: str, seconds: float, error: str) -> None:
-        self.memo(owner).fail(stage, seconds, error)
-
-    def mark_done(self, owner: str, stage: str, settings: dict[str, Any], seconds: float | None = None,
-                  steps: list[int] | None = None) -> None:
-        self.memo(owner).mark_done(stage, settings, seconds, steps)
-
     def records(self) -> list[ResumeRecord]:
         """Every entry, the runs' in id order, the experiment's last, each owner's in the order they first ran."""
         memos = [run_memo(f.parent) for f in sorted((self.out / "runs").glob(f"*/{MEMO_FILE}"))]

@@ -20,7 +20,7 @@ import pandas as pd
 
 from possym.report.mechanisms import collect_tables, mechanism_summary
 from possym.runs import atomic_write_text
-from possym.stages.registry import ExperimentDir, Stage
+from possym.stages.registry import Stage, StageContext
 
 SUBDIR = "mechanisms"
 
@@ -30,8 +30,9 @@ class MechanismsTableConfig:
     """The stage reads what the mechanism stages wrote; it has no settings of its own."""
 
 
-def mechanisms_table(exp: ExperimentDir, cfg: MechanismsTableConfig) -> pd.DataFrame:
+def mechanisms_table(ctx: StageContext, cfg: MechanismsTableConfig) -> pd.DataFrame:
     """Write EXP/mechanisms/ (module docstring) and return the per-seed summary (empty: no mechanism tables)."""
+    exp = ctx.exp
     runs = [exp.runs[i] for i in sorted(exp.runs, key=lambda i: (exp.tasks.get(i, ""), exp.seeds.get(i, 0)))]
     tables = collect_tables(runs)
     if not tables:

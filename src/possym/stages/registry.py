@@ -5,25 +5,31 @@ A stage is declared where it lives, as ``STAGE = Stage(...)`` (or ``STAGES = (..
 its module in :mod:`possym.stages`; :func:`stages` imports every such module once, so adding a stage
 is one new file. A notebook or a test adds its own with :func:`register_stage`.
 
-Scopes:
+A stage's function is ``fn(ctx, cfg)``: ``ctx`` is the :class:`StageContext` the executor hands it, with the
+work around a stage done (the target's writer lock held, the thread count set, the device resolved, the settings
+recorded in the memo), so that a stage only loads (``ctx.model(step)``), calls a library function and writes
+(``ctx.write_table(key, rows)``, ``ctx.record(**facts)`` for its ``settings.json``). Scopes, by what ``ctx``
+holds:
 
-- ``"run"``: ``fn(run: RunDir, cfg)``, once per run of an experiment (scores, length curves, ...);
-- ``"runs"``: ``fn(runs: list[RunDir], cfg)``, once over every run that needs it (training, which
-  groups the runs that can share a step);
-- ``"experiment"``: ``fn(exp: ExperimentDir, cfg)``, once per experiment directory (the data audit,
+- ``"run"``: ``ctx.run``, once per run of an experiment (scores, length curves, ...);
+- ``"runs"``: ``ctx.runs``, once over every run that needs it (training, which groups the runs that can
+  share a step);
+- ``"experiment"``: ``ctx.exp``, an :class:`ExperimentDir`, once per experiment directory (the data audit,
   the theory, the report).
 
 A stage's settings are a frozen dataclass (its ``config``), built from plain data with
 :meth:`Stage.settings_from` or :meth:`Stage.from_overrides` (:mod:`possym.settings`: values converted to
 the fields' types, an unknown key an error naming the known ones) and written back with
-:meth:`Stage.settings_of`; the executor keys its resume log on them.
+:meth:`Stage.settings_of`; the executor keys its resume log on them. A stage that runs a model subclasses
+:class:`Execution` for the two keys of where it runs, ``threads`` and ``device``, which the resume log leaves out
+of its key; the stage declares their defaults (``Stage(threads=, device=)``).
 
 Example:
     >>> from dataclasses import dataclass
     >>> @dataclass(frozen=True)
     ... class CountConfig:
     ...     n: int = 3
-    >>> stage = Stage("count", CountConfig, lambda run, cfg: [cfg.n], scope="run")
+    >>> stage = Stage("count", CountConfig, lambda ctx, cfg: [cfg.n], scope="run")
     >>> stage.settings_from({"n": 5}), stage.settings_of(CountConfig(5))
     (CountConfig(n=5), {'n': 5})
     >>> stage.settings_from({"m": 1})
@@ -40,15 +46,24 @@ import dataclasses
 import importlib
 import logging
 import pkgutil
-from collections.abc import Callable, Mapping
+import typing
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+import pandas as pd
+import torch
 
 from possym.config import EXECUTION_KEYS
-from possym.errors import ConfigError, RunError, did_you_mean
-from possym.runs import RunDir
+from possym.devices import resolve_device
+from possym.errors import ConfigError, PossymError, RunError, did_you_mean
+from possym.records import Record
+from possym.runs import RunDir, StepSpec
 from possym.settings import from_dict, section_values
+
+if TYPE_CHECKING:
+    from possym.model.gptj import GPTJ
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +90,127 @@ class ExperimentDir:
         return [self.runs[i] for i in ids]
 
 
+@dataclass(frozen=True)
+class Execution:
+    """Where a stage that runs a model runs, the two keys every such stage takes (its config subclasses this):
+    ``threads``, torch's threads while it runs, and ``device`` (:func:`possym.devices.resolve_device`); None: the
+    stage's default (:attr:`Stage.threads`, :attr:`Stage.device`). They say how the stage runs, not what it
+    computes: the resume log records them beside its key, never in it."""
+
+    threads: int | None = field(default=None, kw_only=True)
+    device: str | None = field(default=None, kw_only=True)
+
+
+@dataclass
+class StageContext:
+    """What the executor hands a stage's function (:func:`possym.experiment.run_stage`), the work around it done:
+
+    ``target``: the run (scope ``run``), the runs (``runs``) or the experiment's directory (``experiment``), its
+    writer lock held; ``device``: resolved; ``threads``: already set (None: the caller's); ``settings``: as the
+    memo recorded them; ``keep``: a per-step stage's checkpoints whose outputs it keeps; ``progress``: a hook to
+    call as work is done, or None. :meth:`model`, :meth:`write_table` and :meth:`record` are the stage's load and
+    write; the facts recorded go, with the settings, into ``settings.json`` beside the tables
+    (:attr:`Stage.record`)."""
+
+    target: Any
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    threads: int | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    keep: tuple[int, ...] = ()
+    progress: Callable[..., None] | None = None
+    facts: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def run(self) -> RunDir:
+        """The run of a ``run``-scope stage."""
+        if not isinstance(self.target, RunDir):
+            raise PossymError(f"this stage runs on {type(self.target).__name__}, not on one run")
+        return self.target
+
+    @property
+    def runs(self) -> list[RunDir]:
+        """The runs of a ``runs``-scope stage."""
+        if not isinstance(self.target, list):
+            raise PossymError(f"this stage runs on {type(self.target).__name__}, not on a list of runs")
+        return self.target
+
+    @property
+    def exp(self) -> ExperimentDir:
+        """The experiment directory of an ``experiment``-scope stage."""
+        if not isinstance(self.target, ExperimentDir):
+            raise PossymError(f"this stage runs on {type(self.target).__name__}, not on an experiment directory")
+        return self.target
+
+    def model(self, step: StepSpec, dtype: torch.dtype | str = torch.float32) -> GPTJ:
+        """The run's model at ``step`` (a number, ``"best"``, ``"final"``), checked, on the stage's device."""
+        return self.run.load_model(step, dtype=dtype, device=self.device)
+
+    def write_table(self, key: str, rows: Sequence[Record] | pd.DataFrame) -> Path:
+        """Write the run's table artifact ``key`` (:data:`possym.runs.ARTIFACTS`): records of its type, or a frame
+        a library computed, through its columns (a column it lacks or needs is refused, naming both)."""
+        if isinstance(rows, pd.DataFrame):
+            return self.run.write_table(key, rows)
+        return self.run.write(key, rows)
+
+    def record(self, **facts: Any) -> None:
+        """Facts of this call (the checkpoint a name resolved to, the layers used) for ``settings.json``."""
+        self.facts.update(facts)
+
+
+def nested_fields(config: type) -> dict[str, type]:
+    """The fields of a stage's config that are configs themselves (the length curve's settings, shared by the
+    stages that measure windows at length), by name: nested in the typed tree, flat in the words
+    (``dilution.n=500`` sets ``DilutionConfig.curve.n``); a key the config has itself shadows the nested one's.
+
+    >>> from possym.stages.dilution import DilutionConfig
+    >>> nested_fields(DilutionConfig)
+    {'curve': <class 'possym.evaluate.lengthgen.LengthGenConfig'>}
+    """
+    hints = typing.get_type_hints(config)
+    return {f.name: hints[f.name] for f in dataclasses.fields(config)
+            if isinstance(hints.get(f.name), type) and dataclasses.is_dataclass(hints[f.name])}
+
+
+def _keys(config: type) -> tuple[set[str], dict[str, list[str]], list[str]]:
+    """A stage config's own keys, each nested config's keys by field (those the config does not shadow), and every
+    key in the order the words list them: the stage's own first, :class:`Execution`'s last."""
+    nested = nested_fields(config)
+    own = {f.name for f in dataclasses.fields(config)} - set(nested)
+    inner = {name: [f.name for f in dataclasses.fields(kind) if f.name not in own] for name, kind in nested.items()}
+    where = [f.name for f in dataclasses.fields(Execution)] if issubclass(config, Execution) else []
+    order = [k for f in dataclasses.fields(config) if f.name not in where for k in inner.get(f.name, [f.name])]
+    return own, inner, [*order, *where]
+
+
+def _unflatten(stage: str, config: type, data: dict[str, Any]) -> dict[str, Any]:
+    """Flat settings as ``config`` takes them: the keys of each nested config gathered under its field, over the
+    stage's default for it; an unknown key is refused naming every key the stage takes."""
+    own, inner, known = _keys(config)
+    unknown = [k for k in data if k not in known]
+    if unknown:
+        hint = did_you_mean(f"{stage}.{unknown[0]}", [f"{stage}.{k}" for k in known])
+        raise ConfigError(f"unknown key{'s' if len(unknown) > 1 else ''} "
+                          f"{', '.join(repr(f'{stage}.{k}') for k in unknown)}; known {stage} keys: {known}{hint}")
+    out = {k: v for k, v in data.items() if k in own}
+    fields = {f.name: f for f in dataclasses.fields(config)}
+    for name, kind in nested_fields(config).items():
+        given = {k: data[k] for k in inner[name] if k in data}
+        field_ = fields[name]
+        default = field_.default_factory() if field_.default_factory is not dataclasses.MISSING else kind()
+        out[name] = from_dict(kind, {**_plain(dataclasses.asdict(default)), **given}, stage) if given else default
+    return out
+
+
+def _flatten(config: type, plain: dict[str, Any]) -> dict[str, Any]:
+    """A config's plain settings in the order of its words (:func:`_keys`), each nested config's keys in its
+    field's place."""
+    nested = nested_fields(config)
+    flat: dict[str, Any] = {}
+    for key, value in plain.items():
+        flat |= {k: v for k, v in value.items() if k not in plain} if key in nested else {key: value}
+    return {k: flat[k] for k in _keys(config)[2]}
+
+
 def _plain(value: Any) -> Any:
     if isinstance(value, tuple | list):
         return [_plain(v) for v in value]
@@ -88,19 +224,21 @@ class Stage:
     """A named capability of the pipeline: its settings class, its function and its scope.
 
     ``always``: rerun on every call (a report reads whatever the others produced). ``from_dict`` /
-    ``to_dict``: how plain settings map onto ``config`` when it is not flat (the length stage nests
-    its curve's settings); by default every field is a key. ``plan(runs, cfg, workers)``: for a ``runs``
-    stage, the groups (lists of indices into ``runs``) that must stay together in one unit of work on an
-    engine that runs ``workers`` units at once (training groups that share a batched step); None: any
-    split will do. ``per_step``: a run-scope stage whose work is per checkpoint: its config has ``steps``
-    (None: every checkpoint; else step numbers, ``"best"``, ``"final"``) and its function takes
-    ``keep=(step, ...)``, the checkpoints whose outputs already in the run it keeps; the memo records the
+    ``to_dict``: how plain settings map onto ``config`` where a field is not a key (training's progress bar);
+    by default every field is a key, and a nested config's fields are keys in its place (:func:`nested_fields`).
+    ``plan(runs, cfg, workers)``: for a ``runs`` stage, the groups (lists of indices into ``runs``) that must stay
+    together in one unit of work on an engine that runs ``workers`` units at once (training groups that share a
+    batched step); None: any split will do. ``per_step``: a run-scope stage whose work is per checkpoint: its
+    config has ``steps`` (None: every checkpoint; else step numbers, ``"best"``, ``"final"``) and it reads
+    ``ctx.keep``, the checkpoints whose outputs already in the run it keeps; the memo records the
     steps done, so that asking for more runs only the new ones (:func:`possym.experiment.run_stage`).
     ``step_settings``: the settings a per-step stage's per-checkpoint outputs depend on (None: all); a
     change in another (score's figures) reruns the stage's per-call part alone, keeping every step done.
-    ``check(run, cfg) -> cfg``: a run-scope stage's settings checked against the run before anything is
+    ``check(run, cfg, device) -> cfg``: a run-scope stage's settings checked against the run before anything is
     written (:meth:`prepare`): a setting larger than the run can use clamped with one line (score's
-    ``n_inputs``), one beyond what fits refused (lengthgen's K).
+    ``n_inputs``), one beyond what fits refused (lengthgen's K). ``threads``, ``device``: where the stage runs
+    unless its settings say (:class:`Execution`). ``record``: the run artifact (a folder) beside whose tables the
+    executor writes ``settings.json``, the settings and the facts the stage recorded, once they are written.
     """
 
     name: str
@@ -114,7 +252,10 @@ class Stage:
     summary: str = ""
     per_step: bool = False
     step_settings: tuple[str, ...] | None = None
-    check: Callable[[RunDir, Any], Any] | None = None
+    check: Callable[[RunDir, Any, torch.device], Any] | None = None
+    threads: int | None = None
+    device: str = "auto"
+    record: str | None = None
 
     def __post_init__(self) -> None:
         if self.scope not in SCOPES:
@@ -124,12 +265,20 @@ class Stage:
         if self.per_step and (self.scope != "run" or "steps" not in {f.name for f in dataclasses.fields(self.config)}):
             raise ConfigError(f"stage {self.name!r}: a per-step stage is run-scope and its config has a steps field")
 
+    def where(self, cfg: Any) -> tuple[int | None, str]:
+        """Where ``cfg`` runs: (threads, device), its :class:`Execution` keys or the stage's defaults."""
+        threads, device = getattr(cfg, "threads", None), getattr(cfg, "device", None)
+        return (self.threads if threads is None else threads), (device or self.device)
+
     def settings_from(self, data: Mapping[str, Any] | None) -> Any:
         """The typed config from plain settings (None: the defaults); unknown keys name the known ones."""
-        data = dict(data or {})
-        if self.from_dict is not None:
-            return self.from_dict(data)
-        return from_dict(self.config, data, self.name)
+        data = _unflatten(self.name, self.config, dict(data or {}))
+        cfg = self.from_dict(data) if self.from_dict is not None else from_dict(self.config, data, self.name)
+        threads = getattr(cfg, "threads", None)
+        if threads is not None and (isinstance(threads, bool) or threads < 1):
+            raise ConfigError(f"{self.name}.threads={threads!r} must be a whole number >= 1, or null for the "
+                              f"stage's default ({self.threads})")
+        return cfg
 
     def from_overrides(self, overrides: list[str]) -> Any:
         """The typed config from ``STAGE.key=value`` overrides (a command that runs this stage alone)."""
@@ -143,7 +292,7 @@ class Stage:
         """The plain settings of a typed config, as written into an experiment's config."""
         if self.to_dict is not None:
             return _plain(self.to_dict(cfg))
-        return _plain(dataclasses.asdict(cfg))
+        return _flatten(self.config, _plain(dataclasses.asdict(cfg)))
 
     def key_of(self, cfg: Any) -> dict[str, Any]:
         """What the resume log compares: the settings less :data:`possym.config.EXECUTION_KEYS`, so a rerun
@@ -198,7 +347,7 @@ class Stage:
                 steps += [run.resolve_step(step) for step in cfg.steps or ()]
         for step in dict.fromkeys(steps):  # another run's checkpoint among them: refused before any work
             run.check_header(step)
-        return self.check(run, cfg) if self.check is not None else cfg
+        return self.check(run, cfg, resolve_device(self.where(cfg)[1])) if self.check is not None else cfg
 
     def narrowed(self, cfg: Any, steps: list[int]) -> Any:
         """``cfg`` asking for ``steps`` alone (what a per-step stage still has to do)."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from possym.stages.registry import ExperimentDir, Stage
+from possym.stages.registry import Stage, StageContext
 
 
 @dataclass(frozen=True)
@@ -28,18 +28,20 @@ class ReportConfig:
     sweep: str | None = None
 
 
-def report(exp: ExperimentDir, cfg: ReportConfig) -> Path:
-    """Build the report of ``exp``'s directory; returns the page's path."""
-    from possym.report.page import build_report, require_sweep_dir
+def report(ctx: StageContext, cfg: ReportConfig) -> Path:
+    """Build the report of the experiment's directory; returns the page's path."""
+    from possym.report.page import STAGE_ROW, build_report, require_sweep_dir
     from possym.stages.log import ResumeLog
 
+    exp = ctx.exp
     sweep = None if cfg.sweep is None else Path(cfg.sweep)
     if sweep is not None:
         require_sweep_dir(sweep)
     tasks = list(dict.fromkeys(exp.tasks.values()))
     runs = {task: exp.runs_of(task) for task in tasks}
-    rows = [{"stage": f"{r.stage}:{r.owner}" if r.owner != "experiment" else r.stage, "status": r.status,
-             "seconds": r.seconds, "runs": r.attempts} for r in ResumeLog(exp.path).records() if r.stage != "report"]
+    rows = [STAGE_ROW.from_dict({"stage": f"{r.stage}:{r.owner}" if r.owner != "experiment" else r.stage,
+                                 "status": r.status, "seconds": r.seconds, "runs": r.attempts})
+            for r in ResumeLog(exp.path).records() if r.stage != "report"]
     theory = exp.path / "theory"
     return build_report(exp.path, runs, theory_dir=theory if theory.is_dir() else None, stages=rows,
                         title=cfg.title, sweep=sweep)

@@ -14,10 +14,11 @@ Writes into RUN (file names from :data:`possym.runs.ARTIFACTS`):
 
 A per-step stage: run through :func:`possym.experiment.run_stage` (as ``possym score`` and every experiment
 do), the run's memo (``RUN/resume.json``) records the checkpoints scored with these settings, so that
-asking for more scores only the new ones; ``keep`` names the checkpoints whose rows are kept.
+asking for more scores only the new ones; ``ctx.keep`` names the checkpoints whose rows are kept.
 
 Example:
-    >>> result = score_run(RunDir.open("runs/demo/number"), ScoreConfig(n_inputs=30))   # doctest: +SKIP
+    >>> from possym.experiment import run_stage                                               # doctest: +SKIP
+    >>> result = run_stage(RunDir.open("runs/demo/number"), "score", ScoreConfig(n_inputs=30)).result  # doctest: +SKIP
     >>> [r for r in result.scores if r.step == result.table_step and r.layer == 0]      # doctest: +SKIP
 """
 
@@ -25,43 +26,40 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
 from possym.config import ConfigError
-from possym.devices import resolve_device, torch_threads
 from possym.errors import PossymError
 from possym.records import (
     GAMMAS,
     FrequencyUseRecord,
-    PlaneScoreRecord,
     PurityRecord,
     ScoreRecord,
     Table1Record,
     TallyRecord,
 )
-from possym.runs import RunDir, StepSpec
+from possym.runs import RunDir, StepSpec, table_kind
 from possym.scores.metric import COSINES, TAU
-from possym.stages.registry import Stage
+from possym.stages.registry import Execution, Stage, StageContext
 
 log = logging.getLogger(__name__)
+PLANE_SCORES = table_kind("plane_scores")  # a table written, never read by field: its spec line's row type
 
 
 @dataclass(frozen=True)
-class ScoreConfig:
+class ScoreConfig(Execution):
     """How to score a run.
 
     n_inputs: test inputs per checkpoint (paper: 100), chosen by ``seed`` from the run's test split.
     tau: swap temperature (paper: 1e-4). block_size: tokens per swapped block (paper A: 1).
     hops: also score every hop position as a query. frequency: frequency use, Table 1 and per-plane
     scores at ``table_step`` (a number, ``"best"`` or ``"final"``). steps: checkpoints to score
-    (None: all). device: where the models and the engine
-    run (:func:`possym.devices.resolve_device`; the engine works in float64, which MPS lacks).
-    cosine: ``"exact"`` (the paper's formula) or ``"torch"`` (the authors' ``F.cosine_similarity``;
-    :mod:`possym.scores.metric`). figures: draw the figures into RUN/figures. threads: torch threads while
-    scoring (None: the caller's).
+    (None: all). cosine: ``"exact"`` (the paper's formula) or ``"torch"`` (the authors'
+    ``F.cosine_similarity``; :mod:`possym.scores.metric`). figures: draw the figures into RUN/figures.
+    Runs on the CPU with one thread unless ``device``/``threads`` say (:class:`~possym.stages.registry.Execution`;
+    the engine works in float64, which MPS lacks, and on small tensors, where one thread is fastest on a busy CPU).
     """
 
     n_inputs: int = 100
@@ -73,9 +71,7 @@ class ScoreConfig:
     figures: bool = True
     table_step: StepSpec = "final"
     steps: tuple[int, ...] | None = None
-    threads: int | None = 1  # the engine works on small tensors: 1 is fastest on a busy CPU; None: the caller's
     cosine: str = "exact"
-    device: str = "cpu"
 
     def __post_init__(self) -> None:
         if self.cosine not in COSINES:
@@ -102,24 +98,14 @@ class ScoreResult:
     n_inputs: int
 
 
-def score_run(run: RunDir, cfg: ScoreConfig = ScoreConfig(), progress: Callable[[int], None] | None = None,
-              keep: tuple[int, ...] = ()) -> ScoreResult:
+def score_run(ctx: StageContext, cfg: ScoreConfig) -> ScoreResult:
     """Score the checkpoints ``cfg.steps`` asks for (None: all), keep the rows of scores.csv at the steps
-    ``keep`` (scored before with these settings: the memo knows, :func:`possym.experiment.run_stage`), write
-    the score, purity and frequency tables, and the figures if asked; ``progress(step)`` after each checkpoint.
-
-    Holds the run's writer lock (:meth:`RunDir.writing`): while training or another scoring writes into
-    the run, this is refused (:class:`~possym.errors.LockError`, naming the holder) before any work."""
-    # torch_threads restores the thread count after: the caller's process is left as it was.
-    with run.writing(), torch_threads(cfg.threads):
-        return _score_run(run, cfg, progress, keep)
-
-
-def _score_run(run: RunDir, cfg: ScoreConfig, progress: Callable[[int], None] | None,
-               keep: tuple[int, ...]) -> ScoreResult:
+    ``ctx.keep`` (scored before with these settings: the memo knows, :func:`possym.experiment.run_stage`), write
+    the score, purity and frequency tables, and the figures if asked; ``ctx.progress(step)`` after each checkpoint."""
     from possym.scores.checkpoints import purity_tables, score_checkpoints, score_inputs
     from possym.scores.dynamics import normalise_entropy
 
+    run, keep = ctx.run, ctx.keep
     available = run.checkpoint_steps()
     if not available:
         raise PossymError(f"{run.path} has no checkpoints yet")
@@ -132,31 +118,31 @@ def _score_run(run: RunDir, cfg: ScoreConfig, progress: Callable[[int], None] | 
 
     kept = [r for r in run.read("scores", ScoreRecord) if r.step in set(keep) - set(steps)] if keep else []
     fresh = score_checkpoints(run, steps, samples, tau=cfg.tau, block_size=cfg.block_size, hops=cfg.hops,
-                              progress=progress, cosine=cfg.cosine, device=resolve_device(cfg.device))  # type: ignore[arg-type]
+                              progress=ctx.progress, cosine=cfg.cosine, device=ctx.device)  # type: ignore[arg-type]
     # Entropy is normalised across every step of the run, so it is recomputed over kept + fresh rows.
     rows = kept + [ScoreRecord.from_dict(r) for r in fresh]
     scores = normalise_entropy(sorted(rows, key=lambda r: (r.step, r.query, r.layer, r.head)))
-    run.write("scores", scores)
+    ctx.write_table("scores", scores)
 
     purity, tallies = purity_tables(scores, run.best(), GAMMAS)
-    run.write("purity", purity)
-    run.write("purity_tally", tallies)
+    ctx.write_table("purity", purity)
+    ctx.write_table("purity_tally", tallies)
 
     table1: list[Table1Record] = []
     if cfg.frequency and run.config.model.rot_dim > 0:
-        table1 = frequency_tables(run, table_step, samples, cfg)
+        table1 = frequency_tables(ctx, table_step, samples, cfg)
     result = ScoreResult(scores, purity, tallies, table1, table_step, run.best(), len(steps), len(samples))
     if cfg.figures:
         score_figures(run, result, samples, cfg)
     return result
 
 
-def frequency_tables(run: RunDir, step: int, samples, cfg: ScoreConfig) -> list[Table1Record]:
+def frequency_tables(ctx: StageContext, step: int, samples, cfg: ScoreConfig) -> list[Table1Record]:
     """Frequency use (Fig. 8), Table 1 and per-plane scores of the model at ``step``; writes all three."""
     from possym.model.rope import layer_frequencies
     from possym.scores.frequency import dominant_frequency_id, frequency_use, plane_scores, weighted_frequency_id
 
-    model = run.load_model(step, device=resolve_device(cfg.device))
+    model = ctx.model(step)
     tokens = torch.as_tensor(samples.tokens, device=model.embed.weight.device)
     use = frequency_use(model, tokens).cpu()  # [layer, head, plane]
     per_plane = plane_scores(model, tokens, tau=cfg.tau, block_size=cfg.block_size)
@@ -167,16 +153,17 @@ def frequency_tables(run: RunDir, step: int, samples, cfg: ScoreConfig) -> list[
             for k in range(use.shape[2]):
                 use_rows.append(FrequencyUseRecord(step, layer, head, k + 1, float(thetas[k]),
                                                    float(use[layer, head, k])))
-                plane_rows.append(PlaneScoreRecord(step, layer, head, k + 1,
-                                                   float(per_plane.s_pos[:, layer, head, k].nanmean()),
-                                                   float(per_plane.s_sym[:, layer, head, k].nanmean())))
+                plane_rows.append(PLANE_SCORES.from_dict({
+                    "step": step, "layer": layer, "head": head, "frequency_id": k + 1,
+                    "s_pos": float(per_plane.s_pos[:, layer, head, k].nanmean()),
+                    "s_sym": float(per_plane.s_sym[:, layer, head, k].nanmean())}))
             weighted = float(weighted_frequency_id(use[layer, head]))
             rounded = min(max(round(weighted), 1), len(thetas))
             table.append(Table1Record(step, layer, head, weighted, rounded, float(thetas[rounded - 1]),
                                       int(dominant_frequency_id(use[layer, head]))))
-    run.write("frequency_use", use_rows)
-    run.write("table1", table)
-    run.write("plane_scores", plane_rows)
+    ctx.write_table("frequency_use", use_rows)
+    ctx.write_table("table1", table)
+    ctx.write_table("plane_scores", plane_rows)
     return table
 
 
@@ -247,11 +234,11 @@ def fit_inputs(run: RunDir, n_inputs: int, where: str) -> int:
     return have
 
 
-def _check(run: RunDir, cfg: ScoreConfig) -> ScoreConfig:
+def _check(run: RunDir, cfg: ScoreConfig, device: torch.device) -> ScoreConfig:
     """The settings as they score ``run``: ``n_inputs`` at most its test split (:func:`fit_inputs`)."""
     return dataclasses.replace(cfg, n_inputs=fit_inputs(run, cfg.n_inputs, "score.n_inputs"))
 
 
-STAGE = Stage("score", ScoreConfig, score_run, scope="run", per_step=True, check=_check,
+STAGE = Stage("score", ScoreConfig, score_run, scope="run", per_step=True, check=_check, threads=1, device="cpu",
               step_settings=("n_inputs", "seed", "tau", "block_size", "hops", "cosine"),
               summary="positional/symbolic scores of every checkpoint, purity, frequency use (Table 1)")

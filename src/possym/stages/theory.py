@@ -10,14 +10,15 @@
   fig5a.csv            Theorem 3.2's bounds for n = 1..100 (the curves of the paper's Fig. 5A)
   theory_fig5a.{png,svg}, theory_discrepancy.{png,svg}, theory_beta.{png,svg}
 
-:func:`trained_discrepancy_run` writes, in RUN/theory (or ``out``): discrepancy_heads.csv,
-discrepancy_accuracy.csv, discrepancy_summary.csv and discrepancy_heads.{png,svg}, each row naming
-the checkpoint step it was measured at.
+:func:`trained_discrepancy_run` writes, in RUN/theory: discrepancy_heads.csv, discrepancy_accuracy.csv,
+discrepancy_summary.csv and discrepancy_heads.{png,svg}, each row naming the checkpoint step it was measured at;
+:func:`replot_discrepancy` redraws the summary and the figure from the first two.
 
-Both return their tables; ``log(line)`` receives a line of progress per part (the CLI prints them).
+Both stages return their tables and print a line of progress per part (into the run's log in an experiment).
 
 Example:
-    >>> result = theory_tables(TheoryConfig(quick=True), Path("theory"))     # doctest: +SKIP
+    >>> from possym.experiment import run_stage                                # doctest: +SKIP
+    >>> result = run_stage("out", "theory", TheoryConfig(quick=True)).result   # doctest: +SKIP
     >>> result.ok, len(result.tables["bounds"])                               # doctest: +SKIP
 """
 
@@ -33,9 +34,7 @@ import numpy as np
 import torch
 
 from possym.config import ConfigError
-from possym.devices import resolve_device, torch_threads
 from possym.errors import PossymError
-from possym.locks import writer_lock
 from possym.records import (
     BoundCheckRecord,
     DiscrepancyAccuracyRecord,
@@ -47,19 +46,28 @@ from possym.records import (
     WitnessRecord,
     read_records,
     records_csv,
+    table_record,
 )
-from possym.runs import ARTIFACTS, RunDir, StepSpec, atomic_write_text, csv_text, read_csv, save_figure, typed_row
-from possym.stages.registry import ExperimentDir, Stage
+from possym.runs import ARTIFACTS, RunDir, StepSpec, atomic_write_text, save_figure
+from possym.stages.registry import Execution, Stage, StageContext
 
 Log = Callable[[str], None]
 
-# The theory tables that the claims read back, by file stem.
+# Every theory table's row type, by file stem: a record class where the claims read it by field, else a spec line
+# (its columns and their types; ? : a blank is None).
 THEORY_RECORDS: dict[str, type[Record]] = {
     "verification": VerificationRecord,
     "violations": VerificationRecord,
     "bounds": BoundCheckRecord,
     "fig5a": Fig5aRecord,
     "witnesses": WitnessRecord,
+    "beta": table_record("theory/beta.csv", "function:str setting:str theta:float n0:int beta_star:float "
+                         "binding_case:str beta_lemma_f1:float checked:str failures_above:int? "
+                         "witness_fails_above:bool? witness_fails_below:bool? witness:str"),
+    "discrepancy": table_record("theory/discrepancy.csv", "function:str definition:str domain:str theta:float n:int "
+                                "discrepancy:float bound:float holds:bool premise:bool"),
+    "counterexamples": table_record("theory/counterexamples.csv", "function:str definition:str domain:str n:int "
+                                    "discrepancy:float measured_on_input:float bound:float input:str"),
 }
 
 
@@ -68,7 +76,7 @@ def _quiet(_line: str) -> None:
 
 
 @dataclass(frozen=True)
-class TheoryConfig:
+class TheoryConfig(Execution):
     """n_max: largest input length for the discrepancy; samples: random / task inputs per setting;
     quick: small settings only (a smoke run of about a minute)."""
 
@@ -76,7 +84,6 @@ class TheoryConfig:
     samples: int = 10_000
     seed: int = 0
     quick: bool = False
-    threads: int | None = None
 
     def __post_init__(self) -> None:
         if self.n_max < 2:
@@ -109,11 +116,7 @@ def read_theory(out: Path) -> TheoryResult:
     tables: dict[str, list[dict[str, Any]]] = {}
     for name in THEORY_TABLES:
         path = Path(out) / f"{name}.csv"
-        kind = THEORY_RECORDS.get(name)
-        if kind is not None:
-            tables[name] = [r.to_dict() for r in read_records(path, kind)]
-        else:
-            tables[name] = [typed_row(r) for r in read_csv(path)] if path.is_file() else []
+        tables[name] = [r.to_dict() for r in read_records(path, THEORY_RECORDS[name])]
     return TheoryResult(tables, 0.0)
 
 
@@ -125,11 +128,6 @@ def _dense_grid(n_max: int) -> np.ndarray:
 
 def theory_tables(cfg: TheoryConfig, out: Path, log: Log = _quiet) -> TheoryResult:
     """Run every check of the theory section and write its tables and figures into ``out``."""
-    with torch_threads(cfg.threads):  # restored after: the caller's process is left as it was
-        return _theory_tables(cfg, out, log)
-
-
-def _theory_tables(cfg: TheoryConfig, out: Path, log: Log = _quiet) -> TheoryResult:
     from possym.theory import discrepancy as disc
     from possym.theory import plots, tables
 
@@ -142,9 +140,7 @@ def _theory_tables(cfg: TheoryConfig, out: Path, log: Log = _quiet) -> TheoryRes
     written: dict[str, list[dict[str, Any]]] = {}
 
     def write(name: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        kind = THEORY_RECORDS.get(name)  # the tables other stages read back are typed; the rest stay plain
-        text = records_csv([kind.from_dict(r) for r in rows]) if kind else csv_text(rows)
-        atomic_write_text(out / f"{name}.csv", text)
+        atomic_write_text(out / f"{name}.csv", records_csv([THEORY_RECORDS[name].from_dict(r) for r in rows]))
         log(f"  wrote {out / name}.csv ({len(rows)} rows)")
         written[name] = rows
         return rows
@@ -178,18 +174,16 @@ def _name(key: str) -> str:
 
 
 @dataclass(frozen=True)
-class DiscrepancyConfig:
+class DiscrepancyConfig(Execution):
     """extras: extra-token counts (None: :data:`possym.theory.trained.DEFAULT_EXTRAS`); samples: task
-    instances per extra length; step: the checkpoint (a number, ``"best"`` or ``"final"``); device: where
-    the model runs (:func:`possym.devices.resolve_device`; MPS has no float64)."""
+    instances per extra length; step: the checkpoint (a number, ``"best"`` or ``"final"``). Runs on the CPU
+    unless ``device`` says (MPS has no float64)."""
 
     extras: tuple[int, ...] | None = None
     samples: int = 32
     seed: int = 0
     dtype: str = "float32"
     step: StepSpec = "final"
-    threads: int | None = None
-    device: str = "cpu"
 
     def __post_init__(self) -> None:
         if self.dtype not in ("float32", "float64"):
@@ -211,45 +205,56 @@ class DiscrepancyResult:
     out: Path
 
 
-def trained_discrepancy_run(run: RunDir, cfg: DiscrepancyConfig = DiscrepancyConfig(), out: Path | None = None,
-                            replot: bool = False, log: Log = _quiet) -> DiscrepancyResult:
-    """Top-minus-second attention score of the run's heads against extra length, at ``cfg.step``;
-    with ``replot``, redo the summary and figure from the CSVs already in ``out``.
-
-    Holds the writer lock of the directory it writes (:mod:`possym.locks`): the run's when ``out`` lies in
-    it (the default, RUN/theory), else ``out``'s; another writer there is refused, naming the holder."""
-    where = Path(out) if out is not None else run.artifact("discrepancy_heads").parent
-    if replot and not (where / _name("discrepancy_heads")).is_file():
-        raise PossymError(f"--replot: {where / _name('discrepancy_heads')} is missing; measure it first")
-    if not replot:
-        run.resolve_step(cfg.step)  # a checkpoint that is not there is refused before a folder is made
-    inside = where.resolve().is_relative_to(run.path.resolve())
-    # torch_threads restores the thread count after: the caller's process is left as it was.
-    with run.writing() if inside else writer_lock(where, "output directory"), torch_threads(cfg.threads):
-        return _trained_discrepancy_run(run, cfg, where, replot, log)
+def trained_discrepancy_run(ctx: StageContext, cfg: DiscrepancyConfig) -> DiscrepancyResult:
+    """Top-minus-second attention score of the run's heads against extra length, at ``cfg.step``, into
+    RUN/theory; a line of progress per part goes to stdout (the run's log in an experiment)."""
+    return _measured(ctx, cfg, print)
 
 
-def _trained_discrepancy_run(run: RunDir, cfg: DiscrepancyConfig, out: Path, replot: bool,
-                             log: Log) -> DiscrepancyResult:
+def _measured(ctx: StageContext, cfg: DiscrepancyConfig, log: Log) -> DiscrepancyResult:
+    from possym.theory.trained import DEFAULT_EXTRAS, trained_discrepancy
+
+    run = ctx.run
+    step = run.resolve_step(cfg.step)
+    model = ctx.model(step, dtype=torch.float64 if cfg.dtype == "float64" else torch.float32)
+    extras = DEFAULT_EXTRAS if cfg.extras is None else cfg.extras
+    log(f"{run.path}: {run.config.task.name} task, step {step}, {model.cfg.n_layers} layers; extras {list(extras)}, "
+        f"{cfg.samples} samples each")
+    heads, accuracy = trained_discrepancy(model, run.config.task, extras, cfg.samples, np.random.default_rng(cfg.seed))
+    return _discrepancy_tables(run, heads, accuracy, step, log)
+
+
+def replot_discrepancy(run: RunDir, log: Log = _quiet) -> DiscrepancyResult:
+    """The summary and the figure of the run's discrepancy drawn again from the tables in RUN/theory (the caller
+    holds the run's writer lock: :meth:`possym.Run.discrepancy` with ``replot=True``)."""
+    where = run.artifact("discrepancy_heads").parent
+    heads = [r.to_dict() for r in read_records(where / _name("discrepancy_heads"), DiscrepancyHeadRecord)]
+    accuracy = [r.to_dict() for r in read_records(where / _name("discrepancy_accuracy"), DiscrepancyAccuracyRecord)]
+    if not heads:
+        raise PossymError(f"{where / _name('discrepancy_heads')} is missing or empty; measure it first")
+    return _discrepancy_tables(run, heads, accuracy, heads[0]["step"], log)
+
+
+def read_discrepancy(run: RunDir) -> DiscrepancyResult:
+    """The tables of the run's discrepancy, as the stage wrote them into RUN/theory (what it gives when its memo
+    has it done)."""
+    where = run.artifact("discrepancy_heads").parent
+    heads = read_records(where / _name("discrepancy_heads"), DiscrepancyHeadRecord)
+    if not heads:
+        raise PossymError(f"{where / _name('discrepancy_heads')} is missing or empty; measure it first")
+    return DiscrepancyResult(heads, read_records(where / _name("discrepancy_accuracy"), DiscrepancyAccuracyRecord),
+                             read_records(where / _name("discrepancy_summary"), DiscrepancySummaryRecord),
+                             heads[0].step, where)
+
+
+def _discrepancy_tables(run: RunDir, heads: list[dict[str, Any]], accuracy: list[dict[str, Any]], step: int,
+                        log: Log) -> DiscrepancyResult:
     from possym.theory import plots
-    from possym.theory.trained import DEFAULT_EXTRAS, collapse_summary, trained_discrepancy
+    from possym.theory.trained import collapse_summary
 
-    task = run.config.task
-    if replot:
-        heads = [r.to_dict() for r in read_records(out / _name("discrepancy_heads"), DiscrepancyHeadRecord)]
-        accuracy = [r.to_dict() for r in read_records(out / _name("discrepancy_accuracy"), DiscrepancyAccuracyRecord)]
-        if not heads:
-            raise PossymError(f"--replot: {out / _name('discrepancy_heads')} is missing or empty; measure it first")
-        step = heads[0]["step"]
-    else:
-        step = run.resolve_step(cfg.step)
-        dtype = torch.float64 if cfg.dtype == "float64" else torch.float32
-        model = run.load_model(step, dtype=dtype, device=resolve_device(cfg.device))
-        extras = DEFAULT_EXTRAS if cfg.extras is None else cfg.extras
-        log(f"{run.path}: {task.name} task, step {step}, {model.cfg.n_layers} layers; extras {list(extras)}, "
-            f"{cfg.samples} samples each")
-        heads, accuracy = trained_discrepancy(model, task, extras, cfg.samples, np.random.default_rng(cfg.seed))
+    out = run.artifact("discrepancy_heads").parent
     out.mkdir(parents=True, exist_ok=True)
+    task = run.config.task
     summary = collapse_summary(heads, accuracy)
     at = {"task": task.name, "step": step}
     result = DiscrepancyResult([DiscrepancyHeadRecord.from_dict({**r, **at}) for r in heads],
@@ -265,17 +270,13 @@ def _trained_discrepancy_run(run: RunDir, cfg: DiscrepancyConfig, out: Path, rep
     return result
 
 
-def _discrepancy_stage(run: RunDir, cfg: DiscrepancyConfig) -> DiscrepancyResult:
-    return trained_discrepancy_run(run, cfg, log=print)
-
-
-def _theory_stage(exp: ExperimentDir, cfg: TheoryConfig) -> TheoryResult:
-    return theory_tables(cfg, exp.path / "theory", log=print)
+def _theory_stage(ctx: StageContext, cfg: TheoryConfig) -> TheoryResult:
+    return theory_tables(cfg, ctx.exp.path / "theory", log=print)
 
 
 STAGES = (
     Stage("theory", TheoryConfig, _theory_stage, scope="experiment",
           summary="Theorem 3.1's constructions, Remark 3.1, Theorem 3.2's bounds (into OUT/theory)"),
-    Stage("discrepancy", DiscrepancyConfig, _discrepancy_stage,
-          scope="run", summary="discrepancy of the trained heads against extra length"),
+    Stage("discrepancy", DiscrepancyConfig, trained_discrepancy_run, scope="run", device="cpu",
+          summary="discrepancy of the trained heads against extra length"),
 )

@@ -2,7 +2,7 @@
 
 :func:`train_runs` is the stage: it skips finished runs, partitions the rest into groups
 (:func:`plan_training`) that train as one batched step (:func:`possym.train.loop.train_group`),
-trains the others one by one (:func:`train_run`), prints what it did and returns a
+trains the others one by one (:func:`train_group_runs` of the run alone), prints what it did and returns a
 :class:`TrainRunsRecord`. A run alone is a group of one: eager, a member's numbers are bitwise the
 ones it would have alone, and it writes the same run directory.
 
@@ -23,7 +23,7 @@ How runs are grouped:
 Example:
     >>> from possym.config import load_config
     >>> run = RunDir.create("runs/x", load_config("number", "quick", ["train.steps=500"]))   # doctest: +SKIP
-    >>> train_run(run)["accuracy"]                                                          # doctest: +SKIP
+    >>> train_group_runs([run])[0]["accuracy"]                                              # doctest: +SKIP
     >>> record = train_runs([RunDir.open(f"runs/seeds/seed{s}") for s in (0, 1, 2)])      # doctest: +SKIP
     >>> record.groups                                                                     # doctest: +SKIP
 """
@@ -43,50 +43,14 @@ from typing import Any
 from tqdm import tqdm
 
 from possym.config import ConfigError
-from possym.devices import resolve_device, torch_threads
 from possym.errors import DivergedError
 from possym.runs import STATE, RunDir
-from possym.stages.registry import Stage
+from possym.stages.registry import Stage, StageContext
 from possym.tasks import TaskSamples, make_splits
 
 # A group's memory budget by default: 4 GiB holds 12 members of the paper preset's model and
 # data (member_memory_mb), leaves a laptop room, and is far below one accelerator's memory.
 DEFAULT_MEMORY_BUDGET_MB = 4096.0
-
-
-def train_run(run: RunDir, monitor: bool = False, position: int = 0, progress: bool = True,
-              splits: dict[str, TaskSamples] | None = None) -> dict[str, Any]:
-    """Train (or resume) ``run`` to its last step; returns the final test metrics. ``monitor`` logs the
-    positional/symbolic scores at every evaluation; ``position`` places the progress bar (two at once);
-    ``splits``: the run's data, when the caller holds it already. The run's ``train.threads`` hold
-    while it trains; the caller's count comes back after."""
-    from possym.train.loop import train
-
-    cfg = run.config
-    resolve_device(cfg.train.device)  # a device this machine lacks: refused before any work
-    # The lock first: a second writer is refused before the data is made or a progress bar drawn.
-    with run.writing(), torch_threads(cfg.train.threads), contextlib.ExitStack() as stack:
-        splits = make_splits(cfg.task, cfg.seeds.data) if splits is None else splits
-        acc = {"acc": float("nan")}
-        bars: list[tqdm] = []
-
-        def on_step(info: dict) -> None:
-            # Drawn at the first step, so that a refusal before training (a damaged or foreign file) is one line;
-            # closed however training ends, so that an error's message is the last line on the screen.
-            if not bars:
-                bars.append(stack.enter_context(tqdm(total=cfg.total_steps, desc=f"{cfg.task.name}",
-                                                     position=position, dynamic_ncols=True, disable=not progress)))
-            bar = bars[0]
-            if bar.n == 0 and info["step"] > 1:
-                bar.update(info["step"] - 1)  # resumed
-            if "eval" in info and info["eval"]:
-                acc["acc"] = info["eval"]["accuracy"]
-            # refresh=False: the bar redraws at tqdm's own pace, not once per step into a log file
-            postfix = {"loss": f"{info['loss']:.3f}", "acc": f"{acc['acc']:.3f}", "it_s": f"{info['steps_per_s']:.1f}"}
-            bar.set_postfix(postfix, refresh=False)
-            bar.update(1)
-
-        return train(run, splits, on_step=on_step, monitor=_monitor(monitor))
 
 
 def _monitor(on: bool):  # -> Monitor | None
@@ -99,43 +63,40 @@ def _monitor(on: bool):  # -> Monitor | None
 
 def train_group_runs(runs: Sequence[RunDir], monitor: bool = False, position: int = 0, progress: bool = True,
                      splits: Sequence[dict[str, TaskSamples]] | None = None) -> list[dict[str, Any]]:
-    """Train (or resume) ``runs`` as one group (:func:`possym.train.loop.train_group`), with one
-    progress bar over all of its members' steps; returns each one's final test metrics. Each member's
-    writer lock is taken first, before its data is made."""
-    resolve_device(runs[0].config.train.device)
-    with contextlib.ExitStack() as locks:
-        for run in runs:
-            locks.enter_context(run.writing())
-        return _train_group_runs(runs, monitor, position, progress, splits)
-
-
-def _train_group_runs(runs: Sequence[RunDir], monitor: bool, position: int, progress: bool,
-                      splits: Sequence[dict[str, TaskSamples]] | None) -> list[dict[str, Any]]:
+    """Train (or resume) ``runs`` as one group (:func:`possym.train.loop.train_group`; ``[run]`` for a run alone:
+    a group of one is bitwise the run trained alone), with one progress bar over all of its members' steps;
+    returns each one's final test metrics. ``monitor`` logs the positional/symbolic scores at every evaluation;
+    ``position`` places the progress bar; ``splits``: the runs' data, when the caller holds it already. The
+    loop holds each member's writer lock and the runs' ``train.threads``, the caller's count coming back after."""
     from possym.train.loop import train_group
 
-    with torch_threads(runs[0].config.train.threads), contextlib.ExitStack() as stack:
+    with contextlib.ExitStack() as stack:
         if splits is None:
             splits = [make_splits(r.config.task, r.config.seeds.data) for r in runs]
         total = sum(r.config.total_steps for r in runs)
+        name = runs[0].config.task.name + (f" x{len(runs)}" if len(runs) > 1 else "")
         bars: list[tqdm] = []
         seen: dict[int, int] = {}
         accs: dict[int, float] = {}
         losses: dict[int, float] = {}
 
         def on_step(i: int, info: dict) -> None:
-            if not bars:  # drawn at the first step: a refusal before training is one line
-                bars.append(stack.enter_context(tqdm(total=total, desc=f"{runs[0].config.task.name} x{len(runs)}",
-                                                     position=position, dynamic_ncols=True, disable=not progress)))
+            # Drawn at the first step, so that a refusal before training (a damaged or foreign file) is one line;
+            # closed however training ends, so that an error's message is the last line on the screen.
+            if not bars:
+                bars.append(stack.enter_context(tqdm(total=total, desc=name, position=position, dynamic_ncols=True,
+                                                     disable=not progress)))
             bar = bars[0]
             bar.update(info["step"] - seen.get(i, 0))  # a resumed member's earlier steps too, at its first
             seen[i] = info["step"]
             losses[i] = info["loss"]
             if info.get("eval"):
                 accs[i] = info["eval"]["accuracy"]
-            postfix = {"loss": f"{sum(losses.values()) / len(losses):.3f}",
-                       "acc": f"{min(accs.values(), default=math.nan):.3f}-{max(accs.values(), default=math.nan):.3f}",
-                       "it_s": f"{info['steps_per_s']:.1f}"}
-            bar.set_postfix(postfix, refresh=False)
+            low, high = min(accs.values(), default=math.nan), max(accs.values(), default=math.nan)
+            # refresh=False: the bar redraws at tqdm's own pace, not once per step into a log file
+            bar.set_postfix({"loss": f"{sum(losses.values()) / len(losses):.3f}",
+                             "acc": f"{low:.3f}" if low == high or len(runs) == 1 else f"{low:.3f}-{high:.3f}",
+                             "it_s": f"{info['steps_per_s']:.1f}"}, refresh=False)
 
         return train_group(runs, splits, on_step=on_step, monitor=_monitor(monitor))
 
@@ -226,7 +187,7 @@ def plan_training(runs: Sequence[RunDir], *, group: bool = True,
         if state is not None and run.config.train.compile:  # a compiled member resumes in its own layout
             layout = json.dumps(state[GROUP_STATE]["models"])
         # "auto" members share a step only if they run in one precision (one started on another machine may not)
-        ran = precision_of(run, resolve_device(run.config.train.device), resumed=state is not None)
+        ran = precision_of(run, None, resumed=state is not None)  # on the run's own train.device
         key_of[id(run)] = (group_key(run.config), ran, layout)
         keyed.setdefault(key_of[id(run)], []).append((run, state is not None))
     groups = []
@@ -272,8 +233,7 @@ class _SharedSplits:
         key = self.key(run)
         splits = self.held.pop(key, None)
         if splits is None:
-            with torch_threads(run.config.train.threads):
-                splits = make_splits(run.config.task, run.config.seeds.data)
+            splits = make_splits(run.config.task, run.config.seeds.data)
         self.left[key] -= 1
         if self.left[key] > 0:
             self.held[key] = splits
@@ -316,7 +276,8 @@ def train_runs(
                 finals[str(run.path)] = final
     for run, _ in plan.singles:
         try:
-            finals[str(run.path)] = train_run(run, monitor=monitor, progress=progress, splits=data.take(run))
+            finals[str(run.path)] = train_group_runs([run], monitor=monitor, progress=progress,
+                                                     splits=[data.take(run)])[0]
         except DivergedError as exc:
             diverged.append(exc)
     if diverged:
@@ -344,10 +305,10 @@ class TrainStageConfig:
             raise ConfigError(f"train memory_budget_mb={self.memory_budget_mb!r} must be a number of MiB > 0")
 
 
-def train_all(runs: list[RunDir], cfg: TrainStageConfig) -> list[dict[str, Any]]:
+def train_all(ctx: StageContext, cfg: TrainStageConfig) -> list[dict[str, Any]]:
     """Train (or finish) every run not yet trained (:func:`train_runs`); returns the final test metrics
     of those it trained."""
-    record = train_runs(runs, monitor=cfg.monitor, progress=cfg.progress, memory_budget_mb=cfg.memory_budget_mb,
+    record = train_runs(ctx.runs, monitor=cfg.monitor, progress=cfg.progress, memory_budget_mb=cfg.memory_budget_mb,
                         group=cfg.group)
     return list(record.finals.values())
 
@@ -379,12 +340,12 @@ def _units(runs: list[RunDir], cfg: TrainStageConfig, workers: int = 1) -> list[
     return grouped + [[i] for i in range(len(runs)) if i not in taken]
 
 
-def continue_each(runs: list[RunDir], cfg: TrainStageConfig) -> list[dict[str, Any]]:
-    """Continue each run's loop whatever its metrics say (:func:`train_run`): it trains what is left,
-    re-creates a missing or corrupt final checkpoint from the resumable state, or, that state deleted, trains
-    the run again from scratch, as the errors about a damaged run advise; :func:`train_runs` leaves a
-    finished run alone."""
-    return [train_run(run, monitor=cfg.monitor, progress=cfg.progress) for run in runs]
+def continue_each(ctx: StageContext, cfg: TrainStageConfig) -> list[dict[str, Any]]:
+    """Continue each run's loop whatever its metrics say (:func:`train_group_runs` of the run alone): it trains
+    what is left, re-creates a missing or corrupt final checkpoint from the resumable state, or, that state
+    deleted, trains the run again from scratch, as the errors about a damaged run advise; :func:`train_runs`
+    leaves a finished run alone."""
+    return [train_group_runs([run], monitor=cfg.monitor, progress=cfg.progress)[0] for run in ctx.runs]
 
 
 STAGE = Stage("train", TrainStageConfig, train_all, scope="runs", to_dict=_settings, plan=_units,

@@ -23,7 +23,6 @@ needs, so that nothing outside it ever branches on a task's name:
 - where a stage looks, the same for every task because every generator records its path
   (:class:`TaskSamples`): :meth:`Task.hop_queries` (each hop's query position), :meth:`Task.hop_keys`
   (the key each hop should read) and :meth:`Task.extra_window` (the extra tokens before the window);
-- ``upgrade``: how a task section saved by an older possym reads today (one place, not scattered readers).
 
 It ends with ``TASK = Task(...)``; a module of :mod:`possym.tasks` is found by
 :func:`possym.tasks.registry.discover_tasks`, one elsewhere is added with
@@ -123,7 +122,6 @@ class Task:
     prefix_plan: Callable[..., list[dict[str, Any]]] | None = None
     at_length: Callable[..., TaskSamples] | None = None
     random_prefix: Callable[..., np.ndarray] | None = None
-    upgrade: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     mechanism: str = ""
     summary: str = ""
 

@@ -163,20 +163,3 @@ def bindings(content: list[str], query: str) -> list[tuple[int, str]]:
     if not matches:
         raise ValueError(f"symbol s{wanted} is bound nowhere in the input")
     return matches
-
-
-def upgrade(section: dict[str, Any]) -> dict[str, Any]:
-    """A canonical task section saved when the canonical tasks borrowed the window tasks' fields:
-    ``n_target`` was the length, ``n_letters`` the symbols (null: 32), ``n_ints`` the attributes."""
-    out = dict(section)
-    if "n_target" in out:
-        out["length"] = out.pop("n_target")
-    if "n_letters" in out:
-        letters = out.pop("n_letters")
-        if letters is not None:
-            out["n_symbols"] = letters
-    if "n_ints" in out:
-        out["n_attributes"] = out.pop("n_ints")
-    for gone in ("n_pretarget", "min_hops", "max_hops"):
-        out.pop(gone, None)
-    return out

@@ -23,7 +23,6 @@ import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -109,13 +108,6 @@ def chance(cfg: IndexTaskConfig) -> float:
     return 1.0 / cfg.n_symbols
 
 
-def upgrade(section: dict[str, Any]) -> dict[str, Any]:
-    """As :func:`possym.tasks.canonical.upgrade`; Index has no attributes."""
-    out = canonical.upgrade(section)
-    out.pop("n_attributes", None)
-    return out
-
-
 TASK = Task(
     name="index",
     config=IndexTaskConfig,
@@ -125,7 +117,6 @@ TASK = Task(
     solve=solve,
     chance=chance,
     at_length=at_length,
-    upgrade=upgrade,
     mechanism="positional",
     summary="the metric paper's canonical positional task: the symbol k tokens back",
 )

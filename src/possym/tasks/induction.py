@@ -92,7 +92,6 @@ TASK = Task(
     solve=solve,
     chance=chance,
     at_length=at_length,
-    upgrade=canonical.upgrade,
     mechanism="mixed",
     summary="the metric paper's canonical mixed task: the attribute of the queried symbol's last binding",
 )

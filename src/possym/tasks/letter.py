@@ -348,14 +348,6 @@ def chance(cfg: LetterTaskConfig) -> float:
     return 1.0 / (cfg.n_letters * cfg.n_ints)
 
 
-def upgrade(section: dict[str, Any]) -> dict[str, Any]:
-    """A task section saved before each task had its own fields: ``n_letters: null`` meant 8."""
-    out = dict(section)
-    if out.get("n_letters", 0) is None:
-        out.pop("n_letters")
-    return out
-
-
 TASK = Task(
     name="letter",
     config=LetterTaskConfig,
@@ -368,7 +360,6 @@ TASK = Task(
     sample_after=sample_after,
     prefix_per_hop=PREFIX_PER_HOP,
     prefix_plan=prefix_plan,
-    upgrade=upgrade,
     mechanism="symbolic",
     summary="symbolic multi-hop: a letter names the next token (paper App. B.2)",
 )

@@ -30,7 +30,6 @@ import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -194,16 +193,6 @@ def chance(cfg: NumberTaskConfig) -> float:
     return 1.0 / cfg.n_letters
 
 
-def upgrade(section: dict[str, Any]) -> dict[str, Any]:
-    """A task section saved before each task had its own fields: ``n_letters: null`` meant 120, and
-    ``n_ints`` (the letter task's) was carried along unused."""
-    out = dict(section)
-    out.pop("n_ints", None)
-    if out.get("n_letters", 0) is None:
-        out.pop("n_letters")
-    return out
-
-
 TASK = Task(
     name="number",
     config=NumberTaskConfig,
@@ -216,7 +205,6 @@ TASK = Task(
     sample_after=sample_after,
     prefix_per_hop=PREFIX_PER_HOP,
     random_prefix=random_prefix,
-    upgrade=upgrade,
     mechanism="positional",
     summary="positional multi-hop: integers are backward offsets (paper App. B.1)",
 )

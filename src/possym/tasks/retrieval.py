@@ -125,7 +125,6 @@ TASK = Task(
     solve=solve,
     chance=chance,
     at_length=at_length,
-    upgrade=canonical.upgrade,
     mechanism="symbolic",
     summary="the metric paper's canonical symbolic task: the attribute bound to the queried symbol",
 )

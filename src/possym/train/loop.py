@@ -73,7 +73,7 @@ from typing import Any, cast
 import torch
 
 from possym.config import ModelConfig
-from possym.devices import resolve_device
+from possym.devices import resolve_device, torch_threads
 from possym.errors import DivergedError
 from possym.model.gptj import GPTJ
 from possym.runs import RunDir
@@ -168,12 +168,14 @@ def train_group(
     called per member, on its own model, as there. Members may start at different steps (a resumed
     group whose states differ) and end at different steps. Runs that cannot share a step are refused
     (:class:`~possym.train.group.GroupError`, naming what differs). Every member's writer lock is held
-    throughout (:meth:`RunDir.writing`).
+    throughout (:meth:`RunDir.writing`), and the members' ``train.threads`` (one count: the group shares it),
+    the caller's count coming back after.
     """
     with contextlib.ExitStack() as locks:
         for run in runs:
             locks.enter_context(run.writing())
-        return _train_group(runs, splits, on_step, monitor, monitor_size, dtype)
+        with torch_threads(runs[0].config.train.threads if runs else None):
+            return _train_group(runs, splits, on_step, monitor, monitor_size, dtype)
 
 
 def _train_group(runs: Sequence[RunDir], splits: Sequence[dict[str, TaskSamples]], on_step: MemberStep | None,

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from possym.config import ModelConfig
-from possym.devices import batch_size_on
+from possym.devices import batch_size_on, resolve_device
 from possym.errors import DivergedError, RunError
 from possym.hardware import auto_precision
 from possym.model.gptj import GPTJ
@@ -257,16 +257,18 @@ class Trainee:
         return self.step % self.run.config.train.eval_every == 0 or self.step == self.total
 
 
-def precision_of(run: RunDir, device: torch.device, resumed: bool) -> Precision:
+def precision_of(run: RunDir, device: torch.device | None, resumed: bool) -> Precision:
     """The precision ``run`` trains in: its ``train.precision``, where ``"auto"`` is the training
-    machine's answer (:func:`possym.hardware.auto_precision` on ``device``) when training starts and,
-    when it resumes (``resumed``), the answer recorded then (:func:`run_precision`), so a run keeps its
-    precision on any machine."""
+    machine's answer (:func:`possym.hardware.auto_precision` on ``device``; None: the run's own ``train.device``)
+    when training starts and, when it resumes (``resumed``), the answer recorded then (:func:`run_precision`),
+    so a run keeps its precision on any machine."""
     asked = run.config.train.precision
     if asked != "auto":
         return cast(Precision, asked)
     recorded = run.meta.get("precision") if resumed else None
-    return cast(Precision, recorded or auto_precision(str(device)))
+    if recorded:
+        return cast(Precision, recorded)
+    return cast(Precision, auto_precision(str(resolve_device(run.config.train.device) if device is None else device)))
 
 
 def run_precision(run: RunDir, device: torch.device, resumed: bool) -> Precision:

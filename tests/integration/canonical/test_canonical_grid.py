@@ -80,11 +80,11 @@ def test_the_exact_engine_equals_swap_and_rerun_on_the_trained_toy_heads(grid_di
 def test_the_report_refuses_a_variant_that_does_not_let_in_the_planes_it_is_named_after(grid_dir: Path) -> None:
     from possym.canonical.grid import CanonicalReportConfig
     from possym.errors import PossymError
-    from possym.stages.canonical import canonical_report
+    from possym.experiment import run_stage
     from possym.stages.registry import ExperimentDir
 
     runs = {"band8-index-s0": RunDir.open(grid_dir / "runs" / "band1-index-s0")}  # trained with planes 1, 2
     exp = ExperimentDir(grid_dir / "elsewhere", runs, {"band8-index-s0": "index"}, {"band8-index-s0": 0},
                         {"band8-index-s0": "band8"})
     with pytest.raises(PossymError, match="band8 is planes \\(15, 16\\)"):
-        canonical_report(exp, CanonicalReportConfig())
+        run_stage(exp, "canonical_report", CanonicalReportConfig())

@@ -26,9 +26,10 @@ from cluster_sweeps import (
 from ray_cluster import CLIENT_ENV
 
 from possym.errors import LockError
+from possym.experiment import run_stage
 from possym.locks import LOCK_FILE, lock_holder
 from possym.runs import RunDir
-from possym.stages.score import ScoreConfig, score_run
+from possym.stages.score import ScoreConfig
 
 # The second tier (`make test-long`, which CI runs after `make test`): minutes of cluster set-up.
 pytestmark = [pytest.mark.ray, pytest.mark.long, pytest.mark.timeout(900)]
@@ -51,7 +52,8 @@ def test_a_ray_worker_node_killed_mid_run_holding_its_lock_is_retried_on_the_sur
         # A second writer, in this process (not one of Ray's), is refused, naming the worker node's process.
         holder = re.escape(f"run {run.path} is being written by process {pid} on {socket.gethostname()}")
         with pytest.raises(LockError, match=holder):
-            score_run(run, ScoreConfig(n_inputs=4, figures=False, frequency=False))
+            # table_step 0: "final" names no checkpoint of a run in training, and is refused before the lock
+            run_stage(run, "score", ScoreConfig(n_inputs=4, figures=False, frequency=False, table_step=0))
         killed = cluster.kill(worker)  # raylet, agents and the run's worker process, at once
         died_at = time.time()
         assert pid in killed and not worker.pids()

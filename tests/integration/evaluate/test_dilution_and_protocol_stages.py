@@ -11,13 +11,8 @@ from possym.experiment import run_stage
 from possym.records import ScoreRecord
 from possym.report.length_protocol import ORDER_CLAIM, accuracy_claim, claims_by_reading, length_claim_values
 from possym.runs import RunDir
-from possym.stages.dilution import DilutionConfig, _layer_sets, dilution_run, read_dilution, symbolic_layers
-from possym.stages.length_protocol import (
-    LengthProtocolConfig,
-    protocol_curves,
-    protocol_table,
-    read_protocol_curves,
-)
+from possym.stages.dilution import DilutionConfig, _layer_sets, read_dilution, symbolic_layers
+from possym.stages.length_protocol import protocol_table, read_protocol_curves
 from possym.stages.registry import get_stage
 
 
@@ -37,8 +32,10 @@ def test_dilution_writes_three_tables_that_agree_and_skips_a_number_run(runs):
               for s in (20, 30) for layer, p in ((0, 0.8 if s == 30 else 0.2), (1, 0.3))]
     run.write("scores", scores)
     assert symbolic_layers(run, 30) == (1,) and symbolic_layers(run, 21) == (0, 1)  # the nearest scored step
-    cfg = DilutionConfig(grid=(0, 20), hops=(3, 4), n=6, n_prefixes=2, betas=(1.0, 1.5), step="final")
-    result = dilution_run(run, cfg)
+    cfg = get_stage("dilution").settings_from({"grid": [0, 20], "hops": [3, 4], "n": 6, "n_prefixes": 2,
+                                               "betas": [1.0, 1.5], "step": "final"})
+    assert cfg.curve.n == 6 and cfg.curve.grid == (0, 20)  # the length curve's settings, nested
+    result = run_stage(run, "dilution", cfg).result
     assert result.step == 30 and result.sharpened == {"symbolic": (1,), "all": (0, 1)}
     tables = read_dilution(run)
     for name, table in tables.items():  # read as their records, they write back byte for byte
@@ -57,13 +54,14 @@ def test_dilution_writes_three_tables_that_agree_and_skips_a_number_run(runs):
     at0 = knockout[knockout.extra == 0].groupby("n_hops").correct.nunique()
     assert (at0 == 1).all()
 
+    assert json.loads((run.path / "dilution" / "settings.json").read_text())["sharpened"] == {"symbolic": [1],
+                                                                                              "all": [0, 1]}
     # Through the run's memo, a second call with the same settings is read back, not measured again.
-    assert run_stage(run, "dilution", cfg).result == [result]
     stamp = (run.path / "dilution" / "attention.csv").stat().st_mtime_ns
     assert not run_stage(run, "dilution", cfg).ran
     assert (run.path / "dilution" / "attention.csv").stat().st_mtime_ns == stamp
 
-    skipped = dilution_run(runs["number"], cfg)
+    skipped = run_stage(runs["number"], "dilution", cfg).result
     assert skipped.files == () and "number" in skipped.skipped and not (runs["number"].path / "dilution").exists()
     with pytest.raises(ConfigError, match="allowed: 'symbolic', 'all', 'each', 'not_symbolic' or layers"):
         get_stage("dilution").settings_from({"sharpen": ["fast"]})
@@ -84,11 +82,10 @@ def test_the_sharpening_controls_single_layers_and_the_layers_that_are_not_symbo
 
 
 def test_the_dilution_controls_stage_writes_prediction_and_knockouts_beside_the_margins(runs):
-    from possym.stages.dilution_controls import DilutionControlsConfig, dilution_controls_run
-
     run = runs["letter"]
-    cfg = DilutionControlsConfig(grid=(0, 10), hops=(3,), n=4, n_prefixes=2, steps=("final",), fractions=(0.5,))
-    result = dilution_controls_run(run, cfg)
+    cfg = get_stage("dilution_controls").settings_from({"grid": [0, 10], "hops": [3], "n": 4, "n_prefixes": 2,
+                                                        "steps": ["final"], "fractions": [0.5]})
+    result = run_stage(run, "dilution_controls", cfg).result
     out = run.artifact("dilution_controls")
     for name in ("margins", "prediction", "knockouts"):  # through the records, as pandas writes the library's frame
         assert (out / f"{name}.csv").read_text() == getattr(result, name).to_csv(index=False)
@@ -104,16 +101,17 @@ def test_the_dilution_controls_stage_writes_prediction_and_knockouts_beside_the_
 
 def test_length_protocol_curves_and_the_claims_table(runs, tmp_path):
     grid = (0, 33, 50, 83, 100)
-    cfg = LengthProtocolConfig(grid=grid, n=8, n_prefixes=2, extra_tokens=("targets", "mixed"), steps=("final",))
+    cfg = get_stage("length_protocol").settings_from({"grid": list(grid), "n": 8, "n_prefixes": 2,
+                                                      "extra_tokens": ["targets", "mixed"], "steps": ["final"]})
     for run in runs.values():
-        curves = protocol_curves(run, cfg)
+        curves = run_stage(run, "length_protocol", cfg).result
         assert curves.to_csv(index=False) == (run.path / "length_protocol" / "curves.csv").read_text()
         assert set(curves.extra_tokens) == {"targets", "mixed"} and set(curves.hop_mix) == {"uniform", "test"}
         assert (curves.seq_len == curves.extra + 17).all()
         # tiny runs have n_test = 200, a multiple of 4: the test split's mix is uniform, so nothing moves.
         u = curves[curves.hop_mix == "uniform"].accuracy.to_numpy()
         assert u == pytest.approx(curves[curves.hop_mix == "test"].accuracy.to_numpy())
-        record = json.loads((run.path / "length_protocol" / "protocol.json").read_text())
+        record = json.loads((run.path / "length_protocol" / "settings.json").read_text())
         assert record["steps"] == {"final": 30}
     table = protocol_table(runs.values(), tmp_path)
     assert table.to_csv(index=False) == (tmp_path / "length_protocol" / "claims.csv").read_text()

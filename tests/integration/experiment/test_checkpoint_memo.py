@@ -24,9 +24,9 @@ class AtConfig:
     threads: int | None = None
 
 
-def measure(run: RunDir, cfg: AtConfig) -> None:
-    with (run.path / "measured_at.txt").open("a") as f:
-        f.write(f"{run.resolve_step(cfg.step)}\n")
+def measure(ctx, cfg: AtConfig) -> None:
+    with (ctx.run.path / "measured_at.txt").open("a") as f:
+        f.write(f"{ctx.run.resolve_step(cfg.step)}\n")
 
 
 def measured(run: RunDir) -> list[int]:

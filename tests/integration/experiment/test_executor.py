@@ -9,15 +9,16 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
-from possym.errors import PossymError
+from possym.errors import ConfigError, PossymError
 from possym.experiment import apply_overrides, experiment_from_dict, run_experiment
 from possym.experiment.reproduce import reproduction
-from possym.runs import RunDir
+from possym.runs import ARTIFACTS, Artifact, RunDir, StepSpec
 from possym.stages.log import ResumeLog
-from possym.stages.registry import Stage, get_stage, register_stage, unregister_stage
+from possym.stages.registry import Execution, Stage, StageContext, get_stage, register_stage, unregister_stage
 from possym.sweep.engines import LocalEngine
 from possym.sweep.run import run_sweep
 
@@ -29,7 +30,8 @@ class CountConfig:
     tag: str = "a"
 
 
-def count_checkpoints(run: RunDir, cfg: CountConfig) -> int:
+def count_checkpoints(ctx: StageContext, cfg: CountConfig) -> int:
+    run = ctx.run
     n = len(run.checkpoint_steps())
     calls = run.path / "count_calls.txt"
     calls.write_text(calls.read_text() + f"{cfg.tag}\n" if calls.exists() else f"{cfg.tag}\n")
@@ -40,11 +42,79 @@ def count_checkpoints(run: RunDir, cfg: CountConfig) -> int:
 COUNT = Stage("count_checkpoints", CountConfig, count_checkpoints, scope="run")
 
 
+# ---- a new stage, its config and its table included, as a module of possym.stages would declare it -------------
+# (toy stage: from here to NORMS, the lines test_a_new_stage_fits_in_about_80_lines counts)
+
+@dataclass(frozen=True)
+class NormsConfig(Execution):
+    """The Frobenius norm of each layer's query weights at each of ``steps`` (where it runs: ``threads``,
+    ``device``, :class:`~possym.stages.registry.Execution`, whose defaults the stage declares)."""
+
+    steps: tuple[StepSpec, ...] = ("final",)
+    scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.scale > 0:
+            raise ConfigError(f"weight_norms scale={self.scale} must be > 0")
+
+
+# Its table is one spec line in the run directory's registry (at import: an engine's worker imports this file too).
+ARTIFACTS.setdefault("toy", Artifact("toy"))
+ARTIFACTS.setdefault("toy_norms", Artifact("toy/norms.csv", columns="step:int layer:int norm:float threads:int"))
+
+
+def weight_norms(ctx: StageContext, cfg: NormsConfig) -> pd.DataFrame:
+    """Loads (``ctx.model``), calls (a norm) and writes (``ctx.write_table``, ``ctx.record``): the executor holds the
+    run's lock, has set the threads and resolved the device, and writes settings.json beside the table."""
+    steps = list(dict.fromkeys(ctx.run.resolve_step(s) for s in cfg.steps))
+    rows = [{"step": at, "layer": layer, "norm": cfg.scale * float(w.detach().norm()),
+             "threads": torch.get_num_threads()} for at in steps for layer, w in enumerate(ctx.model(at).W_Q)]
+    table = pd.DataFrame(rows)
+    ctx.write_table("toy_norms", table)
+    ctx.record(steps_measured=steps, device_used=str(ctx.device))
+    return table
+
+
+NORMS = Stage("weight_norms", NormsConfig, weight_norms, scope="run", threads=1, device="cpu", record="toy")
+
+
 @pytest.fixture
 def count_stage():
     register_stage(COUNT, replace=True)
+    register_stage(NORMS, replace=True)
     yield COUNT
     unregister_stage(COUNT.name)
+    unregister_stage(NORMS.name)
+
+
+def test_a_new_stage_fits_in_about_80_lines_and_gets_its_context_from_the_executor(tmp_path, tiny_overrides,
+                                                                                   count_stage):
+    lines = Path(__file__).read_text().split("\n")
+    start = next(i for i, line in enumerate(lines) if line.startswith("# (toy stage"))
+    end = next(i for i, line in enumerate(lines) if line.startswith("NORMS = Stage("))
+    assert end - start + 1 <= 80, f"the toy stage takes {end - start + 1} lines"
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        exp = tiny_experiment(tiny_overrides, {"weight_norms": {"steps": ["best", "final"], "scale": 2.0}})
+        assert run_experiment(exp, tmp_path, progress=False).failed == {}
+        assert torch.get_num_threads() == 2  # the stage ran with its own (1), and the caller's came back
+    finally:
+        torch.set_num_threads(before)
+    run = RunDir.open(tmp_path / "runs" / "number-s0")
+    table = run.read_table("toy_norms")
+    steps = list(dict.fromkeys(run.resolve_step(s) for s in ("best", "final")))
+    model = run.load_model(steps[-1])
+    assert list(table.threads.unique()) == [1] and sorted(table.step.unique()) == sorted(steps)
+    want = [2 * float(w.detach().norm()) for w in model.W_Q]
+    assert table[table.step == steps[-1]].norm.tolist() == pytest.approx(want)
+    settings = json.loads((run.path / "toy" / "settings.json").read_text())
+    assert settings == {"steps": ["best", "final"], "scale": 2.0, "threads": None, "device": None,
+                        "steps_measured": steps, "device_used": "cpu"}
+    # the memo has it done: a rerun, on more threads, measures nothing again
+    assert run_experiment(apply_overrides(exp, ["weight_norms.threads=2"]), tmp_path, progress=False).ran == []
+    with pytest.raises(ConfigError, match="weight_norms.threads=0 must be a whole number >= 1"):
+        apply_overrides(exp, ["weight_norms.threads=0"])
 
 
 def tiny_experiment(tiny, stages, **fields):
@@ -61,19 +131,23 @@ def test_a_stage_defined_in_a_test_file_runs_through_a_reproduction(tmp_path, ti
                        overrides=tiny_overrides)
     exp = dataclasses.replace(exp, tasks=("number",),
                               stages=(*[(n, c) for n, c in exp.stages if n != "report"],
-                                      ("count_checkpoints", CountConfig("r"))))
+                                      ("count_checkpoints", CountConfig("r")), ("weight_norms", NormsConfig())))
     outcome = run_experiment(exp, tmp_path, progress=False)
     assert outcome.failed == {}
     assert json.loads((tmp_path / "runs" / "number-s0" / "count.json").read_text()) == {"tag": "r", "checkpoints": 4}
+    assert len(RunDir.open(tmp_path / "runs" / "number-s0").read_table("toy_norms")) == 2  # its two layers
 
 
 @pytest.mark.long
 def test_a_stage_defined_in_a_test_file_runs_through_a_sweep_on_worker_processes(tmp_path, tiny_overrides,
                                                                                   count_stage):
-    exp = tiny_experiment(tiny_overrides, {"count_checkpoints": {"tag": "s"}}, variants={"a": [], "b": []})
+    exp = tiny_experiment(tiny_overrides, {"count_checkpoints": {"tag": "s"}, "weight_norms": {}},
+                          variants={"a": [], "b": []})
     outcome = run_sweep(exp, tmp_path, LocalEngine(2), summary=False)
     assert outcome.failed == {} and sorted(outcome.ran) == sorted(
-        (f"{v}-number-s{s}", stage) for v in "ab" for s in (0, 1) for stage in ("train", "count_checkpoints"))
+        (f"{v}-number-s{s}", stage) for v in "ab" for s in (0, 1)
+        for stage in ("train", "count_checkpoints", "weight_norms"))
+    assert (tmp_path / "runs" / "b-number-s1" / "toy" / "settings.json").is_file()  # written on a worker
     for rid in ("a-number-s0", "b-number-s1"):
         assert calls(tmp_path, rid) == ["s"]
 
@@ -104,8 +178,8 @@ def test_a_changed_run_setting_is_refused_before_anything_runs(tmp_path, tiny_ov
         run_experiment(apply_overrides(exp, ["train.lr=0.5"]), tmp_path, progress=False)
 
 
-def failing(run: RunDir, cfg: CountConfig) -> None:
-    if run.config.seeds.init == 1:
+def failing(ctx: StageContext, cfg: CountConfig) -> None:
+    if ctx.run.config.seeds.init == 1:
         raise RuntimeError("seed 1 fails on purpose")
 
 
@@ -184,7 +258,7 @@ def test_runs_that_train_as_one_group_share_a_unit_and_a_failure_in_one_leaves_t
 
 
 def test_a_stage_an_engine_cannot_ship_is_refused_by_name_before_anything_runs(tmp_path, tiny_overrides):
-    stage = register_stage(Stage("lambda_stage", CountConfig, lambda run, cfg: 1, scope="run"), replace=True)
+    stage = register_stage(Stage("lambda_stage", CountConfig, lambda ctx, cfg: 1, scope="run"), replace=True)
     try:
         exp = tiny_experiment(tiny_overrides, {"lambda_stage": {}})
         with pytest.raises(PossymError, match="stage 'lambda_stage' cannot be sent to an engine's workers"):
@@ -195,12 +269,12 @@ def test_a_stage_an_engine_cannot_ship_is_refused_by_name_before_anything_runs(t
         unregister_stage(stage.name)
 
 
-def write_summary(exp, cfg: CountConfig) -> int:
-    (exp.path / "summary.txt").write_text(f"{sorted(exp.runs)}\n")
-    return len(exp.runs)
+def write_summary(ctx: StageContext, cfg: CountConfig) -> int:
+    (ctx.exp.path / "summary.txt").write_text(f"{sorted(ctx.exp.runs)}\n")
+    return len(ctx.exp.runs)
 
 
-def always_fails(run: RunDir, cfg: CountConfig) -> None:
+def always_fails(ctx: StageContext, cfg: CountConfig) -> None:
     raise RuntimeError("every run fails on purpose")
 
 

@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from possym.cli import main
+from possym.errors import EarlierLayoutError
 from possym.experiment import apply_overrides, experiment_from_dict, run_experiment, run_stage
+from possym.experiment.migrate import migrate
 from possym.records import ScoreRecord
 from possym.runs import RunDir
 from possym.stages.log import MEMO_FILE, ResumeLog, run_memo
@@ -119,7 +121,8 @@ def test_a_changed_setting_reruns_that_stage_alone(trained, tiny_overrides):
     assert run_stage(run, "score", get_stage("score").settings_from({**SMALL, "n_inputs": 5})).steps == (0, 10, 20, 30)
 
 
-def test_an_experiment_of_the_previous_layout_keeps_its_finished_stages(trained, tiny_overrides):
+def test_an_experiment_of_the_previous_layout_is_refused_and_once_migrated_keeps_its_finished_stages(
+        trained, tiny_overrides):
     exp = experiment(tiny_overrides, {"score": SMALL, "lengthgen": CURVE})
     run_experiment(exp, trained, progress=False)
     run = trained / "runs" / RID
@@ -132,9 +135,12 @@ def test_an_experiment_of_the_previous_layout_keeps_its_finished_stages(trained,
     (trained / "log" / f"{RID}.json").write_text(json.dumps({"owner": RID, "stages": stages}))
     (run / MEMO_FILE).unlink()
     before = files(run)
+    with pytest.raises(EarlierLayoutError, match="the resume log of an earlier executor"):
+        run_experiment(exp, trained, progress=False)
+    notes = migrate(trained)
+    assert any("moved the resume log" in note for note in notes), notes
     outcome = run_experiment(exp, trained, progress=False)
     assert outcome.ran == [] and outcome.failed == {}
-    assert any("moved the resume log" in note for note in outcome.migrated), outcome.migrated
     assert (trained / "log.v1" / f"{RID}.json").is_file() and not (trained / "log" / f"{RID}.json").exists()
     memo = run_memo(run)
     assert memo.entry("score")["steps"] == [0, 10, 20, 30] and memo.entry("lengthgen")["steps"] == [30]

@@ -1,6 +1,7 @@
 """``possym train`` goes through the one memo: seeds trained from the command line are the runs an experiment
 over the same OUT holds (nothing retrains), a run trained alone records its training in RUN/resume.json, and
-the layout of an older ``possym train --seeds`` (OUT/seed{s}) is moved into OUT/runs at open."""
+the layout of an older ``possym train --seeds`` (OUT/seed{s}) is refused until ``possym migrate OUT`` moves it
+into OUT/runs, once."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import pytest
 from possym.api import train_model, train_models
 from possym.cli import main
 from possym.config import load_config
+from possym.errors import EarlierLayoutError, PossymError
 from possym.experiment import experiment_from_dict, run_experiment
+from possym.experiment.migrate import migrate
 from possym.runs import RunDir
 from possym.stages.log import run_memo
 
@@ -92,34 +95,42 @@ def older_seeds(tmp_path_factory, tiny_session_overrides) -> Path:
     return out
 
 
-def test_an_older_seeds_layout_is_moved_into_the_runs_at_open_by_an_experiment(older_seeds, tmp_path, tiny_overrides):
+def test_an_older_seeds_layout_is_refused_and_once_migrated_an_experiment_finds_it_trained(
+        older_seeds, tmp_path, tiny_overrides):
     out = tmp_path / "out"
     shutil.copytree(older_seeds, out)
     trained = {k.replace("seed", "runs/number-s", 1): v for k, v in checkpoints(out).items()}
-    outcome = run_experiment(experiment(tiny_overrides, {"train": {}}, (0, 1)), out, progress=False)
+    exp = experiment(tiny_overrides, {"train": {}}, (0, 1))
+    with pytest.raises(EarlierLayoutError, match=r"the seeds of an earlier `possym train --seeds`.*possym migrate"):
+        run_experiment(exp, out, progress=False)
+    assert f"moved {out / 'seed0'} to {out / 'runs' / 'number-s0'}" in migrate(out)
+    outcome = run_experiment(exp, out, progress=False)
     assert outcome.ran == [] and outcome.failed == {}
-    assert f"moved {out / 'seed0'} to {out / 'runs' / 'number-s0'}" in outcome.migrated
     assert not (out / "seed0").exists() and RunDir.open(out / "runs" / "number-s1").finished
     assert checkpoints(out) == trained  # moved, not retrained
     assert run_memo(out / "runs" / "number-s0").entry("train")["migrated"] is True
 
 
-def test_an_older_seeds_layout_resumes_from_the_cli_into_the_runs(older_seeds, tmp_path, tiny_overrides, capsys):
+def test_an_older_seeds_layout_resumes_from_the_cli_once_migrated(older_seeds, tmp_path, tiny_overrides, capsys):
     out = tmp_path / "out"
     shutil.copytree(older_seeds, out)
-    assert main(["train", "--resume", str(out)]) == 0
+    assert main(["train", "--resume", str(out)]) == 2
+    assert f"upgrade it once with `possym migrate {out}`, then resume" in capsys.readouterr().err
+    assert main(["migrate", str(out)]) == 0
     printed = capsys.readouterr().out
     assert f"moved {out / 'seed1'} to {out / 'runs' / 'number-s1'}" in printed
-    assert "test accuracy (number, number-s1) (trained already)" in printed
+    assert f"wrote {out / 'experiment.yaml'}: the training of 2 seed(s)" in printed
+    assert main(["train", "--resume", str(out)]) == 0
+    assert "test accuracy (number, number-s1) (trained already)" in capsys.readouterr().out
     # and the same command line as then finds them trained
     assert main(["train", "--task", "number", "--seeds", "0,1", "--out", str(out), *tiny_overrides]) == 0
     assert "test accuracy (number, number-s0) (trained already)" in capsys.readouterr().out
 
 
-def test_an_older_seed_run_of_another_config_is_left_where_it_is(older_seeds, tmp_path, tiny_overrides):
+def test_a_migrated_seed_run_of_another_config_is_refused_naming_what_differs(older_seeds, tmp_path, tiny_overrides):
     out = tmp_path / "out"
     shutil.copytree(older_seeds, out)
+    migrate(out)
     exp = experiment([*tiny_overrides, "train.lr=0.002"], {"train": {"monitor": False}}, (1,))
-    outcome = run_experiment(exp, out, progress=False)
-    assert f"left {out / 'seed1'}: the experiment has no run of its task, seed and config" in outcome.migrated
-    assert (out / "seed1" / "config.yaml").is_file() and outcome.ran == [("number-s1", "train")]
+    with pytest.raises(PossymError, match="train.lr differ"):
+        run_experiment(exp, out, progress=False)

@@ -58,15 +58,16 @@ SCORER = textwrap.dedent("""
     from pathlib import Path
     import torch
     torch.set_num_threads(1)
+    from possym.experiment import run_stage
     from possym.runs import RunDir
-    from possym.stages.score import ScoreConfig, score_run
+    from possym.stages.score import ScoreConfig
     run = RunDir.open(sys.argv[1])
     mode, flag = sys.argv[2], Path(sys.argv[3])
 
     def hook(step):
         pause_or_kill(mode, flag)
 
-    score_run(run, ScoreConfig(n_inputs=4, figures=False, frequency=False), progress=hook)
+    run_stage(run, "score", ScoreConfig(n_inputs=4, figures=False, frequency=False), redo=True, progress=hook)
 """)
 
 # A process that holds a directory's writer lock until its stdin closes.

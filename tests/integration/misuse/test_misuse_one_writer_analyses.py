@@ -20,9 +20,9 @@ from possym.experiment import apply_overrides, experiment_from_dict, run_experim
 from possym.locks import LOCK_FILE, lock_holder, writer_lock
 from possym.records import LengthRecord
 from possym.runs import RunDir
-from possym.stages.lengthgen import LengthStageConfig, measure_curves
+from possym.stages.lengthgen import LengthStageConfig
 from possym.stages.registry import get_stage, stages
-from possym.stages.score import ScoreConfig, score_run
+from possym.stages.score import ScoreConfig
 from possym.sweep.engines import LocalEngine
 from possym.tasks import make_splits
 from possym.train.loop import train
@@ -62,7 +62,7 @@ def test_every_stage_that_writes_a_run_is_refused_naming_the_holder_before_it_wr
     holder = hold_lock(run.path)
     try:
         with pytest.raises(LockError, match=refusal(run.path, holder.pid)):
-            stage.run(run if stage.scope == "run" else [run], stage.settings_from(MEASURE.get(name)))
+            run_stage(run, stage, stage.settings_from(MEASURE.get(name)), redo=True)
         assert lock_holder(run.path).pid == holder.pid
     finally:
         holder.stdin.close()
@@ -91,7 +91,7 @@ def test_possym_score_and_lengthgen_while_training_writes_the_run_are_refused_in
     assert comparable(run.metrics()) == comparable(reference.metrics()), "the refused writers left training alone"
     assert same_weights(run, reference, 30)
     # The advice: once training has finished, the run is scored.
-    assert score_run(run, ScoreConfig(**SMALL)).n_scored == len(run.checkpoint_steps())
+    assert run_stage(run, "score", ScoreConfig(**SMALL)).result.n_scored == len(run.checkpoint_steps())
 
 
 def test_a_second_scorer_is_refused_naming_the_first_and_a_killed_scorers_lock_is_taken_over_with_a_note(
@@ -100,9 +100,9 @@ def test_a_second_scorer_is_refused_naming_the_first_and_a_killed_scorers_lock_i
     try:
         wait_for(tmp_path / "go.ready", first)
         with pytest.raises(LockError, match=refusal(reference.path, first.pid)):
-            score_run(reference, ScoreConfig(**SMALL))
+            run_stage(reference, "score", ScoreConfig(**SMALL), redo=True)
         with pytest.raises(LockError, match=refusal(reference.path, first.pid)):
-            measure_curves(reference, LengthStageConfig(CURVE))
+            run_stage(reference, "lengthgen", LengthStageConfig(CURVE))
     finally:
         (tmp_path / "go").touch()
     assert first.wait(timeout=300) == 0, first.stderr.read().decode()[-2000:]
@@ -112,7 +112,7 @@ def test_a_second_scorer_is_refused_naming_the_first_and_a_killed_scorers_lock_i
     assert killed.wait(timeout=300) < 0
     assert lock_holder(reference.path).pid == killed.pid, "a SIGKILL leaves the lock file behind"
     with caplog.at_level(logging.WARNING, logger="possym.locks"):
-        score_run(reference, ScoreConfig(**SMALL))
+        assert run_stage(reference, "score", ScoreConfig(**SMALL)).ran  # the killed scorer's entry: not done
     assert f"took over the lock of {reference.path} from process {killed.pid}" in caplog.text
     assert reference.artifact("scores").read_text() == scored
     assert not (reference.path / LOCK_FILE).exists()

@@ -5,11 +5,12 @@ from __future__ import annotations
 import yaml
 
 from possym.config import load_config
+from possym.experiment import run_stage
 from possym.records import ScoreRecord, read_records
 from possym.report.evidence import tables_evidence
 from possym.report.replication import evidence, export_tables
 from possym.runs import RunDir
-from possym.stages.score import ScoreConfig, score_run
+from possym.stages.score import ScoreConfig
 from possym.tasks import make_splits
 from possym.train.loop import train
 
@@ -17,7 +18,7 @@ from possym.train.loop import train
 def test_exported_hop_query_scores_read_back_as_the_runs_onsets_and_stay_apart(tmp_path, tiny_overrides):
     run = RunDir.create(tmp_path / "runs" / "number-s0", load_config("number", None, tiny_overrides), argv=["t"])
     train(run, make_splits(run.config.task, 0))
-    score_run(run, ScoreConfig(n_inputs=20, hops=True, frequency=False, figures=False, threads=1))
+    run_stage(run, "score", ScoreConfig(n_inputs=20, hops=True, frequency=False, figures=False, threads=1))
     spec = tmp_path / "experiment.yaml"
     spec.write_text(yaml.safe_dump({"preset": None, "tasks": ["number"], "seeds": [0], "overrides": tiny_overrides,
                                     "stages": {"score": {"n_inputs": 20, "hops": True}}}))

@@ -13,7 +13,7 @@ from possym.errors import ConfigError
 from possym.experiment import experiment_from_dict, run_experiment
 from possym.runs import RunDir
 from possym.stages.registry import get_stage
-from possym.stages.train import TrainStageConfig, plan_training, train_run, train_runs
+from possym.stages.train import TrainStageConfig, plan_training, train_group_runs, train_runs
 from possym.train.group import member_memory_mb
 from possym.train.trainee import GROUP_STATE
 
@@ -28,7 +28,7 @@ def test_the_plan_groups_by_key_within_the_budget_and_says_why_the_others_train_
     wide = _run(tmp_path, "wide", [*tiny_overrides, "model.d_model=32"])
     extra = _run(tmp_path, "extra", [*tiny_overrides, "train.random_extra=2"])
     started = _run(tmp_path, "started", tiny_overrides)
-    train_run(started, progress=False)
+    train_group_runs([started], progress=False)
     plan = plan_training([*same, wide, extra, started])
     assert [tuple(r.path.name for r in g) for g in plan.groups] == [("s0", "s1", "s2", "s3", "s4")]
     assert {r.path.name: why for r, why in plan.singles} == {

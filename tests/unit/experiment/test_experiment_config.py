@@ -3,9 +3,12 @@ what is wrong before anything runs; the packaged sweeps still mean the runs they
 
 from __future__ import annotations
 
-import pytest
+import json
 
-from possym.config import ConfigError, config_from_saved, load_config
+import pytest
+import yaml
+
+from possym.config import ConfigError, config_from_dict, config_from_saved, load_config
 from possym.experiment import apply_overrides, experiment_from_dict, experiment_to_dict, load_experiment
 from possym.experiment.config import SEED_FIELDS, experiment_names
 
@@ -94,22 +97,33 @@ def test_a_packaged_sweep_keeps_its_run_ids_and_configs(name):
         assert run.id == f"{name}{run.task}-s{run.seed}" and run.config() == old
 
 
-def test_robustness_paper_runs_made_under_the_old_paper_preset_are_still_recognised(tmp_path):
+def test_robustness_paper_runs_made_under_the_old_paper_preset_are_still_recognised_once_migrated(tmp_path):
     """Its runs were trained with `--preset paper` before `paper` became the authors' recipe; the spec now
     names paper_v1. A run directory holding the old config (preset "paper", no embd_dropout or activation
-    keys: the values of the time) continues; one trained on today's `paper` is refused."""
+    keys: the values of the time) is refused until `possym migrate` rewrites it with those values; then it
+    continues. One trained on today's `paper` is refused."""
     import dataclasses
 
-    from possym.runs import RunError, ensure_run
+    from possym.errors import EarlierLayoutError
+    from possym.experiment.migrate import migrate, upgraded_config
+    from possym.runs import CONFIG, RunError, config_text, ensure_run
 
     spec = load_experiment("robustness_paper").runs()[0]
     old = dataclasses.asdict(spec.config()) | {"preset": "paper"}
     for key in ("embd_dropout", "activation", "mlp"):
         old["model"].pop(key)  # a config.yaml written before the knobs existed
     old["train"].pop("eval_size")
-    assert config_from_saved(old).model.embd_p == 0.1
-    ensure_run(tmp_path / "a", config_from_saved(old))
-    assert ensure_run(tmp_path / "a", spec.config()).config == config_from_saved(old)
+    with pytest.raises(EarlierLayoutError, match="it lacks model.embd_dropout, model.activation"):
+        config_from_saved(old)
+    then = config_from_dict(upgraded_config(old))
+    assert then.model.embd_p == 0.1
+    run = ensure_run(tmp_path / "a", then)
+    (run.path / CONFIG).write_text(config_text(then, run.identity).split("\n", 2)[0] + "\n" + yaml.safe_dump(old))
+    (run.path / "meta.json").write_text(json.dumps(run.meta | {"config": old}))
+    with pytest.raises(EarlierLayoutError, match=f"possym migrate {tmp_path / 'a'}"):
+        ensure_run(tmp_path / "a", spec.config())
+    assert migrate(tmp_path / "a")
+    assert ensure_run(tmp_path / "a", spec.config()).config == then
     ensure_run(tmp_path / "b", load_config(spec.task, "paper", list(spec.overrides)))
     with pytest.raises(RunError, match="model.activation, model.embd_dropout"):
         ensure_run(tmp_path / "b", spec.config())

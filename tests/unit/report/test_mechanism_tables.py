@@ -12,20 +12,16 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from possym.records import (
-    ProtocolClaimRecord,
-    Record,
-    SharpenRecord,
-    frame,
-)
+from possym.records import Record, frame
 from possym.report.mechanisms import TABLES, mechanism_summary
 from possym.runs import ARTIFACTS
+from possym.stages.length_protocol import CLAIMS
 
 ROOT = Path(__file__).resolve().parents[3] / "docs" / "reproduce_paper" / "mechanisms"
 # A committed file's name, less its seed suffix, -> its record (a stacked run artifact takes the artifact's name).
 KINDS: dict[str, type[Record]] = {**{k: a.record for k, a in ARTIFACTS.items() if a.record},
-                                  "dilution_sharpen_controls_letter": SharpenRecord,
-                                  "length_protocol_claims": ProtocolClaimRecord}
+                                  "dilution_sharpen_controls_letter": ARTIFACTS["dilution_sharpen"].record,
+                                  "length_protocol_claims": CLAIMS}
 # Committed tables that are no stage's table, and why.
 NOT_RECORDS = {
     "summary": "what each seed shows, computed from the stacked tables (checked below)",

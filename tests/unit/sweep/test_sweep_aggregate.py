@@ -66,8 +66,8 @@ class NoSettings:
     pass
 
 
-def fails_for_seed_1(run, cfg: NoSettings) -> None:
-    if run.config.seeds.init == 1:
+def fails_for_seed_1(ctx, cfg: NoSettings) -> None:
+    if ctx.run.config.seeds.init == 1:
         raise RuntimeError("always fails")
 
 
@@ -106,7 +106,7 @@ class DyingEngine:
 
         for item in items:
             stage, cfg = item.stages[0]
-            ResumeLog(Path(item.out)).start(item.run.id, stage.name, stage.key_of(cfg))
+            ResumeLog(Path(item.out)).memo(item.run.id).start(stage.name, stage.key_of(cfg))
             yield item, None, "slurm job 7_0 ended CANCELLED without a result"
 
 

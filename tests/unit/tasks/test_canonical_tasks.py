@@ -105,9 +105,14 @@ def test_a_canonical_task_has_its_own_fields_and_refuses_the_window_tasks_ones()
         load_config("index", None, ["task.n_attributes=5"])  # Index has no attributes
 
 
-def test_a_canonical_config_saved_with_the_window_fields_reads_as_its_own_fields() -> None:
+def test_a_canonical_config_saved_with_the_window_fields_is_refused_and_migrates_to_its_own_fields() -> None:
+    from possym.errors import EarlierLayoutError
+    from possym.experiment.migrate import upgraded_config
+
     old = load_config("retrieval", None, CANONICAL).to_dict()
     old["task"] = {"name": "retrieval", "n_target": 12, "n_pretarget": 0, "min_hops": 1, "max_hops": 1,
                    "n_letters": 20, "n_ints": 5, "n_train": 512, "n_val": 64, "n_test": 64}
-    task = config_from_saved(old).task
+    with pytest.raises(EarlierLayoutError, match="it lacks task.length"):
+        config_from_saved(old)
+    task = config_from_saved(upgraded_config(old)).task
     assert (task.length, task.n_symbols, task.n_attributes) == (12, 20, 5)
