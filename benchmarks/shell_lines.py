@@ -1,5 +1,5 @@
-"""The shell's size, measured as the goal for its edges is: code lines by the AST (no docstrings, comments or blank lines) of the
-plumbing (what runs anything) and of the whole shell, at a baseline revision and at another, with their ratio.
+"""The shell's size: code lines by the AST (no docstrings, comments or blank lines) of the plumbing (what runs
+anything) and of the whole shell, at a baseline revision and at another, with their ratio.
 
     python benchmarks/shell_lines.py                 # 328e745 against the working tree
     python benchmarks/shell_lines.py --base REV --head REV

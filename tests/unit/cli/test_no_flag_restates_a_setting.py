@@ -43,6 +43,7 @@ def command_configs() -> dict[str, list[type]]:
         "heads": [HeadsConfig],
         "canonical": [Experiment, *RUN, _stage("canonical_cell"), _stage("canonical_report")],
         "regrade": [],
+        "migrate": [],
     }
 
 
