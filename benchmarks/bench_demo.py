@@ -103,7 +103,7 @@ def training_against(rev: str, steps: int, repeats: int) -> tuple[list[float], l
         for i in range(repeats):
             # The live monitor is on by default since possym train took the train stage's settings (4% of
             # the training time, measured), and off in an older tree's: HEAD's is turned off, like for like.
-            head.append(_train_seconds(ROOT / "src", steps, Path(tmp) / f"head{i}", ["train.monitor=false"]))
+            head.append(_train_seconds(ROOT / "src", steps, Path(tmp) / f"head{i}", ["training.monitor=false"]))
             old.append(_train_seconds(tree / "src", steps, Path(tmp) / f"old{i}"))
             print(f"  repeat {i}: HEAD {head[-1]:.1f} s, {rev} {old[-1]:.1f} s", flush=True)
     return head, old

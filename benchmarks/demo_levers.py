@@ -61,7 +61,7 @@ def train_seconds(compiled: bool, steps: int, threads: int, extra: list[str]) ->
         env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": cache, "OMP_NUM_THREADS": str(threads)}
         argv = [sys.executable, "-m", "possym", "train", "--task", "number", "--preset", "quick", "--out",
                 f"{out}/run", f"train.steps={steps}", f"train.compile={str(compiled).lower()}",
-                "train.monitor=false", "train.progress=false", f"train.threads={threads}", *extra]
+                "training.monitor=false", "training.progress=false", f"train.threads={threads}", *extra]
         t0 = time.perf_counter()
         done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True)
         seconds = time.perf_counter() - t0

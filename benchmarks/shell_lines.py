@@ -21,9 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PKG = "src/possym"
 # The plumbing: the executor, memo and registry, the configs and settings, run directories, the API, the commands,
-# the locks and the sweep engines.
-PLUMBING = ("experiment/executor.py", "stages/log.py", "stages/registry.py", "config.py", "settings.py", "runs.py",
-            "api.py", "cli/", "locks.py", "sweep/engines.py")
+# the locks and the sweep engines (the memo's module under both its names: stages/log.py before it was renamed).
+PLUMBING = ("experiment/executor.py", "stages/memo.py", "stages/log.py", "stages/registry.py", "config.py",
+            "settings.py", "runs.py", "api.py", "cli/", "locks.py", "sweep/engines.py")
 # The shell: everything that is not the science (the packages that run and report it, with settings and locks).
 SHELL = ("stages/", "experiment/", "sweep/", "cli/", "report/", "api.py", "config.py", "runs.py", "records.py",
          "settings.py", "locks.py")

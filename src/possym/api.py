@@ -119,7 +119,7 @@ def train_model(config: RunConfig, out: str | Path, monitor: bool = True, progre
     its loop binds on ``possym`` whatever the API says.
     """
     from possym.experiment import run_stage
-    from possym.stages.train import CONTINUE, TrainStageConfig
+    from possym.stages.training import CONTINUE, TrainStageConfig
     from possym.train.tracking import require_tracker
 
     # The run's threads hold from before it records its environment (meta.json tells the truth) to the
@@ -138,15 +138,15 @@ def train_model(config: RunConfig, out: str | Path, monitor: bool = True, progre
 def train_models(configs: list[RunConfig], outs: list[str | Path], monitor: bool = True, progress: bool = True,
                  memory_budget_mb: float | None = None, group: bool = True) -> list[Run]:
     """Train new runs into ``outs`` (or finish interrupted ones with the same configs), those that can
-    share a step as one group (:func:`possym.stages.train.train_runs`, up to ``memory_budget_mb`` a
-    group; default :data:`~possym.stages.train.DEFAULT_MEMORY_BUDGET_MB`); returns them in order.
+    share a step as one group (:func:`possym.stages.training.train_runs`, up to ``memory_budget_mb`` a
+    group; default :data:`~possym.stages.training.DEFAULT_MEMORY_BUDGET_MB`); returns them in order.
     Each member is the run it would have been alone, in its own run directory.
 
     >>> cfgs = [possym.load_config("number", "quick", [f"seeds.init={s}"]) for s in (0, 1, 2)]   # doctest: +SKIP
     >>> runs = possym.train_models(cfgs, [f"runs/seeds/seed{s}" for s in (0, 1, 2)])          # doctest: +SKIP
     """
     from possym.experiment import run_stage
-    from possym.stages.train import DEFAULT_MEMORY_BUDGET_MB, STAGE, TrainStageConfig
+    from possym.stages.training import DEFAULT_MEMORY_BUDGET_MB, STAGE, TrainStageConfig
     from possym.train.tracking import require_tracker
 
     if isinstance(configs, RunConfig) or isinstance(outs, str | Path):
@@ -272,7 +272,7 @@ class Run:
         (:meth:`possym.runs.RunDir.train_on`: the change goes into the run's history; from the step its
         resumable state holds, the learning rate follows the schedule of the new total); returns the run."""
         from possym.experiment import run_stage
-        from possym.stages.train import CONTINUE, TrainStageConfig
+        from possym.stages.training import CONTINUE, TrainStageConfig
 
         _check_train_args(self.config, self.path, monitor, progress)
         run = self.dir.train_on(steps, argv=["possym.Run.train_on", str(self.path), str(steps)])

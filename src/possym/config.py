@@ -40,7 +40,7 @@ DEVICES = ("auto", "cpu", "cuda", "mps")
 TRACKERS = ("none", "tensorboard", "wandb")  # train.log (possym.train.tracking)
 ON_NONFINITE = ("stop", "continue")  # train.on_nonfinite: what a non-finite loss does (possym.train.loop)
 # Keys that say where and how a run or a stage runs, not what it computes: a run's identity
-# (possym.runs.config_differences) and the resume log of stages (possym.stages.registry) leave them out,
+# (possym.runs.config_differences) and the memo of stages (possym.stages.registry) leave them out,
 # so work goes on with other threads, on another device, compiled or not (each changes float rounding at
 # most, as a thread count does), mirrored to a tracker or not and how often (train.log, train.log_every), saving
 # its resumable state more or less often (train.state_every), with or without a progress bar. docs/choices.md,

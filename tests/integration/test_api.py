@@ -17,7 +17,7 @@ from possym.evaluate.lengthgen import LengthGenConfig
 from possym.experiment import run_stage
 from possym.records import LengthRecord, ScoreRecord, frame, points_at, read_records
 from possym.stages.lengthgen import LengthStageConfig
-from possym.stages.log import run_memo
+from possym.stages.memo import run_memo
 from possym.stages.registry import get_stage
 
 

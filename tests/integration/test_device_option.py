@@ -10,7 +10,7 @@ import torch
 from possym.cli import main
 from possym.config import load_config
 from possym.runs import RunDir
-from possym.stages.log import run_memo
+from possym.stages.memo import run_memo
 from possym.tasks import make_splits
 from possym.train.loop import train
 

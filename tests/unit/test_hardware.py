@@ -69,7 +69,7 @@ def test_a_run_saved_as_bf16_or_fp32_is_reopened_by_auto_and_keeps_its_precision
 
 def test_auto_runs_that_run_in_different_precisions_are_never_planned_into_one_group(tmp_path, monkeypatch):
     from possym.runs import ensure_run
-    from possym.stages.train import plan_training
+    from possym.stages.training import plan_training
     from possym.train.trainee import GROUP_STATE
 
     monkeypatch.setattr(hardware, "cpu_flags", lambda: frozenset({"avx2"}))  # this machine: fp32

@@ -62,7 +62,7 @@ def add_redo(p: argparse.ArgumentParser, stage: str, memo: str = "RUN/resume.jso
 def report_skip(done: StageRun, run_dir: RunDir) -> None:
     """One line saying that the memo had the stage done, and where."""
     from possym.runs import step_list
-    from possym.stages.log import MEMO_FILE
+    from possym.stages.memo import MEMO_FILE
 
     steps = f" at {step_list(done.kept)}" if done.kept else ""
     print(f"{done.stage}: done with these settings{steps} (the memo {run_dir.path / MEMO_FILE}); "

@@ -5,7 +5,7 @@ one summary.
 A shell over :func:`possym.sweep.run.run_sweep`. Writes into DIR:
   experiment.yaml       the spec as resolved (a rerun with other settings says what differs)
   runs/ID/              each run's directory (train, score, lengthgen, discrepancy outputs), with
-                        resume.json, its resume log: each stage's status, settings, seconds, attempts, last error
+                        resume.json, its memo: each stage's status, settings, seconds, attempts, last error
   logs/ID.log           what its stages printed
   summary.csv, .md      mean ± sd across seeds per (variant, task)       (possym.sweep.aggregate)
   seeds.csv             the per-trial facts behind it (hop order, pure layers, Table 1 IDs)

@@ -25,7 +25,7 @@ from possym.api import open_run
 from possym.cli._args import add_allow_unfinished, add_overrides, add_redo, report_skip
 from possym.devices import resolve_device
 from possym.experiment import run_stage
-from possym.stages.log import EXPERIMENT, ResumeLog
+from possym.stages.memo import EXPERIMENT, ExperimentMemo
 from possym.stages.theory import STAGES, read_theory
 
 THEORY, DISCREPANCY = (next(s for s in STAGES if s.name == name) for name in ("theory", "discrepancy"))
@@ -58,7 +58,7 @@ def run_theory(args: argparse.Namespace) -> int:
     done = run_stage(args.out, THEORY, cfg, redo=args.redo)
     result = done.result if done.ran else read_theory(args.out / "theory")
     if not done.ran:
-        print(f"theory: done with these settings (the memo {ResumeLog(args.out).memo(EXPERIMENT).file}); "
+        print(f"theory: done with these settings (the memo {ExperimentMemo(args.out).memo(EXPERIMENT).file}); "
               "read back, not rerun (--redo reruns it)")
     t = result.tables
     print("Theorem 3.1: the constructions against the oracles")

@@ -2,12 +2,12 @@
 ``--seeds 0,1,2``, train several seeds as one experiment into ``OUT/runs/TASK-sS``; or resume either.
 
 The overrides are those of a reproduction or a sweep: ``task.*``, ``model.*``, ``train.*``, ``seeds.*`` set
-the run's config (defaults < ``--preset`` < overrides); ``train.monitor``, ``train.memory_budget_mb``,
-``train.group`` and ``train.progress`` set the train stage (:class:`possym.stages.train.TrainStageConfig`),
+the run's config (defaults < ``--preset`` < overrides); ``training.monitor``, ``training.memory_budget_mb``,
+``training.group`` and ``training.progress`` set the training stage (:class:`possym.stages.training.TrainStageConfig`),
 as in an experiment.
 
 One run trains through :func:`possym.experiment.run_stage`, its memo ``RUN/resume.json``. Several seeds are an
-experiment (:func:`possym.experiment.training.training`) run by the executor, in its layout: a reproduction
+experiment (:func:`possym.experiment.seed_runs.seed_runs`) run by the executor, in its layout: a reproduction
 or a sweep with the same settings over the same OUT finds them trained, and the seeds that can share a step
 train as one group. ``--resume`` continues a run directory, or the training of an experiment directory (an
 OUT of ``--seeds``).
@@ -25,10 +25,10 @@ from possym.devices import resolve_device, torch_threads
 from possym.errors import PossymError
 from possym.experiment import run_experiment, run_stage
 from possym.experiment.config import Experiment, train_overrides
-from possym.experiment.training import resume_run, stored_training, training
+from possym.experiment.seed_runs import resume_run, seed_runs, stored_seed_runs
 from possym.runs import CONFIG, RunDir
 from possym.settings import defaults_help
-from possym.stages.train import CONTINUE, STAGE
+from possym.stages.training import CONTINUE, STAGE
 from possym.tasks import TASKS
 
 
@@ -47,12 +47,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rebuild-metrics", metavar="RUN", help="write a run's missing, empty or damaged metrics.jsonl "
                    "back from its checkpoints (possym.train.rebuild)")
     p.add_argument("overrides", nargs="*", default=[], metavar="section.KEY=VALUE",
-                   help="e.g. train.lr=3e-4 model.n_layers=4 train.monitor=false; every key and its default is "
+                   help="e.g. train.lr=3e-4 model.n_layers=4 training.monitor=false; every key and its default is "
                    "listed below")
     defaults = RunConfig()
     p.epilog = "\n".join([
-        "keys and their defaults (values are YAML: true, null, [0, 10]); the train stage's, as in an experiment:",
-        defaults_help("train", STAGE.defaults()),
+        "keys and their defaults (values are YAML: true, null, [0, 10]); the training stage's, as in an experiment:",
+        defaults_help("training", STAGE.defaults()),
         "the run's config (--preset changes some of them):",
         *(defaults_help(name, dataclasses.asdict(getattr(defaults, name))) for name in ("model", "train", "seeds")),
         f"  task.*: the task's own keys, e.g. for {defaults.task.name}: "
@@ -97,7 +97,7 @@ def _experiment(exp: Experiment, out: Path) -> int:
         print(line)
     for spec in (s for s in exp.runs() if s.id not in outcome.failed):
         run = RunDir.open(out / "runs" / spec.id)
-        done = "" if (spec.id, "train") in outcome.ran else " (trained already)"
+        done = "" if (spec.id, "training") in outcome.ran else " (trained already)"
         print(f"test accuracy ({spec.task}, {spec.id}){done}: {format_eval(run)}")
     return 1 if outcome.failed else 0
 
@@ -111,11 +111,11 @@ def run(args: argparse.Namespace) -> int:
     if args.resume:
         if args.task or args.preset or args.out or args.seeds:
             raise PossymError("--resume takes only the run directory, or the OUT of --seeds, with train.steps=N, the "
-                              "execution keys and the train stage's keys (train.monitor, ...); its config is fixed in "
-                              "RUN/config.yaml")
+                              "execution keys and the training stage's keys (training.monitor, ...); its config is "
+                              "fixed in RUN/config.yaml")
         path = Path(args.resume)
         if path.is_dir() and not (path / CONFIG).is_file():
-            exp = stored_training(path, args.overrides)
+            exp = stored_seed_runs(path, args.overrides)
             print(f"resuming {len(exp.runs())} runs in {path}/runs")
             return _experiment(exp, path)
         before = RunDir.open(path)
@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     elif args.seeds is not None:
         if not args.task or not args.out:
             raise PossymError("give --task and --out (the experiment directory) with --seeds")
-        exp = training(args.task, parse_seeds(args.seeds), args.preset, args.overrides)
+        exp = seed_runs(args.task, parse_seeds(args.seeds), args.preset, args.overrides)
         print(f"training seeds {list(exp.seeds)} into {args.out}/runs")
         return _experiment(exp, Path(args.out))
     else:

@@ -2,12 +2,12 @@
 
 >>> exp = load_experiment("quick", seeds=(0, 1, 2), overrides=["score.n_inputs=100"])
 >>> len(exp.runs()), exp.stage_names[:3]
-(6, ('data', 'train', 'score'))
+(6, ('data', 'training', 'score'))
 
 ``run_experiment(exp, out="runs/quick")`` runs it, resumably: a rerun does only what is missing.
 ``run_stage(run, "score", cfg)`` runs one stage on one run through the same memo (``RUN/resume.json``);
 ``run_stage(out, "theory", cfg)`` an experiment-scope stage through the memo of ``out`` (``OUT/log/experiment.json``).
-``possym train --seeds`` is an experiment too (:func:`possym.experiment.training.training`).
+``possym train --seeds`` is an experiment too (:func:`possym.experiment.seed_runs.seed_runs`).
 """
 
 from possym.experiment.config import (

@@ -148,7 +148,7 @@ class Experiment:
         :meth:`stage` give every setting.
 
         >>> load_experiment("quick")  # doctest: +NORMALIZE_WHITESPACE
-        Experiment('quick': preset quick, tasks number, letter, seeds 0; 2 runs; stages data, train, score,
+        Experiment('quick': preset quick, tasks number, letter, seeds 0; 2 runs; stages data, training, score,
                    discrepancy, lengthgen, theory, report; parts canonical (15 runs))
         """
         name = f"{self.name!r}: " if self.name else ""
@@ -193,10 +193,10 @@ class Experiment:
         implicit. Experiment-scope stages (the data audit, the reports) keep their places. A mapping
         written with sorted keys (``yaml.safe_dump``) lists ``score`` before ``train``; no stage can
         read a run before it is trained, so the order given cannot mean anything else."""
-        train = dict(self.stages).get("train", get_stage("train").settings_from({}))
-        rest = [(n, c) for n, c in self.stages if n != "train"]
+        train = dict(self.stages).get("training", get_stage("training").settings_from({}))
+        rest = [(n, c) for n, c in self.stages if n != "training"]
         at = next((i for i, (n, _) in enumerate(rest) if get_stage(n).scope != "experiment"), 0)
-        return dataclasses.replace(self, stages=(*rest[:at], ("train", train), *rest[at:]))
+        return dataclasses.replace(self, stages=(*rest[:at], ("training", train), *rest[at:]))
 
 
 # ---- plain data <-> the tree ---------------------------------------------------------------------
@@ -295,29 +295,20 @@ def experiment_to_dict(exp: Experiment) -> dict[str, Any]:
     return {k: v for k, v in out.items() if k in ("preset", "threads") or (v is not None and v != "")}
 
 
-def is_train_stage_key(section: str, name: str) -> bool:
-    """Whether ``section.name`` sets the train stage (``train.monitor``) rather than the runs' TrainConfig
-    (``train.lr``): ``train`` names both, and the stage's settings share no name with TrainConfig's fields."""
-    from possym.stages.train import TrainStageConfig  # not the registry: that imports every stage
-
-    return section == "train" and name in {f.name for f in dataclasses.fields(TrainStageConfig)}
-
-
 def train_overrides(overrides: list[str] | tuple[str, ...]) -> tuple[list[str], Any]:
     """The overrides of one training (``possym train``) split as an experiment splits them: the runs' own
-    (``task.*``, ``model.*``, ``train.lr``, ``seeds.*``) and the train stage's typed settings
-    (``train.monitor``, ``train.memory_budget_mb``, ...; :func:`is_train_stage_key`).
+    (``task.*``, ``model.*``, ``train.lr``, ``seeds.*``) and the training stage's typed settings
+    (``training.monitor``, ``training.memory_budget_mb``, ...).
 
-    >>> run, stage = train_overrides(["train.lr=3e-4", "train.monitor=false"])
+    >>> run, stage = train_overrides(["train.lr=3e-4", "training.monitor=false"])
     >>> run, stage.monitor
     (['train.lr=3e-4'], False)
     """
-    from possym.stages.train import STAGE  # not the registry: that imports every stage
+    from possym.stages.training import STAGE  # not the registry: that imports every stage
 
     check_overrides(overrides)
-    stage = {name: value for section, name, value in map(parse_override, overrides)
-             if is_train_stage_key(section, name)}
-    run = [o for o in overrides if not is_train_stage_key(*parse_override(o)[:2])]
+    stage = {name: value for section, name, value in map(parse_override, overrides) if section == "training"}
+    run = [o for o in overrides if parse_override(o)[0] != "training"]
     return run, STAGE.settings_from(stage)
 
 
@@ -329,14 +320,14 @@ def apply_overrides(exp: Experiment, overrides: list[str] | tuple[str, ...]) -> 
     fields: dict[str, Any] = {}
     for item in overrides:
         section, name, value = parse_override(item)
-        if section in RUN_SECTIONS and not is_train_stage_key(section, name):
+        if section in RUN_SECTIONS:
             run_overrides.append(item)
         elif section == "experiment":
             allowed = ("preset", "tasks", "seeds", "variants", "retries", "threads")
             require(name in allowed, f"unknown key 'experiment.{name}'; known experiment keys: {list(allowed)}"
                                      f"{did_you_mean(name, allowed)}")
             fields[name] = _kept_variants(exp, value) if name == "variants" else value
-        elif section in stages or section == "train":
+        elif section in stages or section == "training":
             stages[section] = {**stages.get(section, {}), name: value}
         else:
             raise ConfigError(f"override {item!r}: {section!r} is neither a run section {RUN_SECTIONS}, nor a stage "
@@ -437,5 +428,5 @@ def experiment_differences(before: dict[str, Any], now: dict[str, Any]) -> list[
 
 
 __all__ = ["Experiment", "RunSpec", "Variant", "apply_overrides", "dump_experiment", "experiment_differences",
-           "experiment_from_dict", "experiment_names", "experiment_to_dict", "is_train_stage_key", "load_experiment",
+           "experiment_from_dict", "experiment_names", "experiment_to_dict", "load_experiment",
            "run_id", "train_overrides"]

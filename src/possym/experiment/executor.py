@@ -4,7 +4,7 @@ Layout of ``OUT``::
 
     experiment.yaml      the experiment as last run (a rerun with other settings says what differs)
     runs/ID/             each run's directory (``possym.open_run`` reads it)
-    runs/ID/resume.json  run ID's entries of the resume log (:mod:`possym.stages.log`), the one memo that
+    runs/ID/resume.json  run ID's entries of the memo (:mod:`possym.stages.memo`), the one memo that
                          ``possym score RUN`` and :func:`run_stage` consult too
     log/experiment.json  the experiment-scope stages' entries
     logs/ID.log          what each run's stages (and the experiment's) printed, and each failure the executor
@@ -56,7 +56,7 @@ from possym.errors import EarlierLayoutError, PossymError, named_options
 from possym.experiment.config import Experiment, RunSpec, dump_experiment, experiment_differences, experiment_to_dict
 from possym.locks import lock_holder, on_behalf_of, writer_lock
 from possym.runs import RunDir, atomic_write_text, ensure_run, remove_orphans
-from possym.stages.log import EXPERIMENT, ResumeLog, ResumeRecord, run_memo
+from possym.stages.memo import EXPERIMENT, MEMO_FILE, RENAMED_STAGES, ExperimentMemo, MemoRecord, run_memo
 from possym.stages.registry import Execution, ExperimentDir, Stage, StageContext, get_stage
 
 log = logging.getLogger(__name__)
@@ -92,9 +92,9 @@ class ExperimentOutcome:
         return lines + [line for part in self.parts.values() for line in part.failure_lines()]
 
     def log(self) -> pd.DataFrame:
-        """The resume log of the directory as a table: owner, stage, status, seconds, attempts, ..."""
-        columns = [f.name for f in dataclasses.fields(ResumeRecord)]
-        return pd.DataFrame([dataclasses.asdict(r) for r in ResumeLog(self.out).records()], columns=columns)
+        """The memo of the directory as a table: owner, stage, status, seconds, attempts, ..."""
+        columns = [f.name for f in dataclasses.fields(MemoRecord)]
+        return pd.DataFrame([dataclasses.asdict(r) for r in ExperimentMemo(self.out).records()], columns=columns)
 
 
 @dataclass(frozen=True)
@@ -131,7 +131,7 @@ def run_experiment(exp: Experiment, out: str | Path, *, engine: Any = None, prog
     ``engine``: None runs everything in this process (:class:`Here`); else an object with ``map(fn, items)``
     yielding ``(item, result, error)`` (:func:`possym.sweep.engines.make_engine`). ``on_unit(unit, "done" |
     "retry" | "failed")`` reports each run's outcome (a progress bar's hook). ``redo``: names of stages to
-    run again although the resume log has them done with today's settings (a per-step stage at every step).
+    run again although the memo has them done with today's settings (a per-step stage at every step).
 
     ``out`` is locked for the call (:func:`possym.locks.writer_lock`): a second executor on it is refused,
     naming this one. Its workers write each run under that run's own lock.
@@ -208,9 +208,23 @@ _EARLIER = (
     ("trials/*/trial.json", "a sweep of an earlier possym (its trials/)"),
     ("seed*/config.yaml", "the seeds of an earlier `possym train --seeds` (its seed*/)"),
     ("runs/*/*/seed*/canonical.json", "a canonical grid of an earlier possym (its runs/TASK/CONDITION/seedS/)"),
-    ("log/*.json", "the resume log of an earlier executor (its log/ID.json)"),
+    ("log/*.json", "the memo of an earlier executor (its log/ID.json)"),
     ("runs/*/purity.csv", "a purity table of an earlier possym (its column max_accuracy_step)"),
+    (f"runs/*/{MEMO_FILE}", "a run memo of an earlier possym (a stage under its old name: "
+                            + ", ".join(f"{a} -> {b}" for a, b in RENAMED_STAGES.items()) + ")"),
+    (EXPERIMENT_FILE, "an experiment.yaml of an earlier possym (a stage under its old name: "
+                      + ", ".join(f"{a} -> {b}" for a, b in RENAMED_STAGES.items()) + ")"),
 )
+
+
+def renamed_stages(path: Path) -> list[str]:
+    """The stages a memo file or an experiment.yaml names by an old name (:data:`possym.stages.memo.RENAMED_STAGES`)."""
+    try:
+        data = yaml.safe_load(path.read_text()) if path.suffix == ".yaml" else json.loads(path.read_text())
+    except (OSError, ValueError, yaml.YAMLError):
+        return []  # damaged, not old: the reader's own refusal names it
+    stages = data.get("stages") if isinstance(data, dict) else None
+    return [name for name in (stages or {}) if name in RENAMED_STAGES]
 
 
 def older_layout(out: str | Path) -> str | None:
@@ -232,6 +246,8 @@ def older_layout(out: str | Path) -> str | None:
                 with path.open() as f:
                     if "max_accuracy_step" not in f.readline().split(","):
                         continue
+            if pattern in (f"runs/*/{MEMO_FILE}", EXPERIMENT_FILE) and not renamed_stages(path):
+                continue
             return what
     return None
 
@@ -367,7 +383,7 @@ def run_stage(target: RunDir | ExperimentDir | str | Path | list[RunDir], stage:
     so that work done by one is never redone by another. ``progress`` goes to the stage's function, if given.
 
     - a run-scope stage (and ``train``, a ``runs``-scope stage, given the run alone): ``target`` is a run
-      directory, its memo ``RUN/resume.json`` (:mod:`possym.stages.log`), written under the run's writer lock.
+      directory, its memo ``RUN/resume.json`` (:mod:`possym.stages.memo`), written under the run's writer lock.
       A per-step stage (``score``, ``lengthgen``) does only the checkpoints the memo lacks (with ``redo``,
       every one it asks for) and keeps the others' outputs;
     - a ``runs``-scope stage given a list of run directories (:func:`possym.train_models`): those whose memo
@@ -399,7 +415,7 @@ def run_stage(target: RunDir | ExperimentDir | str | Path | list[RunDir], stage:
         if isinstance(target, RunDir):
             raise PossymError(f"stage {stage.name!r} is experiment-scope: give run_stage an experiment directory")
         call = target if isinstance(target, ExperimentDir) else ExperimentDir(Path(target))
-        memo, lock = ResumeLog(call.path).memo(EXPERIMENT), writer_lock(call.path, "experiment")
+        memo, lock = ExperimentMemo(call.path).memo(EXPERIMENT), writer_lock(call.path, "experiment")
         wanted, at = None, None
     else:
         if isinstance(target, ExperimentDir):
@@ -495,7 +511,7 @@ def _done(out: Path, rid: str, stage: Stage, cfg: Any, redo: bool = False) -> bo
     if redo:
         return False
     key, defaults = stage.key_of(cfg), _defaults(stage)
-    memo = ResumeLog(out).memo(rid)
+    memo = ExperimentMemo(out).memo(rid)
     if not memo.done(stage.name, key, defaults):  # settings first: cheap, and a run not yet made is not done
         return False
     if stage.scope == "runs":
@@ -597,7 +613,7 @@ def _check_picklable(units: list[Unit]) -> None:
 def _record_lost(unit: Unit, error: str) -> None:
     """A worker that died (its job cancelled or killed, its node lost) left its stage ``running`` in the log,
     with no error: record the engine's account of it there. A stage that raised has recorded its own."""
-    log = ResumeLog(Path(unit.out))
+    log = ExperimentMemo(Path(unit.out))
     holder = lock_holder(unit.out)  # this call's: a run lock the lost worker left on another node is taken over
     with on_behalf_of(None if holder is None else holder.token):
         for spec in unit.runs:

@@ -3,7 +3,7 @@
 Nothing on the run path reads an earlier layout: :func:`~possym.experiment.executor.run_experiment`, ``possym
 train --resume`` and :meth:`possym.runs.RunDir.open` refuse one in a line that names it and this command. It
 moves (renames within ``DIR``, never copies), rewrites what each earlier version saved, and records the finished
-stages in the resume log (:mod:`possym.stages.log`) with the settings they were made with: a stage whose settings
+stages in the memo (:mod:`possym.stages.memo`) with the settings they were made with: a stage whose settings
 have changed since runs again on the next call, as it would have then. What each layout was:
 
 - a reproduction (``DIR/stages.json``, runs in ``DIR/{number,letter}``): each run moves to ``DIR/runs/TASK-s0``;
@@ -15,10 +15,12 @@ have changed since runs again on the next call, as it would have then. What each
   ``DIR/experiment.yaml`` records their training (``possym train --resume DIR`` reads it);
 - a canonical grid (``DIR/runs/TASK/CONDITION/seedS`` with ``canonical.json``): each cell moves to
   ``DIR/runs/CONDITION-TASK-sS`` and its analysis is rewritten as the ``canonical_cell`` stage's;
-- the resume log of the first executor (``DIR/log/ID.json``): each run's entries move into the run's own memo,
+- the memo of the first executor (``DIR/log/ID.json``): each run's entries move into the run's own memo,
   ``DIR/runs/ID/resume.json``; a per-step stage's records the checkpoints its settings asked for as done; the
   old file is kept as ``DIR/log.v1/ID.json``;
 - a run's table whose column has been renamed since (:data:`RENAMED_COLUMNS`) gets today's header;
+- a stage renamed since (:data:`possym.stages.memo.RENAMED_STAGES`: ``train`` is ``training``): its entries in the
+  memos and its section of ``experiment.yaml`` take today's name;
 - a run config saved before a key existed (:data:`SAVED_BEFORE_KEY`) or before its task had fields of its own
   (:data:`TASK_UPGRADES`): ``config.yaml``, ``meta.json``, each checkpoint's header and ``state.pt`` are rewritten with
   the values the run had then (its identity, a hash of those values, does not change).
@@ -45,7 +47,7 @@ from safetensors.torch import save as st_save
 from possym.config import RunConfig, config_from_dict, config_from_saved
 from possym.errors import ConfigError, EarlierLayoutError, PossymError
 from possym.experiment.config import Experiment, dump_experiment
-from possym.experiment.executor import EXPERIMENT_FILE, older_layout
+from possym.experiment.executor import EXPERIMENT_FILE, older_layout, renamed_stages
 from possym.locks import writer_lock
 from possym.runs import (
     CKPT_DIR,
@@ -60,7 +62,7 @@ from possym.runs import (
     identity_of,
     safetensors_metadata,
 )
-from possym.stages.log import EXPERIMENT, ResumeLog, run_memo
+from possym.stages.memo import EXPERIMENT, MEMO_FILE, RENAMED_STAGES, ExperimentMemo, run_memo
 from possym.stages.registry import Stage, get_stage
 from possym.tasks import TASKS
 
@@ -142,7 +144,8 @@ def _layout(out: Path) -> list[str]:
         done += _seeds(out)
     if any(p.is_file() for p in (out / "runs").glob("*/*/seed*/canonical.json")):
         done += _canonical(out)
-    return done + _run_logs(out)
+    renamed = _renamed_entries(out / EXPERIMENT_FILE) + _renamed_entries(out / "log" / f"{EXPERIMENT}.json")
+    return done + _run_logs(out) + renamed
 
 
 # ---- a run's own files ----------------------------------------------------------------------------------------
@@ -217,7 +220,24 @@ def _upgrade_run(run: Path) -> list[str]:
             torch.save(state, tmp)
             os.replace(tmp, run / STATE)
             notes.append(f"{run / STATE}: its recorded config rewritten likewise")
-    return notes + _columns(run)
+    return notes + _columns(run) + _renamed_entries(run / MEMO_FILE)
+
+
+def _renamed_entries(file: Path) -> list[str]:
+    """The stages a memo file (a run's, or an experiment's ``log/experiment.json``) or an ``experiment.yaml``
+    names by an old name (:data:`~possym.stages.memo.RENAMED_STAGES`), renamed in place, their order kept."""
+    old = renamed_stages(file) if file.is_file() else []
+    if not old:
+        return []
+    if file.suffix == ".yaml":
+        data = yaml.safe_load(file.read_text())
+        data["stages"] = {RENAMED_STAGES.get(k, k): v for k, v in data["stages"].items()}
+        atomic_write_text(file, yaml.safe_dump(data, sort_keys=False))
+    else:
+        data = json.loads(file.read_text())
+        data["stages"] = {RENAMED_STAGES.get(k, k): v for k, v in data["stages"].items()}
+        atomic_write_text(file, json.dumps(data, indent=1) + "\n")
+    return [f"{file}: stage {name} renamed {RENAMED_STAGES[name]}" for name in old]
 
 
 def _upgrade_checkpoint(path: Path) -> list[str]:
@@ -263,7 +283,7 @@ def _seed_runs(out: Path) -> list[Path]:
 
 def _seeds(out: Path) -> list[str]:
     """Move each ``OUT/seed{s}`` to ``OUT/runs/TASK-sS`` and record their training as ``OUT/experiment.yaml``."""
-    log, notes, moved = ResumeLog(out), [], []
+    log, notes, moved = ExperimentMemo(out), [], []
     for old in _seed_runs(out):
         task = yaml.safe_load((old / CONFIG).read_text())["task"]["name"]
         rid = f"{task}-s{int(old.name[4:])}"
@@ -287,17 +307,17 @@ def _training_of(runs: list[RunDir]) -> Experiment:
                       for key, value in dataclasses.asdict(getattr(first, section)).items()
                       if (section, key) != ("task", "name"))
     return Experiment(preset=None, tasks=(first.task.name,), seeds=seeds, overrides=overrides,
-                      stages=(("train", get_stage("train").settings_from({})),), retries=0, threads=None,
+                      stages=(("training", get_stage("training").settings_from({})),), retries=0, threads=None,
                       name="train")
 
 
-def _move_run(old: Path, out: Path, run_id: str, log: ResumeLog) -> str:
+def _move_run(old: Path, out: Path, run_id: str, log: ExperimentMemo) -> str:
     """Move an older layout's run directory to ``OUT/runs/ID``, its training marked done if it finished."""
     new = out / "runs" / run_id
     new.parent.mkdir(parents=True, exist_ok=True)
     os.replace(old, new)
     if RunDir.open(new).finished:
-        _mark(log, run_id, "train", get_stage("train").settings_from({}))
+        _mark(log, run_id, "training", get_stage("training").settings_from({}))
     return f"moved {old} to {new}"
 
 
@@ -313,11 +333,12 @@ def _run_logs(out: Path) -> list[str]:
             memo = run_memo(run)
             entries = json.loads(file.read_text()).get("stages", {})
             with memo.update() as stages:
-                for name, entry in entries.items():
+                for old, entry in entries.items():
+                    name = RENAMED_STAGES.get(old, old)
                     moved = None if name in stages else _per_step_entry(run, name, entry)
                     if moved is not None:
                         stages[name] = moved
-            notes.append(f"moved the resume log {file} into {memo.file}")
+            notes.append(f"moved the memo {file} into {memo.file}")
         (out / "log.v1").mkdir(exist_ok=True)
         os.replace(file, out / "log.v1" / file.name)
     return notes
@@ -346,7 +367,7 @@ def _steps(stage: Stage, run: Path, cfg: Any) -> list[int] | None:
     return sorted(stage.steps_of(RunDir.open(run), cfg)) if stage.per_step else None
 
 
-def _mark(log: ResumeLog, owner: str, name: str, old: Any) -> bool:
+def _mark(log: ExperimentMemo, owner: str, name: str, old: Any) -> bool:
     """Record stage ``name`` done for ``owner`` with ``old``, the settings it ran with (typed): the memo reruns it
     where today's differ."""
     stage = get_stage(name)
@@ -372,7 +393,7 @@ def _reproduction(out: Path) -> list[str]:
     record = json.loads((out / "stages.json").read_text())
     settings, stages = record["settings"], record["stages"]
     status = {name: info.get("status") for name, info in stages.items()}
-    log, notes = ResumeLog(out), []
+    log, notes = ExperimentMemo(out), []
     typed = {
         "score": ScoreConfig(n_inputs=settings["score_inputs"]),
         "discrepancy": DiscrepancyConfig(extras=_ints(settings["discrepancy_extras"]),
@@ -400,7 +421,7 @@ def _reproduction(out: Path) -> list[str]:
 
 
 def _sweep(out: Path) -> list[str]:
-    log, notes = ResumeLog(out), []
+    log, notes = ExperimentMemo(out), []
     for state in sorted((out / "trials").iterdir()):
         trial = state / "trial.json"
         if not trial.is_file():
@@ -409,7 +430,7 @@ def _sweep(out: Path) -> list[str]:
         for marker in state.glob("*.done"):
             name = marker.stem
             if name == "train":
-                _mark(log, state.name, "train", get_stage("train").settings_from({}))
+                _mark(log, state.name, "training", get_stage("training").settings_from({}))
                 continue
             # "force" was a setting of some stages; redo is the executor's now, and force never changed a result
             plain = {k: v for k, v in (recorded.get(name) or {}).items() if k != "force"}
@@ -428,7 +449,7 @@ def _sweep(out: Path) -> list[str]:
 def _canonical(out: Path) -> list[str]:
     from possym.canonical.grid import CanonicalCellConfig
 
-    log, notes = ResumeLog(out), []
+    log, notes = ExperimentMemo(out), []
     for cache in sorted((out / "runs").glob("*/*/seed*/canonical.json")):
         cell = cache.parent
         task, cond, seed = cell.parent.parent.name, cell.parent.name, int(cell.name.removeprefix("seed"))
@@ -451,7 +472,7 @@ def _canonical(out: Path) -> list[str]:
                      "heads": heads, "train_s": float(first["train_s"])}
         atomic_write_text(new / "canonical.json", json.dumps(rewritten, indent=1) + "\n")
         if RunDir.open(new).finished:
-            _mark(log, new.name, "train", get_stage("train").settings_from({"monitor": False, "progress": False}))
+            _mark(log, new.name, "training", get_stage("training").settings_from({"monitor": False, "progress": False}))
         _mark(log, new.name, "canonical_cell", cfg)
     for task_dir in (out / "runs").iterdir():  # the emptied TASK/CONDITION folders
         if task_dir.is_dir() and not (task_dir / CONFIG).exists():

@@ -20,8 +20,8 @@ holds:
 A stage's settings are a frozen dataclass (its ``config``), built from plain data with
 :meth:`Stage.settings_from` or :meth:`Stage.from_overrides` (:mod:`possym.settings`: values converted to
 the fields' types, an unknown key an error naming the known ones) and written back with
-:meth:`Stage.settings_of`; the executor keys its resume log on them. A stage that runs a model subclasses
-:class:`Execution` for the two keys of where it runs, ``threads`` and ``device``, which the resume log leaves out
+:meth:`Stage.settings_of`; the executor keys its memo on them. A stage that runs a model subclasses
+:class:`Execution` for the two keys of where it runs, ``threads`` and ``device``, which the memo leaves out
 of its key; the stage declares their defaults (``Stage(threads=, device=)``).
 
 Example:
@@ -95,7 +95,7 @@ class Execution:
     """Where a stage that runs a model runs, the two keys every such stage takes (its config subclasses this):
     ``threads``, torch's threads while it runs, and ``device`` (:func:`possym.devices.resolve_device`); None: the
     stage's default (:attr:`Stage.threads`, :attr:`Stage.device`). They say how the stage runs, not what it
-    computes: the resume log records them beside its key, never in it."""
+    computes: the memo records them beside its key, never in it."""
 
     threads: int | None = field(default=None, kw_only=True)
     device: str | None = field(default=None, kw_only=True)
@@ -295,7 +295,7 @@ class Stage:
         return _flatten(self.config, _plain(dataclasses.asdict(cfg)))
 
     def key_of(self, cfg: Any) -> dict[str, Any]:
-        """What the resume log compares: the settings less :data:`possym.config.EXECUTION_KEYS`, so a rerun
+        """What the memo compares: the settings less :data:`possym.config.EXECUTION_KEYS`, so a rerun
         with more threads or on another device does not redo finished work; a per-step stage's ``steps`` too,
         as the memo records the steps done beside the settings (:meth:`steps_of`)."""
         skip = (*EXECUTION_KEYS, "steps") if self.per_step else EXECUTION_KEYS

@@ -31,7 +31,7 @@ class ReportConfig:
 def report(ctx: StageContext, cfg: ReportConfig) -> Path:
     """Build the report of the experiment's directory; returns the page's path."""
     from possym.report.page import STAGE_ROW, build_report, require_sweep_dir
-    from possym.stages.log import ResumeLog
+    from possym.stages.memo import ExperimentMemo
 
     exp = ctx.exp
     sweep = None if cfg.sweep is None else Path(cfg.sweep)
@@ -41,7 +41,7 @@ def report(ctx: StageContext, cfg: ReportConfig) -> Path:
     runs = {task: exp.runs_of(task) for task in tasks}
     rows = [STAGE_ROW.from_dict({"stage": f"{r.stage}:{r.owner}" if r.owner != "experiment" else r.stage,
                                  "status": r.status, "seconds": r.seconds, "runs": r.attempts})
-            for r in ResumeLog(exp.path).records() if r.stage != "report"]
+            for r in ExperimentMemo(exp.path).records() if r.stage != "report"]
     theory = exp.path / "theory"
     return build_report(exp.path, runs, theory_dir=theory if theory.is_dir() else None, stages=rows,
                         title=cfg.title, sweep=sweep)

@@ -2,14 +2,14 @@
 
 Every engine has one method, ``map(fn, items)``, yielding ``(item, result, error)`` as each call
 finishes (``error`` is a short message, ``None`` on success), in completion order. The executor
-(:mod:`possym.experiment.executor`) owns retries, the resume log and progress, so the engines stay
+(:mod:`possym.experiment.executor`) owns retries, the memo and progress, so the engines stay
 interchangeable; an item is a unit of work (one run's stages), and a worker lost with its process,
 job or node comes back as an error, which the executor retries from the run's last state.
 
 - ``local`` (default, nothing to install): ``concurrent.futures.ProcessPoolExecutor`` with ``spawn``
   workers, one fresh process per unit (torch state never leaks from one run into the next).
   A worker exits within a second of the sweep's death (even by SIGKILL), so a killed sweep leaves
-  no run training behind it; the resume log lets the next call resume it.
+  no run training behind it; the memo lets the next call resume it.
 - ``ray`` (``pip install 'possym[ray]'``): a task per unit on the running Ray instance, on
   ``engine.address``, or on a new local one of ``engine.workers`` CPUs; each task asks for the run's CPUs and,
   where the cluster has GPUs, 1 GPU. Ray does not retry a task lost with its node: it fails here,
@@ -94,7 +94,7 @@ class LocalEngine:
                         item = pending.pop(fut)
                         exc = fut.exception()
                         yield (item, None, _error(exc)) if exc else (item, fut.result(), None)
-            finally:  # interrupted: drop what has not started; running units keep their resume log entries
+            finally:  # interrupted: drop what has not started; running units keep their memo entries
                 pool.shutdown(wait=False, cancel_futures=True)
 
 

@@ -4,7 +4,7 @@ Each run of the spec (``VARIANT-TASK-sSEED``) is one unit of work: its training 
 stages, in one worker of the engine, resumable from its last state. Finished units are only read,
 never re-run, so the same call resumes a killed sweep; a unit that fails is retried ``retries``
 times (``outcome.retried`` names the runs that were), and a run that still fails is reported in
-``outcome.failed`` and in its resume log. A spec that would give an existing run other training
+``outcome.failed`` and in its memo. A spec that would give an existing run other training
 settings is refused before anything runs.
 
 Example:

@@ -1,5 +1,5 @@
 """What the cluster tests run and read: the grid, the command, and what a sweep's directory says
-(OUT/runs/ID, the resume log OUT/log/ID.json, each run's metrics log)."""
+(OUT/runs/ID, the memo OUT/log/ID.json, each run's metrics log)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 import possym
-from possym.stages.log import ResumeLog
+from possym.stages.memo import ExperimentMemo
 
 SRC = Path(possym.__file__).resolve().parents[1]  # the possym under test, for the cluster's own processes
 STEPS = 4000  # ~25 s a run: a job Slurm takes seconds to kill, and one orphaned, are still training
@@ -37,7 +37,7 @@ def write_grid(path: Path, tiny: list[str], retries: int = 0) -> Path:
     overrides = [*tiny, f"train.steps={STEPS}", f"train.eval_every={EVERY}", f"train.checkpoint_every={EVERY}",
                  f"train.state_every={EVERY}"]
     path.write_text(yaml.safe_dump({"tasks": ["number"], "seeds": [0, 1], "overrides": overrides,
-                                    "stages": {"train": {"group": False}, "score": SCORE},  # a job per run
+                                    "stages": {"training": {"group": False}, "score": SCORE},  # a job per run
                                     "retries": retries, "threads": 1}))
     return path
 
@@ -48,8 +48,8 @@ VOLATILE = ("time", "eval_s", "monitor_s")  # wall-clock facts, which differ bet
 
 
 def resume_log(out: Path, rid: str) -> dict:
-    """The run's resume log (OUT/runs/ID/resume.json): stage -> {status, attempts, error, ...}."""
-    return ResumeLog(out).memo(rid).read()
+    """The run's memo (OUT/runs/ID/resume.json): stage -> {status, attempts, error, ...}."""
+    return ExperimentMemo(out).memo(rid).read()
 
 
 def assert_same_results(out: Path, ref: Path, rid: str) -> None:
@@ -78,7 +78,7 @@ def assert_ran_once(out: Path, rid: str) -> None:
     """Each stage started once, and each evaluation was logged once."""
     from possym.runs import RunDir
 
-    assert {s: e["attempts"] for s, e in resume_log(out, rid).items()} == {"train": 1, "score": 1}
+    assert {s: e["attempts"] for s, e in resume_log(out, rid).items()} == {"training": 1, "score": 1}
     steps = [r["step"] for r in RunDir.open(out / "runs" / rid).metrics() if r.get("event") == "eval"]
     assert steps == list(range(0, STEPS + 1, EVERY)), steps
 
@@ -87,7 +87,7 @@ def assert_resumed_once(out: Path, rid: str, resumed_from: int, died_at: float, 
                         trains: int = 2) -> None:
     """Trained up to ``resumed_from`` before it died and never again; trained after it only once, resumed.
 
-    The evidence is the resume log (training started twice, scoring once) and the metrics log: an
+    The evidence is the memo (training started twice, scoring once) and the metrics log: an
     evaluation record carries the wall-clock time at which it was written, and a resumed run keeps the
     records up to its state and writes the later ones anew. Records up to the state must predate the
     death (a restart from scratch would rewrite them); every later one must be written after the
@@ -96,7 +96,7 @@ def assert_resumed_once(out: Path, rid: str, resumed_from: int, died_at: float, 
     from possym.runs import RunDir
 
     log = resume_log(out, rid)
-    assert {s: e["attempts"] for s, e in log.items()} == {"train": trains, "score": 1}, log
+    assert {s: e["attempts"] for s, e in log.items()} == {"training": trains, "score": 1}, log
     evals = [r for r in RunDir.open(out / "runs" / rid).metrics() if r.get("event") == "eval"]
     steps = [r["step"] for r in evals]
     assert steps == list(range(0, STEPS + 1, EVERY)), steps  # each step logged once, none lost

@@ -93,7 +93,7 @@ def test_slurm_jobs_cancelled_or_killed_mid_run_or_orphaned_resume_on_rerun_and_
         expected = "CANCELLED" if fault == "scancel" else "FAILED"
         assert slurm.jobs()[jobs[rid]] == expected
         assert f"FAILED {rid}: slurm job {jobs[rid]} ended {expected} without a result" in output, output
-        entry = resume_log(out, rid)["train"]  # the engine's account, not a stale 'running'
+        entry = resume_log(out, rid)["training"]  # the engine's account, not a stale 'running'
         assert entry["status"] == "failed" and f"ended {expected}" in entry["error"] and entry["attempts"] == 1
         run = RunDir.open(out / "runs" / rid)
         state = run.load_state()
@@ -143,7 +143,7 @@ def test_a_lock_left_on_another_host_is_refused_on_a_slurm_job_with_advice_that_
 ):
     spec = tmp_path / "grid.yaml"
     spec.write_text(json.dumps({"tasks": ["number"], "seeds": [0], "overrides": tiny_overrides, "retries": 0,
-                                "stages": {"train": {"group": False}, "score": SCORE}, "threads": 1}))
+                                "stages": {"training": {"group": False}, "score": SCORE}, "threads": 1}))
     out = tmp_path / "sweep"
     (run_spec,) = load_experiment(spec).runs()
     run = ensure_run(out / "runs" / run_spec.id, run_spec.config())  # the run exists, not yet trained
@@ -160,7 +160,7 @@ def test_a_lock_left_on_another_host_is_refused_on_a_slurm_job_with_advice_that_
     # The run's memo is written under the run's lock, which the other host holds: nothing is recorded there
     # (no stale 'running', no 'failed' a lock holder elsewhere might contradict); the FAILED line above carries
     # the advice, and the executor keeps it on disk in the run's log.
-    assert "train" not in resume_log(out, run_spec.id)
+    assert "training" not in resume_log(out, run_spec.id)
     log = (out / "logs" / f"{run_spec.id}.log").read_text()
     assert "train, score failed:" in log and advice in log, log
     assert run.checkpoint_steps() == [], "refused before it trained"

@@ -2,7 +2,7 @@
 
 from possym.cli import main
 from possym.runs import read_csv
-from possym.stages.log import run_memo
+from possym.stages.memo import run_memo
 
 
 def test_lengthgen_writes_its_curve_reuses_it_and_refuses_bad_input(tmp_path, tiny_overrides, capsys):

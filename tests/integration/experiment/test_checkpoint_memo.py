@@ -14,7 +14,7 @@ from possym.config import load_config
 from possym.errors import RunError
 from possym.experiment import experiment_from_dict, run_experiment, run_stage
 from possym.runs import RunDir
-from possym.stages.log import run_memo
+from possym.stages.memo import run_memo
 from possym.stages.registry import Stage, get_stage, register_stage, unregister_stage
 
 
@@ -46,7 +46,7 @@ def test_a_stage_at_best_is_measured_again_when_best_moves_and_read_back_while_i
         other = next(s for s in run.checkpoint_steps() if s != first)
         (path / "best.json").write_text(json.dumps({"step": other, "accuracy": 1.0, "rule": "test"}))
         exp = experiment_from_dict({"tasks": ["number"], "seeds": [0], "overrides": tiny_overrides, "retries": 0,
-                                    "stages": {"train": {"monitor": False}, "at_best": {}}})
+                                    "stages": {"training": {"monitor": False}, "at_best": {}}})
         outcome = run_experiment(exp, tmp_path, progress=False)
         assert outcome.failed == {} and outcome.ran == [("number-s0", "at_best")]
         assert measured(run) == [first, other]

@@ -17,7 +17,7 @@ from possym.errors import ConfigError, PossymError
 from possym.experiment import apply_overrides, experiment_from_dict, run_experiment
 from possym.experiment.reproduce import reproduction
 from possym.runs import ARTIFACTS, Artifact, RunDir, StepSpec
-from possym.stages.log import ResumeLog
+from possym.stages.memo import ExperimentMemo
 from possym.stages.registry import Execution, Stage, StageContext, get_stage, register_stage, unregister_stage
 from possym.sweep.engines import LocalEngine
 from possym.sweep.run import run_sweep
@@ -146,7 +146,7 @@ def test_a_stage_defined_in_a_test_file_runs_through_a_sweep_on_worker_processes
     outcome = run_sweep(exp, tmp_path, LocalEngine(2), summary=False)
     assert outcome.failed == {} and sorted(outcome.ran) == sorted(
         (f"{v}-number-s{s}", stage) for v in "ab" for s in (0, 1)
-        for stage in ("train", "count_checkpoints", "weight_norms"))
+        for stage in ("training", "count_checkpoints", "weight_norms"))
     assert (tmp_path / "runs" / "b-number-s1" / "toy" / "settings.json").is_file()  # written on a worker
     for rid in ("a-number-s0", "b-number-s1"):
         assert calls(tmp_path, rid) == ["s"]
@@ -195,7 +195,7 @@ def test_a_failing_run_is_retried_then_reported_and_the_others_and_the_experimen
     assert outcome.retried == ["number-s1"]
     assert (tmp_path / "runs" / "number-s0" / "count.json").exists()
     assert not (tmp_path / "runs" / "number-s1" / "count.json").exists()  # later stages leave it out
-    entry = ResumeLog(tmp_path).entry("number-s1", "fails_for_seed_1")
+    entry = ExperimentMemo(tmp_path).entry("number-s1", "fails_for_seed_1")
     assert entry["status"] == "failed" and entry["attempts"] == 2
     # the line every command prints names the error and the log that holds all of it
     log = tmp_path / "logs" / "number-s1.log"
@@ -253,7 +253,7 @@ def test_runs_that_train_as_one_group_share_a_unit_and_a_failure_in_one_leaves_t
     assert engine.units == ["number-s0+1", "number-s1"]
     assert list(outcome.failed) == ["number-s1"] and outcome.retried == ["number-s1"]
     assert (tmp_path / "runs" / "number-s0" / "count.json").exists()  # its later stage ran despite its companion
-    train = ResumeLog(tmp_path).entry("number-s0", "train")
+    train = ExperimentMemo(tmp_path).entry("number-s0", "training")
     assert train["status"] == "done" and train["attempts"] == 1
 
 
@@ -263,7 +263,7 @@ def test_a_stage_an_engine_cannot_ship_is_refused_by_name_before_anything_runs(t
         exp = tiny_experiment(tiny_overrides, {"lambda_stage": {}})
         with pytest.raises(PossymError, match="stage 'lambda_stage' cannot be sent to an engine's workers"):
             run_experiment(exp, tmp_path, engine=InProcessEngine(), progress=False)
-        assert ResumeLog(tmp_path).entry("number-s0", "train") is None  # not even training started
+        assert ExperimentMemo(tmp_path).entry("number-s0", "training") is None  # not even training started
         assert run_experiment(exp, tmp_path, progress=False).failed == {}  # in this process it is fine
     finally:
         unregister_stage(stage.name)

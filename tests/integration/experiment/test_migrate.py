@@ -114,3 +114,22 @@ def test_an_old_canonical_grid_is_recognised_cell_by_cell(old):
     assert sorted(p.name for p in (old / "canonical" / "runs").iterdir()) == ["band1-index-s0", "nope-index-s0"]
     assert len(outcome.results["canonical_report"].runs) == 2
     assert weights(old / "canonical") == before and len(before) == 4  # moved, not retrained
+
+
+def test_a_stage_under_its_old_name_is_refused_then_renamed_and_not_rerun(tmp_path, tiny_overrides):
+    """The training stage was called ``train`` (the run's ``train.*`` section shared the word): an experiment whose
+    experiment.yaml and memos say ``train`` is refused by the run path, and once migrated its runs are not
+    retrained."""
+    exp = experiment_from_dict({"tasks": ["number"], "overrides": tiny_overrides, "retries": 0})
+    run_experiment(exp, tmp_path, progress=False)
+    memo, spec = tmp_path / "runs" / "number-s0" / "resume.json", tmp_path / "experiment.yaml"
+    for file in (memo, spec):
+        file.write_text(file.read_text().replace('"training"', '"train"').replace("  training:", "  train:"))
+    assert '"train"' in memo.read_text() and "  train:" in spec.read_text()
+    with pytest.raises(EarlierLayoutError, match=r"a run memo of an earlier possym \(a stage under its old name: "
+                                                 r"train -> training\).*possym migrate"):
+        run_experiment(exp, tmp_path, progress=False)
+    notes = migrate(tmp_path)
+    assert f"{memo}: stage train renamed training" in notes and f"{spec}: stage train renamed training" in notes
+    outcome = run_experiment(exp, tmp_path, progress=False)
+    assert outcome.ran == [] and ("number-s0", "training") in outcome.skipped and migrate(tmp_path) == []

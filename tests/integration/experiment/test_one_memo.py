@@ -16,7 +16,7 @@ from possym.experiment import apply_overrides, experiment_from_dict, run_experim
 from possym.experiment.migrate import migrate
 from possym.records import ScoreRecord
 from possym.runs import RunDir
-from possym.stages.log import MEMO_FILE, ResumeLog, run_memo
+from possym.stages.memo import MEMO_FILE, ExperimentMemo, run_memo
 from possym.stages.registry import get_stage
 
 SMALL = {"n_inputs": 4, "figures": False, "frequency": False}
@@ -39,8 +39,8 @@ def files(run: Path) -> dict[str, int]:
 @pytest.fixture
 def trained(tmp_path, tiny_overrides) -> Path:
     """An experiment directory whose one run is trained (checkpoints 0, 10, 20, 30) and nothing else."""
-    outcome = run_experiment(experiment(tiny_overrides, {"train": {}}), tmp_path, progress=False)
-    assert outcome.failed == {} and outcome.ran == [(RID, "train")]
+    outcome = run_experiment(experiment(tiny_overrides, {"training": {}}), tmp_path, progress=False)
+    assert outcome.failed == {} and outcome.ran == [(RID, "training")]
     return tmp_path
 
 
@@ -52,7 +52,7 @@ def test_a_stage_run_from_the_cli_then_inside_an_experiment_runs_once(trained, t
     outcome = run_experiment(experiment(tiny_overrides, {"score": SMALL, "lengthgen": CURVE}), trained,
                              progress=False)
     assert outcome.failed == {} and outcome.ran == []
-    assert sorted(outcome.skipped) == [(RID, "lengthgen"), (RID, "score"), (RID, "train")]
+    assert sorted(outcome.skipped) == [(RID, "lengthgen"), (RID, "score"), (RID, "training")]
     assert files(run) == before  # nothing rewritten, the memo included
 
 
@@ -107,7 +107,7 @@ def test_redo_in_an_experiment_reruns_the_stages_it_names_alone(trained, tiny_ov
     run_experiment(exp, trained, progress=False)
     outcome = run_experiment(exp, trained, progress=False, redo=["lengthgen"])
     assert outcome.ran == [(RID, "lengthgen")]
-    assert sorted(outcome.skipped) == [(RID, "score"), (RID, "train")]
+    assert sorted(outcome.skipped) == [(RID, "score"), (RID, "training")]
 
 
 def test_a_changed_setting_reruns_that_stage_alone(trained, tiny_overrides):
@@ -135,10 +135,10 @@ def test_an_experiment_of_the_previous_layout_is_refused_and_once_migrated_keeps
     (trained / "log" / f"{RID}.json").write_text(json.dumps({"owner": RID, "stages": stages}))
     (run / MEMO_FILE).unlink()
     before = files(run)
-    with pytest.raises(EarlierLayoutError, match="the resume log of an earlier executor"):
+    with pytest.raises(EarlierLayoutError, match="the memo of an earlier executor"):
         run_experiment(exp, trained, progress=False)
     notes = migrate(trained)
-    assert any("moved the resume log" in note for note in notes), notes
+    assert any("moved the memo" in note for note in notes), notes
     outcome = run_experiment(exp, trained, progress=False)
     assert outcome.ran == [] and outcome.failed == {}
     assert (trained / "log.v1" / f"{RID}.json").is_file() and not (trained / "log" / f"{RID}.json").exists()
@@ -146,4 +146,4 @@ def test_an_experiment_of_the_previous_layout_is_refused_and_once_migrated_keeps
     assert memo.entry("score")["steps"] == [0, 10, 20, 30] and memo.entry("lengthgen")["steps"] == [30]
     assert "steps" not in memo.entry("score")["settings"]
     assert {k: v for k, v in files(run).items() if k != MEMO_FILE} == before
-    assert [r.stage for r in ResumeLog(trained).records() if r.owner == RID] == ["train", "score", "lengthgen"]
+    assert [r.stage for r in ExperimentMemo(trained).records() if r.owner == RID] == ["training", "score", "lengthgen"]

@@ -18,7 +18,7 @@ from safetensors.torch import load_file
 from possym.cli import main
 from possym.records import LengthRecord
 from possym.runs import RunDir, read_csv
-from possym.stages.log import ResumeLog
+from possym.stages.memo import ExperimentMemo
 
 FAST = ["lengthgen.grid=[0,10,100]", "lengthgen.n=8", "lengthgen.n_prefixes=2", "score.n_inputs=8",
         "discrepancy.extras=[0,10]", "discrepancy.samples=4"]
@@ -31,7 +31,7 @@ def reproduce_args(out, tiny, skip=("theory", "canonical")):
 
 
 def log(out, owner):
-    return ResumeLog(out).memo(owner).read()
+    return ExperimentMemo(out).memo(owner).read()
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +46,7 @@ def test_every_stage_ran_once_and_left_its_outputs(tiny_reproduction):
     assert list(log(out, "experiment")) == ["data", "report"]
     for task in ("number", "letter"):
         stages = log(out, f"{task}-s0")
-        assert list(stages) == ["train", "score", "discrepancy", "lengthgen"]
+        assert list(stages) == ["training", "score", "discrepancy", "lengthgen"]
         assert all(s["status"] == "done" and s["attempts"] == 1 and s["seconds"] >= 0 for s in stages.values())
         assert (out / "runs" / f"{task}-s0" / "scores.csv").exists()
         assert (out / "runs" / f"{task}-s0" / "lengthgen.csv").exists()
@@ -97,7 +97,7 @@ def test_a_second_call_only_rebuilds_the_report_and_other_settings_are_refused(
     TINY = tiny_session_overrides
     out = tiny_reproduction
     assert main(reproduce_args(out, TINY)) == 0
-    assert log(out, "number-s0")["train"]["attempts"] == 1 and log(out, "experiment")["report"]["attempts"] == 2
+    assert log(out, "number-s0")["training"]["attempts"] == 1 and log(out, "experiment")["report"]["attempts"] == 2
     capsys.readouterr()
     assert main(reproduce_args(out, [*TINY, "train.lr=0.01"])) == 2
     assert "holds a run with another config (train.lr differ)" in capsys.readouterr().err
@@ -156,10 +156,10 @@ def test_a_killed_reproduction_resumes_where_it_stopped(tmp_path, tiny_overrides
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert log(out, "experiment")["data"]["status"] == "done"
-    assert log(out, "number-s0")["train"]["status"] == "running"
+    assert log(out, "number-s0")["training"]["status"] == "running"
 
     assert main(args) == 0
-    assert log(out, "experiment")["data"]["attempts"] == 1 and log(out, "number-s0")["train"]["attempts"] == 2
+    assert log(out, "experiment")["data"]["attempts"] == 1 and log(out, "number-s0")["training"]["attempts"] == 2
     assert all(s["status"] == "done" for owner in ("number-s0", "letter-s0") for s in log(out, owner).values())
     # The resumed training ends exactly where an uninterrupted one does.
     fresh = tmp_path / "fresh"

@@ -10,7 +10,7 @@ import pytest
 
 from possym.cli import main
 from possym.experiment import experiment_from_dict, run_experiment
-from possym.stages.log import EXPERIMENT, ResumeLog
+from possym.stages.memo import EXPERIMENT, ExperimentMemo
 
 THEORY = {"quick": True, "samples": 30, "n_max": 40}
 THEORY_ARGS = ["theory.quick=true", "theory.samples=30", "theory.n_max=40"]
@@ -39,10 +39,10 @@ def test_the_theory_run_from_the_cli_then_inside_an_experiment_runs_once(tmp_pat
     assert "theory: done with these settings" in printed and "read back; 0 verification rows off" in printed
     assert "Theorem 3.2: where the bounds hold" in printed and files(tmp_path / "theory") == tables
     assert main(["theory", "--out", str(tmp_path), *THEORY_ARGS, "--redo"]) == 0
-    assert ResumeLog(tmp_path).entry(EXPERIMENT, "theory")["attempts"] == 2
+    assert ExperimentMemo(tmp_path).entry(EXPERIMENT, "theory")["attempts"] == 2
     assert main(["theory", "--out", str(tmp_path), "theory.quick=true", "theory.samples=31",
                  "theory.n_max=40"]) == 0  # another setting: the stage reruns
-    assert ResumeLog(tmp_path).entry(EXPERIMENT, "theory")["settings"]["samples"] == 31
+    assert ExperimentMemo(tmp_path).entry(EXPERIMENT, "theory")["settings"]["samples"] == 31
 
 
 def test_the_theory_inside_an_experiment_then_from_the_cli_is_read_back(tmp_path, tiny_overrides, capsys):

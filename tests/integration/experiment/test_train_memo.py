@@ -17,7 +17,7 @@ from possym.errors import EarlierLayoutError, PossymError
 from possym.experiment import experiment_from_dict, run_experiment
 from possym.experiment.migrate import migrate
 from possym.runs import RunDir
-from possym.stages.log import run_memo
+from possym.stages.memo import run_memo
 
 SMALL = {"n_inputs": 4, "figures": False, "frequency": False}
 
@@ -40,10 +40,10 @@ def test_seeds_trained_from_the_cli_are_the_runs_of_an_experiment_over_the_same_
     assert main(["train", "--task", "number", "--seeds", "0,1", "--out", str(tmp_path), *tiny_overrides]) == 0
     assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == ["number-s0", "number-s1"]
     trained = checkpoints(tmp_path)
-    outcome = run_experiment(experiment(tiny_overrides, {"train": {}, "score": SMALL}, (0, 1)), tmp_path,
+    outcome = run_experiment(experiment(tiny_overrides, {"training": {}, "score": SMALL}, (0, 1)), tmp_path,
                              progress=False)
     assert outcome.failed == {} and sorted(outcome.ran) == [("number-s0", "score"), ("number-s1", "score")]
-    assert {("number-s0", "train"), ("number-s1", "train")} <= set(outcome.skipped)
+    assert {("number-s0", "training"), ("number-s1", "training")} <= set(outcome.skipped)
     assert checkpoints(tmp_path) == trained  # nothing retrained
 
 
@@ -51,20 +51,20 @@ def test_a_run_trained_alone_records_its_training_in_its_memo_and_resume_trains_
                                                                                              tiny_overrides):
     run = tmp_path / "run"
     assert main(["train", "--task", "number", "--out", str(run), *tiny_overrides]) == 0
-    entry = run_memo(run).entry("train")
+    entry = run_memo(run).entry("training")
     assert entry["status"] == "done" and entry["settings"]["monitor"] is True
     trained = checkpoints(run)
     assert main(["train", "--resume", str(run)]) == 0  # finished: trains nothing, whatever the memo says
-    assert checkpoints(run) == trained and run_memo(run).entry("train")["attempts"] == 2
+    assert checkpoints(run) == trained and run_memo(run).entry("training")["attempts"] == 2
 
 
 def test_a_run_trained_from_python_is_the_run_of_an_experiment_over_it(tmp_path, tiny_overrides):
     cfg = load_config("number", None, tiny_overrides)
     run = train_model(cfg, tmp_path / "runs" / "number-s0", monitor=False, progress=False)
-    assert run_memo(run.path).entry("train")["status"] == "done"
+    assert run_memo(run.path).entry("training")["status"] == "done"
     trained = checkpoints(tmp_path)
-    outcome = run_experiment(experiment(tiny_overrides, {"train": {"monitor": False}}), tmp_path, progress=False)
-    assert outcome.ran == [] and outcome.failed == {} and ("number-s0", "train") in outcome.skipped
+    outcome = run_experiment(experiment(tiny_overrides, {"training": {"monitor": False}}), tmp_path, progress=False)
+    assert outcome.ran == [] and outcome.failed == {} and ("number-s0", "training") in outcome.skipped
     assert checkpoints(tmp_path) == trained  # nothing retrained
 
 
@@ -73,14 +73,14 @@ def test_runs_trained_together_from_python_are_the_runs_of_an_experiment_over_th
                                                                                              "dropout"))])
                for s in (0, 1)]
     runs = train_models(configs, [tmp_path / "runs" / f"number-s{s}" for s in (0, 1)], monitor=False, progress=False)
-    assert [run_memo(r.path).entry("train")["status"] for r in runs] == ["done", "done"]
+    assert [run_memo(r.path).entry("training")["status"] for r in runs] == ["done", "done"]
     trained = checkpoints(tmp_path)
     again = train_models(configs, [r.path for r in runs], monitor=False, progress=False)  # done: read back
-    assert [run_memo(r.path).entry("train")["attempts"] for r in again] == [1, 1]
-    outcome = run_experiment(experiment(tiny_overrides, {"train": {"monitor": False}}, (0, 1)), tmp_path,
+    assert [run_memo(r.path).entry("training")["attempts"] for r in again] == [1, 1]
+    outcome = run_experiment(experiment(tiny_overrides, {"training": {"monitor": False}}, (0, 1)), tmp_path,
                              progress=False)
     assert outcome.ran == [] and outcome.failed == {}
-    assert {("number-s0", "train"), ("number-s1", "train")} <= set(outcome.skipped)
+    assert {("number-s0", "training"), ("number-s1", "training")} <= set(outcome.skipped)
     assert checkpoints(tmp_path) == trained  # nothing retrained
 
 
@@ -100,7 +100,7 @@ def test_an_older_seeds_layout_is_refused_and_once_migrated_an_experiment_finds_
     out = tmp_path / "out"
     shutil.copytree(older_seeds, out)
     trained = {k.replace("seed", "runs/number-s", 1): v for k, v in checkpoints(out).items()}
-    exp = experiment(tiny_overrides, {"train": {}}, (0, 1))
+    exp = experiment(tiny_overrides, {"training": {}}, (0, 1))
     with pytest.raises(EarlierLayoutError, match=r"the seeds of an earlier `possym train --seeds`.*possym migrate"):
         run_experiment(exp, out, progress=False)
     assert f"moved {out / 'seed0'} to {out / 'runs' / 'number-s0'}" in migrate(out)
@@ -108,7 +108,7 @@ def test_an_older_seeds_layout_is_refused_and_once_migrated_an_experiment_finds_
     assert outcome.ran == [] and outcome.failed == {}
     assert not (out / "seed0").exists() and RunDir.open(out / "runs" / "number-s1").finished
     assert checkpoints(out) == trained  # moved, not retrained
-    assert run_memo(out / "runs" / "number-s0").entry("train")["migrated"] is True
+    assert run_memo(out / "runs" / "number-s0").entry("training")["migrated"] is True
 
 
 def test_an_older_seeds_layout_resumes_from_the_cli_once_migrated(older_seeds, tmp_path, tiny_overrides, capsys):
@@ -131,6 +131,6 @@ def test_a_migrated_seed_run_of_another_config_is_refused_naming_what_differs(ol
     out = tmp_path / "out"
     shutil.copytree(older_seeds, out)
     migrate(out)
-    exp = experiment([*tiny_overrides, "train.lr=0.002"], {"train": {"monitor": False}}, (1,))
+    exp = experiment([*tiny_overrides, "train.lr=0.002"], {"training": {"monitor": False}}, (1,))
     with pytest.raises(PossymError, match="train.lr differ"):
         run_experiment(exp, out, progress=False)

@@ -21,7 +21,7 @@ from possym.errors import ConfigError, OptionError, PossymError, RunError
 from possym.evaluate.curves import learning_summary
 from possym.experiment import run_stage
 from possym.runs import CKPT_DIR, RunDir
-from possym.stages.log import run_memo
+from possym.stages.memo import run_memo
 from possym.stages.registry import get_stage
 from possym.tasks import make_splits
 from possym.train.loop import train
@@ -109,7 +109,7 @@ def test_a_full_disk_while_training_names_the_command_that_continues_and_it_does
     monkeypatch.setattr(RunDir, "save_checkpoint", full)
     run = tmp_path / "run"
     err = one_line_error(capsys, ["train", "--task", "number", "--out", str(run), *tiny_overrides,
-                                  "train.progress=false"])
+                                  "training.progress=false"])
     assert err.endswith(f"is full; free some space, then `possym train --resume {run}` continues it (--debug shows "
                         "the traceback)")  # before: "rerun the command", which is refused: RUN holds a run
     monkeypatch.setattr(RunDir, "save_checkpoint", real)

@@ -18,11 +18,11 @@ from possym.cli import main
 from possym.config import load_config
 from possym.errors import DivergedError, RunError
 from possym.runs import RunDir
-from possym.stages.log import run_memo
+from possym.stages.memo import run_memo
 from possym.tasks import make_splits
 from possym.train.loop import train
 
-QUIET = ["train.progress=false", "train.monitor=false"]
+QUIET = ["training.progress=false", "training.monitor=false"]
 
 
 def test_an_absurd_learning_rate_stops_training_with_one_line_exit_2_and_the_run_marked_diverged(tmp_path, capsys,
@@ -38,7 +38,7 @@ def test_an_absurd_learning_rate_stops_training_with_one_line_exit_2_and_the_run
     step, last = int(said.group(1)), int(said.group(2))
     assert opened.diverged["step"] == step and opened.checkpoint_steps()[-1] == last < step
     assert all(opened.load_model(s) is not None for s in opened.checkpoint_steps())  # every checkpoint kept is finite
-    assert not opened.finished and run_memo(run).entry("train")["status"] == "failed"
+    assert not opened.finished and run_memo(run).entry("training")["status"] == "failed"
     shown = f"diverged at step {step} (loss nan; last finite checkpoint: step {last})"
     assert repr(possym.open_run(run)).endswith(f"{shown})")
     assert main(["summary", str(run)]) == 0 and shown in capsys.readouterr().out
@@ -62,24 +62,24 @@ def test_a_diverged_member_of_a_group_stops_alone_and_the_others_train_to_their_
         possym.train_models([good, bad], [tmp_path / "good", tmp_path / "bad"], progress=False, monitor=False)
     assert raised.value.runs == (str(tmp_path / "bad"),) and "the loss is nan" in str(raised.value)
     assert RunDir.open(tmp_path / "good").finished and RunDir.open(tmp_path / "bad").diverged
-    assert run_memo(tmp_path / "good").entry("train")["status"] == "done"
-    assert run_memo(tmp_path / "bad").entry("train")["status"] == "failed"
+    assert run_memo(tmp_path / "good").entry("training")["status"] == "done"
+    assert run_memo(tmp_path / "bad").entry("training")["status"] == "failed"
     alone = possym.train_model(good, tmp_path / "alone", progress=False, monitor=False)
     assert same_weights(RunDir.open(tmp_path / "good"), alone.dir, 30), "its numbers are those it has alone"
 
 
 def test_a_diverged_run_of_an_experiment_fails_alone_and_its_group_companion_is_trained(tmp_path, tiny_overrides):
     from possym.experiment import Experiment, Variant, run_experiment
-    from possym.stages.train import TrainStageConfig
+    from possym.stages.training import TrainStageConfig
 
     exp = Experiment(preset=None, tasks=("number",), seeds=(0,), overrides=tuple(tiny_overrides),
                      variants=(Variant("ok"), Variant("hot", ("train.lr=1e300",))),
-                     stages=(("train", TrainStageConfig(monitor=False, progress=False)),), retries=0, threads=None,
+                     stages=(("training", TrainStageConfig(monitor=False, progress=False)),), retries=0, threads=None,
                      name="t")
     outcome = run_experiment(exp, tmp_path / "out", progress=False)
     assert list(outcome.failed) == ["hot-number-s0"] and "the loss is nan" in outcome.failed["hot-number-s0"]
-    assert ("ok-number-s0", "train") in outcome.ran and RunDir.open(tmp_path / "out/runs/ok-number-s0").finished
-    assert run_memo(tmp_path / "out/runs/ok-number-s0").entry("train")["status"] == "done"
+    assert ("ok-number-s0", "training") in outcome.ran and RunDir.open(tmp_path / "out/runs/ok-number-s0").finished
+    assert run_memo(tmp_path / "out/runs/ok-number-s0").entry("training")["status"] == "done"
 
 
 def test_on_nonfinite_continue_trains_on_and_the_run_says_so_wherever_it_is_shown(tmp_path, capsys, tiny_overrides):

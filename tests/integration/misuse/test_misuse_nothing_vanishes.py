@@ -24,7 +24,7 @@ from possym.config import load_config
 from possym.errors import PossymError, RunError
 from possym.experiment import run_stage
 from possym.runs import CKPT_DIR, CONFIG, META, METRICS, STATE, RunDir
-from possym.stages.log import MEMO_FILE
+from possym.stages.memo import MEMO_FILE
 from possym.stages.registry import get_stage
 from possym.tasks import make_splits
 from possym.train.loop import train
@@ -226,7 +226,7 @@ def test_sigterm_is_exit_143_with_one_line_and_the_resume_hint_and_the_hint_work
     train(reference, make_splits(reference.config.task, 0))
     run = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "possym", "train", "--task", "number", "--out", str(run), *longer,
-                             "train.progress=false"], env=env(), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                             "training.progress=false"], env=env(), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL,
                             text=True)
     deadline = time.time() + 300
     while not (run / "checkpoints" / "step_000010.safetensors").exists():

@@ -146,7 +146,7 @@ def test_a_stage_the_executor_runs_in_the_process_that_holds_the_runs_lock_runs_
     run = tmp_path / "runs" / "number-s0"
     with writer_lock(run, "run"):  # a caller that writes the run runs its experiment: not a second writer
         outcome = run_experiment(tiny_experiment(tiny_overrides), tmp_path, progress=False)
-        assert outcome.failed == {} and sorted(outcome.ran) == [("number-s0", "score"), ("number-s0", "train")]
+        assert outcome.failed == {} and sorted(outcome.ran) == [("number-s0", "score"), ("number-s0", "training")]
         assert lock_holder(run).pid == os.getpid(), "the stages' own holds ended without releasing the caller's"
     assert not (run / LOCK_FILE).exists()
 

@@ -13,7 +13,7 @@ from possym.scores.checkpoints import hop_queries, score_inputs
 from possym.scores.monitor import monitor_scores
 from possym.scores.swap_and_rerun import reference_head_scores
 from possym.scores.swaps import head_scores
-from possym.stages.log import run_memo
+from possym.stages.memo import run_memo
 from possym.tasks import make_splits
 from possym.train.loop import train
 

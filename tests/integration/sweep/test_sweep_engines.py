@@ -1,6 +1,6 @@
 """`possym sweep` for real, with tiny runs: the local pool (2 workers), Ray (num_cpus=2), submitit's local executor;
 resuming after a failure and after a kill, and the summary. The evidence is the executor's layout: OUT/runs/ID,
-the resume log OUT/log/ID.json (each stage's status and attempts) and each run's metrics log."""
+the memo OUT/log/ID.json (each stage's status and attempts) and each run's metrics log."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from possym.report.claimspec import load_claims
 from possym.report.evidence import load_evidence
 from possym.report.grading import check_claims
 from possym.runs import RunDir, read_csv
-from possym.stages.log import ResumeLog
+from possym.stages.memo import ExperimentMemo
 from possym.sweep.claims import SWEEP_SKIPS
 
 SCORE = {"n_inputs": 4, "figures": False, "frequency": False}
@@ -28,7 +28,7 @@ SCORE = {"n_inputs": 4, "figures": False, "frequency": False}
 
 # One run per unit of work: these tests hold what the engines do with units (their seeds would otherwise
 # train as one group, in one unit; tests/integration/experiment covers grouped units).
-ALONE = {"train": {"group": False}}
+ALONE = {"training": {"group": False}}
 
 
 def write_spec(path: Path, tiny: list[str], seeds=(0, 1), stages=None, **extra) -> Path:
@@ -45,8 +45,8 @@ def write_spec(path: Path, tiny: list[str], seeds=(0, 1), stages=None, **extra) 
 
 
 def log(out: Path, rid: str) -> dict:
-    """The run's resume log: stage -> {status, attempts, error, ...}."""
-    return ResumeLog(out).memo(rid).read()
+    """The run's memo: stage -> {status, attempts, error, ...}."""
+    return ExperimentMemo(out).memo(rid).read()
 
 
 def attempts(out: Path, rid: str) -> dict[str, int]:
@@ -99,7 +99,7 @@ def test_local_engine_runs_every_stage_then_resumes_without_redoing_work(tmp_pat
     assert main(["sweep", str(spec), "--out", str(out), "engine.workers=2"]) == 0
     assert "4/4 runs done, 0 failed, 0 retried (none)" in capsys.readouterr().out
     for rid in ("base-number-s0", "nope1-number-s1"):
-        assert attempts(out, rid) == {"train": 1, "score": 1, "lengthgen": 1, "discrepancy": 1}
+        assert attempts(out, rid) == {"training": 1, "score": 1, "lengthgen": 1, "discrepancy": 1}
     assert RunDir.open(out / "runs/base-number-s0").checkpoint_path(30).stat().st_mtime_ns == final
 
 
@@ -115,7 +115,7 @@ def test_a_failing_stage_keeps_the_finished_ones_and_a_rerun_completes_it(tmp_pa
     entry = log(out, "number-s0")
     # The refused setting was refused before the run's memo was touched; the run's log holds the error.
     assert "discrepancy" not in entry and "no checkpoint for step 999" in (out / "logs/number-s0.log").read_text()
-    assert entry["train"]["status"] == entry["score"]["status"] == "done"
+    assert entry["training"]["status"] == entry["score"]["status"] == "done"
     good = write_spec(
         tmp_path / "good.yaml",
         tiny_overrides,
@@ -123,7 +123,7 @@ def test_a_failing_stage_keeps_the_finished_ones_and_a_rerun_completes_it(tmp_pa
         stages={"score": SCORE, "discrepancy": {"samples": 4, "extras": [0, 10]}},
     )
     assert main(["sweep", str(good), "--out", str(out), "engine.workers=1"]) == 0
-    assert attempts(out, "number-s0") == {"train": 1, "score": 1, "discrepancy": 1}
+    assert attempts(out, "number-s0") == {"training": 1, "score": 1, "discrepancy": 1}
     assert all(e["status"] == "done" and e["error"] is None for e in log(out, "number-s0").values())
 
 
@@ -135,7 +135,7 @@ def test_a_changed_run_config_is_refused_not_mixed(tmp_path, tiny_overrides, cap
     changed = write_spec(tmp_path / "b.yaml", [*tiny_overrides, "train.lr=2e-3"], seeds=[0], stages={})
     assert main(["sweep", str(changed), "--out", str(out), "engine.workers=1"]) == 2
     assert "train.lr differ" in capsys.readouterr().err
-    assert (out / "runs/number-s0/config.yaml").read_text() == before and attempts(out, "number-s0") == {"train": 1}
+    assert (out / "runs/number-s0/config.yaml").read_text() == before and attempts(out, "number-s0") == {"training": 1}
 
 
 @pytest.mark.long
@@ -149,7 +149,7 @@ def test_a_run_is_its_resolved_config_so_an_equivalent_spelling_continues_it(tmp
     (run,) = load_experiment(str(same)).runs()
     assert run.config() == RunDir.open(out / "runs" / run.id).config
     assert main(["sweep", str(same), "--out", str(out), "engine.workers=1"]) == 0
-    assert attempts(out, "number-s0") == {"train": 1, "score": 1}  # only the added stage ran
+    assert attempts(out, "number-s0") == {"training": 1, "score": 1}  # only the added stage ran
 
 
 @pytest.mark.long
@@ -163,7 +163,7 @@ def test_killing_the_sweep_loses_no_finished_run_and_the_interrupted_one_resumes
     deadline = time.monotonic() + 240
 
     def first_done() -> bool:
-        return (out / "runs/number-s0/resume.json").is_file() and log(out, "number-s0")["train"]["status"] == "done"
+        return (out / "runs/number-s0/resume.json").is_file() and log(out, "number-s0")["training"]["status"] == "done"
 
     while not (first_done() and (second / "state.pt").is_file() and RunDir.open(second).load_state()["step"] >= 25):
         assert proc.poll() is None and time.monotonic() < deadline, "the sweep stopped or hung"
@@ -172,10 +172,10 @@ def test_killing_the_sweep_loses_no_finished_run_and_the_interrupted_one_resumes
     proc.wait()
     killed_at = time.time()
     resumed_from = RunDir.open(second).load_state()["step"]
-    assert 25 <= resumed_from < 150 and log(out, "number-s1")["train"]["status"] == "running"
+    assert 25 <= resumed_from < 150 and log(out, "number-s1")["training"]["status"] == "running"
     assert main(["sweep", str(spec), "--out", str(out), "engine.workers=1"]) == 0
-    assert attempts(out, "number-s0") == {"train": 1}  # finished: not rerun
-    assert attempts(out, "number-s1") == {"train": 2}
+    assert attempts(out, "number-s0") == {"training": 1}  # finished: not rerun
+    assert attempts(out, "number-s1") == {"training": 2}
     # Resumed from its state, not restarted: the evaluations up to the state are the first run's, once each.
     evals = [r for r in RunDir.open(second).metrics() if r.get("event") == "eval"]
     assert [r["step"] for r in evals] == list(range(0, 151, 10))

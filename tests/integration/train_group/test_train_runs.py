@@ -13,7 +13,7 @@ from possym.errors import ConfigError
 from possym.experiment import experiment_from_dict, run_experiment
 from possym.runs import RunDir
 from possym.stages.registry import get_stage
-from possym.stages.train import TrainStageConfig, plan_training, train_group_runs, train_runs
+from possym.stages.training import TrainStageConfig, plan_training, train_group_runs, train_runs
 from possym.train.group import member_memory_mb
 from possym.train.trainee import GROUP_STATE
 
@@ -60,7 +60,7 @@ def test_train_runs_trains_groups_and_singles_prints_its_plan_and_restores_threa
     assert list(record.finals) == [str(r.path) for r in runs]
     assert all(f["event"] == "final" for f in record.finals.values())
     out = capsys.readouterr()
-    assert "train: group of 2 (number, fp32)" in out.out + out.err
+    assert "training: group of 2 (number, fp32)" in out.out + out.err
     assert runs[0].load_state()["group"]["size"] == 2 and runs[2].load_state()["group"]["size"] == 1  # alone: of one
     again = train_runs(runs, monitor=False, progress=False)
     assert again.skipped == tuple(str(r.path) for r in runs) and again.finals == {}
@@ -68,7 +68,7 @@ def test_train_runs_trains_groups_and_singles_prints_its_plan_and_restores_threa
 
 def test_the_train_stage_groups_the_seeds_of_an_experiment(tmp_path, tiny_overrides):
     exp = experiment_from_dict({"tasks": ["number"], "seeds": [0, 1], "overrides": tiny_overrides, "retries": 0,
-                                "stages": {"train": {"monitor": False, "progress": False}}})
+                                "stages": {"training": {"monitor": False, "progress": False}}})
     outcome = run_experiment(exp, tmp_path, progress=False)
     assert outcome.failed == {}
     states = [RunDir.open(tmp_path / "runs" / f"number-s{s}").load_state() for s in (0, 1)]
@@ -79,7 +79,7 @@ def test_the_train_stage_groups_the_seeds_of_an_experiment(tmp_path, tiny_overri
 
 def test_units_for_several_workers_cut_a_fresh_group_into_balanced_groups_and_keep_a_resumed_one_whole(
         tmp_path, tiny_overrides):
-    plan = get_stage("train").plan
+    plan = get_stage("training").plan
     cfg = TrainStageConfig(progress=False)
     same = [_run(tmp_path, f"s{i}", [*tiny_overrides, f"seeds.init={i}"]) for i in range(5)]
     wide = _run(tmp_path, "wide", [*tiny_overrides, "model.d_model=32"])
@@ -93,17 +93,17 @@ def test_units_for_several_workers_cut_a_fresh_group_into_balanced_groups_and_ke
 
 
 def test_the_stage_settings_key_holds_grouping_and_budget_but_not_the_bar():
-    stage = get_stage("train")
+    stage = get_stage("training")
     key = stage.key_of(TrainStageConfig(progress=False, group=False, memory_budget_mb=100))
     assert key == {"monitor": True, "group": False, "memory_budget_mb": 100}
-    assert json.dumps(key)  # plain data, as the resume log writes it
+    assert json.dumps(key)  # plain data, as the memo writes it
     for bad in ({"group": "yes"}, {"memory_budget_mb": 0}, {"memory_budget_mb": True}):
         with pytest.raises(ConfigError):
             TrainStageConfig(**bad)  # type: ignore[arg-type]
 
 
 def test_runs_that_share_a_task_and_data_seed_share_its_splits(tmp_path, tiny_overrides, monkeypatch):
-    from possym.stages import train as stage
+    from possym.stages import training as stage
 
     made = []
     real = stage.make_splits

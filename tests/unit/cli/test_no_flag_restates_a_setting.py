@@ -30,7 +30,7 @@ def command_configs() -> dict[str, list[type]]:
     every_stage = [s.config for s in stages().values()]
     return {
         "data": [DataConfig, TaskConfig],
-        "train": [*RUN, _stage("train")],
+        "train": [*RUN, _stage("training")],
         "export": [],
         "summary": [],
         "llm": [LLMConfig],

@@ -27,16 +27,16 @@ def test_a_grid_expands_seed_by_seed_with_every_seed_field_set():
     assert (cfg.preset, cfg.train.steps, cfg.model.p_rope) == ("quick", 10, 0.5)
     assert (cfg.seeds.data, cfg.seeds.init, cfg.seeds.order, cfg.seeds.dropout) == (3, 3, 3, 3)
     assert exp.stage_names == ("score",) and exp.stage("score").n_inputs == 5
-    assert exp.with_stages().stage_names == ("train", "score")  # training comes first unless listed
+    assert exp.with_stages().stage_names == ("training", "score")  # training comes first unless listed
 
 
 def test_train_runs_before_the_first_stage_that_reads_a_run_wherever_it_is_listed():
-    # yaml.safe_dump sorts a mapping's keys, so a generated file lists score before train
+    # yaml.safe_dump sorts a mapping's keys, so a generated file lists score before training
     exp = experiment_from_dict({"tasks": ["number"], "seeds": [0],
-                                "stages": {"data": {}, "report": {}, "score": {}, "train": {"group": False}}})
-    assert exp.with_stages().stage_names == ("data", "report", "train", "score")
-    assert exp.with_stages().stage("train").group is False  # its settings move with it
-    assert experiment_from_dict({"stages": {"data": {}}}).with_stages().stage_names == ("train", "data")
+                                "stages": {"data": {}, "report": {}, "score": {}, "training": {"group": False}}})
+    assert exp.with_stages().stage_names == ("data", "report", "training", "score")
+    assert exp.with_stages().stage("training").group is False  # its settings move with it
+    assert experiment_from_dict({"stages": {"data": {}}}).with_stages().stage_names == ("training", "data")
 
 
 def test_without_variants_a_run_is_named_by_its_task_and_seed():
@@ -157,8 +157,8 @@ def test_recipe_ablation_arms_differ_from_B_in_exactly_what_their_names_say():
 
 
 def test_train_names_both_the_runs_section_and_the_stage_and_each_key_goes_where_it_belongs():
-    exp = load_experiment("quick", overrides=["train.group=false", "train.lr=3e-4"])
-    assert exp.stage("train").group is False and all(r.config().train.lr == 3e-4 for r in exp.runs())
+    exp = load_experiment("quick", overrides=["training.group=false", "train.lr=3e-4"])
+    assert exp.stage("training").group is False and all(r.config().train.lr == 3e-4 for r in exp.runs())
     with pytest.raises(ConfigError, match="unknown key 'train.grup'"):
         load_experiment("quick", overrides=["train.grup=false"])
 

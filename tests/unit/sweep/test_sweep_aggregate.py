@@ -10,7 +10,7 @@ import pytest
 
 from possym.experiment.config import RunSpec, experiment_from_dict
 from possym.records import MetricsLog, MetricsRecord
-from possym.stages.log import ResumeLog
+from possym.stages.memo import ExperimentMemo
 from possym.sweep.aggregate import across_seeds, hop_order, summary_markdown
 from possym.sweep.run import run_sweep
 
@@ -83,15 +83,15 @@ def flaky_stage():
 def test_failed_runs_are_retried_a_bounded_number_of_times_then_reported(tmp_path, flaky_stage, tiny_overrides):
     exp = experiment_from_dict({"tasks": ["number"], "seeds": [0, 1], "retries": 2,
                                 "overrides": [*tiny_overrides, "train.steps=2"],
-                                "stages": {"train": {"group": False}, "fails_for_seed_1": {}}})
+                                "stages": {"training": {"group": False}, "fails_for_seed_1": {}}})
     engine = SequentialEngine()
     outcome = run_sweep(exp, tmp_path, engine, summary=False)
     assert engine.calls == ["number-s0", "number-s1", "number-s1", "number-s1"]
     assert list(outcome.failed) == ["number-s1"] and "always fails" in outcome.failed["number-s1"]
     assert outcome.retried == ["number-s1"]  # sent round again; number-s0 succeeded at once
-    entry = ResumeLog(tmp_path).memo("number-s1").read()
+    entry = ExperimentMemo(tmp_path).memo("number-s1").read()
     assert entry["fails_for_seed_1"]["attempts"] == 3 and entry["fails_for_seed_1"]["status"] == "failed"
-    assert entry["train"]["attempts"] == 1  # the retries redo only the stage that failed
+    assert entry["training"]["attempts"] == 1  # the retries redo only the stage that failed
     # A second sweep skips the finished run and tries the failed one again.
     engine = SequentialEngine()
     outcome = run_sweep(exp, tmp_path, engine, summary=False)
@@ -102,20 +102,20 @@ class DyingEngine:
     """An engine whose worker starts the unit's first stage and dies there, as a killed job or a lost node."""
 
     def map(self, fn, items):
-        from possym.stages.log import ResumeLog
+        from possym.stages.memo import ExperimentMemo
 
         for item in items:
             stage, cfg = item.stages[0]
-            ResumeLog(Path(item.out)).memo(item.run.id).start(stage.name, stage.key_of(cfg))
+            ExperimentMemo(Path(item.out)).memo(item.run.id).start(stage.name, stage.key_of(cfg))
             yield item, None, "slurm job 7_0 ended CANCELLED without a result"
 
 
 def test_a_run_whose_worker_died_mid_stage_has_the_engines_account_in_its_resume_log(tmp_path, tiny_overrides):
     exp = experiment_from_dict({"tasks": ["number"], "seeds": [0], "retries": 1, "overrides": tiny_overrides,
-                                "stages": {"train": {"group": False}}})
+                                "stages": {"training": {"group": False}}})
     outcome = run_sweep(exp, tmp_path, DyingEngine(), summary=False)
     assert outcome.retried == ["number-s0"] and "CANCELLED" in outcome.failed["number-s0"]
-    entry = ResumeLog(tmp_path).entry("number-s0", "train")
+    entry = ExperimentMemo(tmp_path).entry("number-s0", "training")
     # Not left 'running' with no error: failed, with what the engine saw, after two attempts.
     assert entry["status"] == "failed" and entry["attempts"] == 2 and "CANCELLED" in entry["error"]
 

@@ -1,13 +1,13 @@
-"""``possym train --seeds`` as an experiment: one task, its seeds, the train stage alone, in the executor's layout.
+"""``possym train --seeds`` as an experiment: one task, its seeds, the training stage alone, in the executor's layout.
 
 Run by :func:`~possym.experiment.run_experiment`, seed s of :func:`training` trains into ``OUT/runs/TASK-sS``,
 the run a reproduction or a sweep with the same settings holds, so that a later experiment over ``OUT``
 finds it trained (the runs that can share a step train as one group, as in any experiment).
-:func:`stored_training` is the training a directory holds, to resume it: that of ``OUT/experiment.yaml``.
+:func:`stored_seed_runs` is the training a directory holds, to resume it: that of ``OUT/experiment.yaml``.
 
 Example:
-    >>> exp = training("number", (0, 2), "quick", ["train.lr=3e-4", "train.monitor=false"])
-    >>> [r.id for r in exp.runs()], exp.stage("train").monitor, exp.runs()[1].config().seeds.init
+    >>> exp = seed_runs("number", (0, 2), "quick", ["train.lr=3e-4", "training.monitor=false"])
+    >>> [r.id for r in exp.runs()], exp.stage("training").monitor, exp.runs()[1].config().seeds.init
     (['number-s0', 'number-s2'], False, 2)
 """
 
@@ -36,7 +36,7 @@ RESUME_KEYS = ("train.steps", *(f"train.{f.name}" for f in dataclasses.fields(Tr
 
 def resume_run(path: str | Path, overrides: Sequence[str] = (), argv: list[str] | None = None) -> RunDir:
     """The run at ``path``, ready to train on with ``overrides`` (its run keys; :func:`train_overrides` splits
-    off the train stage's): ``train.steps=N`` trains it on to N steps (:meth:`~possym.runs.RunDir.train_on`,
+    off the training stage's): ``train.steps=N`` trains it on to N steps (:meth:`~possym.runs.RunDir.train_on`,
     recorded in its history), and the execution keys (:data:`RESUME_KEYS`) set how it runs this session. Any
     other key would change what the steps already taken computed, and is refused, naming those allowed."""
     run = RunDir.open(path)
@@ -60,17 +60,17 @@ def resume_run(path: str | Path, overrides: Sequence[str] = (), argv: list[str] 
     return run
 
 
-def training(task: str, seeds: Sequence[int], preset: str | None = None, overrides: Sequence[str] = ()) -> Experiment:
+def seed_runs(task: str, seeds: Sequence[int], preset: str | None = None, overrides: Sequence[str] = ()) -> Experiment:
     """The experiment that trains ``task`` at ``seeds`` (seed s sets ``seeds.data = seeds.init = seeds.order =
-    seeds.dropout = s``) with ``overrides``: the runs' (``train.lr=3e-4``) and the train stage's
-    (``train.monitor=false``, :class:`~possym.stages.train.TrainStageConfig`). A device this machine lacks is
+    seeds.dropout = s``) with ``overrides``: the runs' (``train.lr=3e-4``) and the training stage's
+    (``training.monitor=false``, :class:`~possym.stages.training.TrainStageConfig`). A device this machine lacks is
     refused here, before any run directory is made."""
     run, stage = train_overrides(list(overrides))
     if any(o.startswith("seeds.") for o in run):
         raise ConfigError("--seeds sets every seed (seeds.data, init, order, dropout); drop the seeds.* overrides")
     # threads=None: each run trains with its own train.threads, as a run trained alone does.
     exp = Experiment(preset=preset, tasks=(task,), seeds=tuple(seeds), overrides=tuple(run),
-                     stages=(("train", stage),), retries=0, threads=None, name="train")
+                     stages=(("training", stage),), retries=0, threads=None, name="training")
     resolve_device(exp.runs()[0].config().train.device)
     from possym.train.tracking import require_tracker
 
@@ -78,15 +78,15 @@ def training(task: str, seeds: Sequence[int], preset: str | None = None, overrid
     return exp
 
 
-def stored_training(out: str | Path, overrides: Sequence[str] = ()) -> Experiment:
-    """The training of the experiment in ``out`` (its runs and its train stage; its other stages left out),
-    with the train stage's ``overrides`` (``train.monitor=false``); a run's own keys would make other runs
+def stored_seed_runs(out: str | Path, overrides: Sequence[str] = ()) -> Experiment:
+    """The training of the experiment in ``out`` (its runs and its training stage; its other stages left out),
+    with the training stage's ``overrides`` (``training.monitor=false``); a run's own keys would make other runs
     and are refused."""
     out = Path(out)
     run, _ = train_overrides(list(overrides))
     if run:
-        raise ConfigError(f"{run}: the runs of {out} are fixed by their config.yaml; give only the train stage's "
-                          "keys (train.monitor, train.group, train.memory_budget_mb, train.progress)")
+        raise ConfigError(f"{run}: the runs of {out} are fixed by their config.yaml; give only the training stage's "
+                          "keys (training.monitor, training.group, training.memory_budget_mb, training.progress)")
     earlier = older_layout(out)
     if earlier is not None:
         raise EarlierLayoutError(f"{out} holds {earlier}; upgrade it once with `possym migrate {out}`, then resume")
@@ -95,8 +95,8 @@ def stored_training(out: str | Path, overrides: Sequence[str] = ()) -> Experimen
     else:
         raise RunError(f"{out} is not a run directory (it has no {CONFIG}) nor an experiment directory (no "
                        f"{EXPERIMENT_FILE}); give the directory `possym train --out` made")
-    train = dict(exp.stages).get("train", get_stage("train").settings_from({}))
-    return apply_overrides(dataclasses.replace(exp, stages=(("train", train),), parts=()), list(overrides))
+    train = dict(exp.stages).get("training", get_stage("training").settings_from({}))
+    return apply_overrides(dataclasses.replace(exp, stages=(("training", train),), parts=()), list(overrides))
 
 
-__all__ = ["RESUME_KEYS", "resume_run", "stored_training", "training"]
+__all__ = ["RESUME_KEYS", "resume_run", "seed_runs", "stored_seed_runs"]

@@ -258,7 +258,7 @@ def train_runs(
     t0 = time.perf_counter()
     plan = plan_training(runs, group=group, memory_budget_mb=memory_budget_mb)
     for line in plan.lines():
-        tqdm.write(f"train: {line}")
+        tqdm.write(f"training: {line}")
     finals: dict[str, dict[str, Any]] = {}
     data = _SharedSplits([*(r for g in plan.groups for r in g), *(r for r, _ in plan.singles)])
     diverged: list[DivergedError] = []  # a run that diverged stops alone: the others train on, then it is reported
@@ -348,11 +348,11 @@ def continue_each(ctx: StageContext, cfg: TrainStageConfig) -> list[dict[str, An
     return [train_group_runs([run], monitor=cfg.monitor, progress=cfg.progress)[0] for run in ctx.runs]
 
 
-STAGE = Stage("train", TrainStageConfig, train_all, scope="runs", to_dict=_settings, plan=_units,
+STAGE = Stage("training", TrainStageConfig, train_all, scope="runs", to_dict=_settings, plan=_units,
               summary="train every run to its last step (resuming a killed one), grouping those that share a "
                       "step, with the live score monitor")
 
-# The train stage as ``possym train --out RUN`` and ``--resume RUN`` run it on one run (through its memo,
+# The training stage as ``possym train --out RUN`` and ``--resume RUN`` run it on one run (through its memo,
 # possym.experiment.run_stage): not registered, it shares the stage's name and settings, so its entry is the
 # train stage's.
 CONTINUE = dataclasses.replace(STAGE, run=continue_each)

@@ -1,4 +1,4 @@
-"""The resume log, the one memo of finished work: one entry per (owner, stage), keyed by the stage's settings.
+"""The memo, the one memo of finished work: one entry per (owner, stage), keyed by the stage's settings.
 
 A run's entries live with the run, in ``RUN/resume.json`` (:data:`MEMO_FILE`), so that ``possym score
 RUN``, a notebook's :func:`possym.experiment.run_stage` and every experiment that holds the run consult the
@@ -38,10 +38,13 @@ from possym.runs import atomic_write_text
 EXPERIMENT = "experiment"  # the owner of experiment-scope entries
 STATUSES = ("running", "done", "failed")
 MEMO_FILE = "resume.json"  # a run's entries, inside the run directory
+# Stages renamed since an earlier possym wrote their entries (old -> new): `possym migrate` renames the entries and an
+# experiment.yaml's stages; the run path refuses them (possym.experiment.executor.older_layout).
+RENAMED_STAGES = {"train": "training"}
 
 
 @dataclass(frozen=True)
-class ResumeRecord:
+class MemoRecord:
     """One entry of the log: who (a run id, or ``experiment``), which stage, and how it went."""
 
     owner: str
@@ -82,7 +85,7 @@ class StageMemo:
         try:
             return json.loads(self.file.read_text())["stages"]
         except (json.JSONDecodeError, KeyError) as exc:
-            raise RunError(f"{self.file} is not a resume log ({exc}); delete it to redo {self.owner}'s stages") from exc
+            raise RunError(f"{self.file} is not a memo ({exc}); delete it to redo {self.owner}'s stages") from exc
 
     @contextlib.contextmanager
     def update(self) -> Iterator[dict[str, dict[str, Any]]]:
@@ -166,8 +169,8 @@ class StageMemo:
             if steps is not None:
                 stages[stage]["steps"] = sorted(steps)
 
-    def records(self) -> list[ResumeRecord]:
-        return [ResumeRecord(self.owner, stage, e["status"], e.get("seconds"), e.get("attempts", 1),
+    def records(self) -> list[MemoRecord]:
+        return [MemoRecord(self.owner, stage, e["status"], e.get("seconds"), e.get("attempts", 1),
                              e.get("started", ""), e.get("finished"), e.get("error"), e["settings"], e.get("steps"))
                 for stage, e in self.read().items()]
 
@@ -178,7 +181,7 @@ def run_memo(run: Path) -> StageMemo:
     return StageMemo(run / MEMO_FILE, run.name, lock=run)
 
 
-class ResumeLog:
+class ExperimentMemo:
     """The log of an experiment directory ``out``: each run's memo (``out/runs/ID/resume.json``) and the
     experiment's (``out/log/experiment.json``); see the module docstring."""
 
@@ -194,7 +197,7 @@ class ResumeLog:
     def entry(self, owner: str, stage: str) -> dict[str, Any] | None:
         return self.memo(owner).entry(stage)
 
-    def records(self) -> list[ResumeRecord]:
+    def records(self) -> list[MemoRecord]:
         """Every entry, the runs' in id order, the experiment's last, each owner's in the order they first ran."""
         memos = [run_memo(f.parent) for f in sorted((self.out / "runs").glob(f"*/{MEMO_FILE}"))]
         return [r for memo in [*memos, self.memo(EXPERIMENT)] for r in memo.records()]
