@@ -64,7 +64,7 @@ def _possym(venv: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
 
 def test_the_installed_wheel_is_what_runs_and_carries_its_presets_and_sweep_specs(wheel_venv, tmp_path):
     code = (
-        "import possym, possym.config as c, possym.experiment.config as s; "
+        "import possym, possym.config as c, possym.experiment.spec as s; "
         "print(possym.__file__); print(c.preset_names()); print(s.experiment_names())"
     )
     out = subprocess.run([wheel_venv / "bin" / "python", "-c", code], cwd=tmp_path, capture_output=True, text=True)

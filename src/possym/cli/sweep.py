@@ -39,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
-    from possym.experiment.config import load_experiment
+    from possym.experiment.spec import load_experiment
     from possym.settings import take_section
     from possym.sweep.aggregate import write_summary
     from possym.sweep.engines import EngineConfig, make_engine

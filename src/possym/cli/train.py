@@ -24,8 +24,8 @@ from possym.config import RunConfig, load_config, preset_names
 from possym.devices import resolve_device, torch_threads
 from possym.errors import PossymError
 from possym.experiment import run_experiment, run_stage
-from possym.experiment.config import Experiment, train_overrides
 from possym.experiment.seed_runs import resume_run, seed_runs, stored_seed_runs
+from possym.experiment.spec import Experiment, train_overrides
 from possym.runs import CONFIG, RunDir
 from possym.settings import defaults_help
 from possym.stages.training import CONTINUE, STAGE

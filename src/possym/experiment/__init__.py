@@ -10,7 +10,15 @@
 ``possym train --seeds`` is an experiment too (:func:`possym.experiment.seed_runs.seed_runs`).
 """
 
-from possym.experiment.config import (
+from possym.experiment.executor import (
+    ExperimentOutcome,
+    StageRun,
+    run_experiment,
+    run_stage,
+    run_unit,
+    stage_done,
+)
+from possym.experiment.spec import (
     Experiment,
     RunSpec,
     Variant,
@@ -20,14 +28,6 @@ from possym.experiment.config import (
     experiment_names,
     experiment_to_dict,
     load_experiment,
-)
-from possym.experiment.executor import (
-    ExperimentOutcome,
-    StageRun,
-    run_experiment,
-    run_stage,
-    run_unit,
-    stage_done,
 )
 
 __all__ = [

@@ -26,7 +26,7 @@ Every call leaves the caller's process as it found it: thread counts are set per
 
 Example:
     >>> import tempfile
-    >>> from possym.experiment.config import load_experiment
+    >>> from possym.experiment.spec import load_experiment
     >>> exp = load_experiment("quick", overrides=["experiment.tasks=[number]", "train.steps=4"])  # doctest: +SKIP
     >>> run_experiment(exp, tempfile.mkdtemp()).failed   # doctest: +SKIP
     {}
@@ -53,7 +53,7 @@ from tqdm import tqdm
 
 from possym.devices import resolve_device, torch_threads
 from possym.errors import EarlierLayoutError, PossymError, named_options
-from possym.experiment.config import Experiment, RunSpec, dump_experiment, experiment_differences, experiment_to_dict
+from possym.experiment.spec import Experiment, RunSpec, dump_experiment, experiment_differences, experiment_to_dict
 from possym.locks import lock_holder, on_behalf_of, writer_lock
 from possym.runs import RunDir, atomic_write_text, ensure_run, remove_orphans
 from possym.stages.memo import EXPERIMENT, MEMO_FILE, RENAMED_STAGES, ExperimentMemo, MemoRecord, run_memo

@@ -46,8 +46,8 @@ from safetensors.torch import save as st_save
 
 from possym.config import RunConfig, config_from_dict, config_from_saved
 from possym.errors import ConfigError, EarlierLayoutError, PossymError
-from possym.experiment.config import Experiment, dump_experiment
 from possym.experiment.executor import EXPERIMENT_FILE, older_layout, renamed_stages
+from possym.experiment.spec import Experiment, dump_experiment
 from possym.locks import writer_lock
 from possym.runs import (
     CKPT_DIR,

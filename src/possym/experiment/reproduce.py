@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 from possym.errors import ConfigError
-from possym.experiment.config import EXPERIMENT_DIR, Experiment, load_experiment
 from possym.experiment.executor import ExperimentOutcome, run_experiment
+from possym.experiment.spec import EXPERIMENT_DIR, Experiment, load_experiment
 
 SKIPPABLE = ("data", "score", "theory", "discrepancy", "lengthgen", "cliff", "dilution", "l0", "length_protocol",
              "canonical")

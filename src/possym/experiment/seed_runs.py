@@ -23,8 +23,8 @@ from possym.config import EXECUTION_KEYS, TrainConfig, config_from_dict
 from possym.config import apply_overrides as apply_run_overrides
 from possym.devices import resolve_device
 from possym.errors import ConfigError, EarlierLayoutError, RunError, did_you_mean
-from possym.experiment.config import Experiment, apply_overrides, experiment_from_dict, train_overrides
 from possym.experiment.executor import EXPERIMENT_FILE, older_layout
+from possym.experiment.spec import Experiment, apply_overrides, experiment_from_dict, train_overrides
 from possym.runs import CONFIG, RunDir
 from possym.settings import parse_override
 from possym.stages.registry import get_stage

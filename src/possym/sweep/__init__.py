@@ -1,6 +1,6 @@
 """Sweeps: an experiment with variants, its runs handed to a local pool, Ray or Slurm, then one summary.
 
-A sweep spec is an experiment file (:mod:`possym.experiment.config`; the packaged ones are
+A sweep spec is an experiment file (:mod:`possym.experiment.spec`; the packaged ones are
 ``possym/configs/sweeps/*.yaml``), and each run's stretch of stages is one unit of work on an
 engine (:func:`possym.experiment.run_experiment`).
 

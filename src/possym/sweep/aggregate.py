@@ -36,7 +36,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from possym.experiment.config import Experiment, RunSpec
+from possym.experiment.spec import Experiment, RunSpec
 from possym.records import GAMMA, SOLVED, LengthRecord, MetricsLog, PurityRecord, ScoreRecord, Table1Record
 from possym.runs import CONFIG, RunDir, atomic_write_text, csv_text, save_figure
 from possym.scores.dynamics import layer_sets

@@ -13,7 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from possym.experiment.config import RunSpec
+from possym.experiment.spec import RunSpec
 from possym.report.claimspec import load_claims
 from possym.report.evidence import Evidence, task_evidence
 from possym.report.grading import check_claims

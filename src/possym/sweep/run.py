@@ -20,8 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from possym.experiment.config import Experiment, load_experiment
 from possym.experiment.executor import ExperimentOutcome, Unit, run_experiment
+from possym.experiment.spec import Experiment, load_experiment
 
 __all__ = ["load_experiment", "run_sweep"]
 

@@ -34,7 +34,7 @@ from cluster_sweeps import (
 
 from possym.errors import LockError
 from possym.experiment import run_stage
-from possym.experiment.config import load_experiment
+from possym.experiment.spec import load_experiment
 from possym.locks import LOCK_FILE, lock_holder
 from possym.runs import RunDir, ensure_run
 from possym.stages.score import ScoreConfig

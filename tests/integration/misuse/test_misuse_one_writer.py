@@ -11,8 +11,8 @@ import pytest
 from misuse_probes import comparable, hold_lock, possym_cli, same_weights, start_trainer, wait_for
 
 from possym.errors import LockError
-from possym.experiment.config import load_experiment
 from possym.experiment.executor import run_experiment
+from possym.experiment.spec import load_experiment
 from possym.locks import LOCK_FILE, lock_holder, on_behalf_of, writer_lock
 from possym.runs import RunDir
 from possym.tasks import make_splits

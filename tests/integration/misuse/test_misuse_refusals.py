@@ -18,8 +18,8 @@ import possym
 from possym.cli import main, parse
 from possym.config import load_config
 from possym.errors import ConfigError, OptionError, PossymError, RunError
-from possym.experiment.config import load_experiment
 from possym.experiment.executor import run_experiment
+from possym.experiment.spec import load_experiment
 from possym.runs import BEST, RunDir, atomic_write_text
 from possym.tasks import make_splits
 from possym.train.loop import train

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from possym.cli import main
-from possym.experiment.config import load_experiment
+from possym.experiment.spec import load_experiment
 from possym.report.claimspec import load_claims
 from possym.report.evidence import load_evidence
 from possym.report.grading import check_claims

@@ -11,7 +11,7 @@ import pytest
 
 from possym.cli import SUBCOMMANDS, build_parser
 from possym.config import ModelConfig, Seeds, TrainConfig
-from possym.experiment.config import Experiment
+from possym.experiment.spec import Experiment
 from possym.stages.data import DataConfig
 from possym.stages.heads import HeadsConfig
 from possym.stages.llm import LLMConfig

@@ -10,7 +10,7 @@ import possym
 from possym.cli import main
 from possym.config import config_from_dict
 from possym.errors import ConfigError
-from possym.experiment.config import load_experiment
+from possym.experiment.spec import load_experiment
 from possym.runs import RunDir
 from possym.settings import from_dict
 from possym.stages.score import ScoreConfig

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from possym.experiment.config import RunSpec, experiment_from_dict
+from possym.experiment.spec import RunSpec, experiment_from_dict
 from possym.records import MetricsLog, MetricsRecord
 from possym.stages.memo import ExperimentMemo
 from possym.sweep.aggregate import across_seeds, hop_order, summary_markdown

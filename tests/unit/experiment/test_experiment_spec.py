@@ -10,7 +10,7 @@ import yaml
 
 from possym.config import ConfigError, config_from_dict, config_from_saved, load_config
 from possym.experiment import apply_overrides, experiment_from_dict, experiment_to_dict, load_experiment
-from possym.experiment.config import SEED_FIELDS, experiment_names
+from possym.experiment.spec import SEED_FIELDS, experiment_names
 
 
 def test_a_grid_expands_seed_by_seed_with_every_seed_field_set():
