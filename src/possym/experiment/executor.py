@@ -455,7 +455,7 @@ def run_stage(target: RunDir | ExperimentDir | str | Path | list[RunDir], stage:
             memo.fail(stage.name, time.perf_counter() - t0, _error(exc))
             raise
         seconds = time.perf_counter() - t0
-        memo.finish(stage.name, seconds, todo if stage.per_step else None)
+        memo.finish(stage.name, seconds, todo if stage.per_step else None, ctx.facts)
     return StageRun(stage.name, True, tuple(todo), tuple(keep or ()), seconds, result)
 
 

@@ -14,6 +14,7 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 
 import torch
@@ -24,21 +25,34 @@ from possym.records import LengthRecord
 from possym.runs import RunDir, StepSpec
 from possym.stages.registry import Execution, Stage, StageContext
 
-__all__ = ["LengthGenConfig", "LengthStageConfig", "measure_curves"]
+__all__ = ["PRECISIONS", "LengthGenConfig", "LengthStageConfig", "curve_precision", "measure_curves"]
 
 
 @dataclass(frozen=True)
 class LengthStageConfig(Execution):
     """The lengthgen stage of a pipeline: the curve's settings (flat in the words: ``lengthgen.n=500``), at each
-    of ``steps``."""
+    of ``steps``, in ``precision``: ``fp32``, or ``train``: bf16 (``torch.autocast``) where the run trained in
+    bf16 (``train.precision`` as ``auto`` resolved it, in ``meta.json``), fp32 otherwise (docs/choices.md)."""
 
     curve: LengthGenConfig = field(default_factory=LengthGenConfig)
     steps: tuple[StepSpec, ...] = ("final",)
+    precision: str = "fp32"
 
     def __post_init__(self) -> None:
         for step in self.steps:
             if not (isinstance(step, int) or step in ("best", "final")):
                 raise ConfigError(f"lengthgen steps: {step!r}; allowed: checkpoint step numbers, 'best', 'final'")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"lengthgen.precision={self.precision!r}; allowed: {list(PRECISIONS)} (train: bf16 "
+                              "where the run trained in bf16)")
+
+
+PRECISIONS = ("fp32", "train")
+
+
+def curve_precision(run: RunDir, precision: str) -> str:
+    """The precision a curve runs in: ``bf16`` for ``train`` of a run that trained in bf16, else ``fp32``."""
+    return "bf16" if precision == "train" and run.meta.get("precision") == "bf16" else "fp32"
 
 
 def measure_curves(ctx: StageContext, cfg: LengthStageConfig) -> list[LengthRecord]:
@@ -47,9 +61,13 @@ def measure_curves(ctx: StageContext, cfg: LengthStageConfig) -> list[LengthReco
     ``ctx.progress(n)`` after each batch of ``n`` inputs. Returns the fresh rows."""
     run = ctx.run
     steps = list(dict.fromkeys(run.resolve_step(s) for s in cfg.steps))
+    used = curve_precision(run, cfg.precision)
+    ctx.record(precision=used)
     fresh: list[LengthRecord] = []
     for at in steps:
-        rows = measure_length_curve(ctx.model(at), run.config.task, cfg.curve, on_batch=ctx.progress)
+        model = ctx.model(at)  # fp32 weights: autocast runs the matmuls in bf16, as the training step did
+        with (torch.autocast(ctx.device.type, dtype=torch.bfloat16) if used == "bf16" else contextlib.nullcontext()):
+            rows = measure_length_curve(model, run.config.task, cfg.curve, on_batch=ctx.progress)
         fresh += [LengthRecord.from_dict({**r, "step": at}) for r in rows]
     old: list[LengthRecord] = run.read("lengthgen", LengthRecord) if ctx.keep else []
     kept = [p for p in old if p.step in set(ctx.keep) - set(steps)]

@@ -148,13 +148,17 @@ class StageMemo:
             if keep is not None:
                 stages[stage]["steps"] = sorted(keep)
 
-    def finish(self, stage: str, seconds: float, steps: list[int] | None = None) -> None:
-        """``stage`` is done; a per-step stage adds ``steps`` to those it kept."""
+    def finish(self, stage: str, seconds: float, steps: list[int] | None = None,
+               facts: dict[str, Any] | None = None) -> None:
+        """``stage`` is done; a per-step stage adds ``steps`` to those it kept; ``facts``: what the stage recorded
+        it did (the precision a length curve ran in), kept with the entry."""
         with self.update() as stages:
             e = stages[stage]
             e.update(status="done", finished=_now(), seconds=round(seconds, 2), error=None)
             if steps is not None:
                 e["steps"] = sorted({*e.get("steps", []), *steps})
+            if facts:
+                e["facts"] = facts
 
     def fail(self, stage: str, seconds: float, error: str) -> None:
         with self.update() as stages:

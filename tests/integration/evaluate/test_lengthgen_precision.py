@@ -1,0 +1,63 @@
+"""``lengthgen.precision=train``: a length curve runs in bf16 (autocast) where the run trained in bf16 and in fp32
+otherwise, says which in its memo entry, and leaves the entries made before the setting existed done."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import possym.stages.lengthgen as lengthgen
+from possym.cli import main
+from possym.runs import RunDir, read_csv
+from possym.stages.memo import run_memo
+
+CURVE = ["lengthgen.grid=[0,5]", "lengthgen.n=8", "lengthgen.n_prefixes=2"]
+
+
+@pytest.fixture
+def spied(monkeypatch):
+    """Each curve's autocast state as it is measured."""
+    seen: list[bool] = []
+    measure = lengthgen.measure_length_curve
+
+    def spy(*args, **kwargs):
+        seen.append(torch.is_autocast_enabled("cpu"))
+        return measure(*args, **kwargs)
+
+    monkeypatch.setattr(lengthgen, "measure_length_curve", spy)
+    return seen
+
+
+def test_the_curve_runs_in_the_precision_the_run_trained_in(tmp_path, tiny_overrides, spied):
+    run = tmp_path / "run"
+    assert main(["train", "--task", "letter", "--out", str(run), *tiny_overrides, "train.precision=fp32"]) == 0
+    assert main(["lengthgen", str(run), *CURVE]) == 0  # the default, fp32
+    fp32 = read_csv(run / "lengthgen.csv")
+    assert run_memo(run).entry("lengthgen")["facts"] == {"precision": "fp32"} and spied == [False]
+    # an entry written before the setting existed (no precision among its settings) is done at its default
+    with run_memo(run).update() as stages:
+        del stages["lengthgen"]["settings"]["precision"]
+    assert main(["lengthgen", str(run), *CURVE, "lengthgen.precision=fp32"]) == 0 and spied == [False]
+
+    # a run that trained in fp32: train is fp32, the same curve to the bit
+    assert main(["lengthgen", str(run), *CURVE, "lengthgen.precision=train"]) == 0
+    assert spied == [False, False] and read_csv(run / "lengthgen.csv") == fp32
+    assert run_memo(run).entry("lengthgen")["facts"] == {"precision": "fp32"}
+
+    # a run that trained in bf16 (as auto resolves on a CPU with AMX): train is bf16
+    RunDir.open(run).record_meta(precision="bf16")
+    assert main(["lengthgen", str(run), *CURVE, "lengthgen.precision=train", "--redo"]) == 0
+    assert spied == [False, False, True]
+    entry = run_memo(run).entry("lengthgen")
+    assert entry["settings"]["precision"] == "train" and entry["facts"] == {"precision": "bf16"}
+    bf16 = read_csv(run / "lengthgen.csv")
+    assert [(r["extra"], r["n_hops"]) for r in bf16] == [(r["extra"], r["n_hops"]) for r in fp32]
+
+    # fp32 asked of a bf16 run stays fp32
+    assert main(["lengthgen", str(run), *CURVE, "lengthgen.precision=fp32", "--redo"]) == 0
+    assert spied[-1] is False and read_csv(run / "lengthgen.csv") == fp32
+
+
+def test_a_precision_it_does_not_know_is_refused(tmp_path, capsys):
+    assert main(["lengthgen", str(tmp_path), "lengthgen.precision=fp16"]) == 2
+    assert "lengthgen.precision='fp16'; allowed: ['fp32', 'train']" in capsys.readouterr().err
