@@ -1,44 +1,18 @@
 """The 1-hop tasks of the paper's LLM experiment (Section 3.7, Appendix H, Table 2): prompts, drawn and solved by
 the paper's own tasks.
 
-Below both of their users: :mod:`possym.llm` puts these prompts to LLMs, and :mod:`possym.heads`
-scores the heads of a pretrained model on them.
+Below both of their users: :mod:`possym.llm` puts these prompts to LLMs, and :mod:`possym.heads` scores the
+heads of a pretrained model on them. An instance is a window of ``length`` tokens then one query; it is the
+training task (:mod:`possym.tasks.number`, :mod:`possym.tasks.letter`) with one hop and no pre-target
+(:func:`one_hop_config`), drawn by the task's ``sample`` (one balanced class at a time) and answered by its
+``solve`` (:func:`one_hop_answer`, which reproduces Table 2's six worked examples); the prompts change only data
+(:data:`ONE_HOP_FIELDS`: letters a..z, digits 1..9)::
 
-A 1-hop instance is a *target window* of ``length`` tokens followed by one *query* token; the answer
-is one token of the window.
+    number  v t k g n k o h m p      query 4      answer o      (p=1, m=2, h=3, o=4)
+    letter  w9 t7 l5 g1 n4 l6 u9 k7 m5 p8      query gk      answer k7
 
-Number task (positional). The window is random single letters a..z (repeats allowed); the query is
-an integer n in 1..length, and the answer is the token n positions to the left of the query::
-
-    window  v t k g n k o h m p      query 4      answer o      (p=1, m=2, h=3, o=4)
-
-Letter task (symbolic). The window is letter+digit tokens; the query is two letters Q1 Q2, and the
-answer is the one window token that starts with Q2. Q1 plays no part (it is the previous hop's
-letter in the multi-hop task)::
-
-    window  w9 t7 l5 g1 n4 l6 u9 k7 m5 p8      query gk      answer k7
-
-Each is the training task (:mod:`possym.tasks.number`, :mod:`possym.tasks.letter`) with one hop and no
-pre-target: ``length`` targets, then the query (:func:`one_hop_config`). The prompt's tokens are that
-task's tokens, so a window is drawn by the task's own ``sample`` and checked by its own ``solve``; what
-the LLM prompts change is data, not code: the letters are all of a..z (:data:`ONE_HOP_FIELDS`) and the
-letter task's digits are its targets' ints 1..9 (the paper's worked examples use no 0).
-
-Sampling choices the paper does not state, and which we therefore name:
-  * each window is one balanced class drawn uniformly (answer position, answer letter, and the letter
-    task's answer digit), then filled in by the task's ``sample``: in the number task n is uniform on
-    1..length, so every position of the window is asked about equally, and the other letters are uniform;
-  * letter: exactly one window token starts with Q2; the other first letters and Q1 are uniform on the
-    other 25 letters (repeats allowed, as in the paper's examples; Q1 may occur in the window but is never
-    Q2, which the task's solver would read as a second token starting with Q2); digits are uniform on 1..9;
-  * each (run, task, length) cell has its own generator, seeded by ``(run, task, length)``, so a cell's
-    prompts do not depend on which other lengths are in the grid ("a fresh dataset seeded by the run
-    number", with the cell as a further key).
-
-``one_hop_answer`` is the oracle: the task's own solver, which reads only the sequence text and knows
-nothing of the samplers. It reproduces the six worked examples of Table 2, and every sampled instance is
-checked against it.
-"""
+The sampling choices the paper does not state (n uniform, Q1 never Q2, one generator per (run, task,
+length) cell): docs/llm.md, "What exactly is run"."""
 
 from __future__ import annotations
 

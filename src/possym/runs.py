@@ -3,38 +3,23 @@
 Layout (written before the first training step; every write is atomic: temp file + ``os.replace``)::
 
     RUN/
-      config.yaml                 resolved RunConfig, under a comment naming the run's identity
-      meta.json                   identity, the config it was made from, history (train.steps extended), seeds,
-                                  package versions, git commit, command line, threads, host; diverged or
-                                  nonfinite once training met a non-finite loss
-      metrics.jsonl               one JSON line per evaluation and the final test (possym.records.MetricsLog),
-                                  each carrying the run's identity
+      config.yaml     resolved RunConfig, under a comment naming the run's identity
+      meta.json       identity, the config it was made from, history, seeds, versions, commit, command, host;
+                      diverged or nonfinite once training met a non-finite loss
+      metrics.jsonl   one JSON line per evaluation and the final test (possym.records.MetricsLog)
       checkpoints/step_000050.safetensors   weights only (fp32); step, config and identity in the header
-      state.pt                    latest full training state (model, optimiser, RNG) for exact resume, and
-                                  the run's identity, config and history
-      best.json                   written when training ends: the best step (:meth:`RunDir.best`)
+      state.pt        latest full training state for exact resume, with the identity, config and history
+      best.json       written when training ends: the best step (:meth:`RunDir.best`)
 
-A run trusts nothing it did not write (STYLE.md principle 24). Its identity (:func:`identity_of`: a hash of
-its resolved config and seeds) is written when it is created; every open compares ``config.yaml`` with the
-config recorded in ``meta.json`` (an edit is refused, naming each changed key) and every read of a
-checkpoint, ``state.pt`` or a metrics line compares the identity it carries (another run's file is refused,
-naming the file and both identities). Training on to more steps is a command (:meth:`RunDir.train_on`,
-``possym train --resume RUN train.steps=N``), recorded in ``meta.json``'s history. A missing or damaged
-``meta.json`` (or an empty ``config.yaml``) is read from the run's other files and written back by the next
-writer, which also removes the temporary files an interrupted write left (:meth:`RunDir.writing`). A run
-written before identities existed is read as it is and gets its identity, computed from its config (which
-must agree with its checkpoints'), on its next writer's open.
-
-Analysis checkpoints keep only weights (~9.6 MB for the paper model), so the paper's 50-step grid
-costs ~1.3 GB per run instead of ~4 GB with optimiser state; only the newest resumable state is kept.
-
-The analyses' files (scores.csv, lengthgen.csv, ...) are listed once, with their row types, in
-:data:`ARTIFACTS`; :meth:`RunDir.read` and :meth:`RunDir.write` go through it.
+Weights-only checkpoints (~9.6 MB for the paper model) make the 50-step grid ~1.3 GB a run instead of ~4 GB
+with optimiser state; only the newest resumable state is kept. A run trusts nothing it did not write (STYLE.md
+principle 24: :func:`identity_of`, :meth:`RunDir.train_on`, :meth:`RunDir.writing`): docs/choices.md, "A run
+trusts nothing it did not write". The analyses' files are listed once in :data:`ARTIFACTS`, through which
+:meth:`RunDir.read` and :meth:`RunDir.write` go.
 
 Example:
     >>> run = RunDir.open("runs/number")           # doctest: +SKIP
-    >>> model = run.load_model(step="best")        # doctest: +SKIP
-"""
+    >>> model = run.load_model(step="best")        # doctest: +SKIP"""
 
 from __future__ import annotations
 

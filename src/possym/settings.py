@@ -1,19 +1,12 @@
 """The one override syntax, ``section.key=value``, and the one way plain data becomes a config dataclass.
 
-Every config possym has (a run's sections ``task``, ``model``, ``train``, ``seeds``; a stage's settings
-such as ``score`` or ``lengthgen``; the canonical grid) is a frozen dataclass, and the same words set
-its fields wherever they come from:
-
-- the command line: ``possym score RUN score.n_inputs=50 score.hops=true``;
-- YAML: ``stages: {score: {n_inputs: 50, hops: true}}`` in an experiment, ``train: {steps: 500}`` in a
-  preset;
-- Python: ``overrides=["score.n_inputs=50"]``, or keyword arguments that map one-to-one onto them
-  (``run.scores(n_inputs=50)``; ``load_config(..., train__steps=500)`` for ``train.steps=500``).
-
-A value is read as YAML (``3e-4``, ``null``, ``true``, ``[0, 10]``), then :func:`from_dict` checks it
-against the field's type, converting the unambiguous cases: ``3`` where a float is meant, ``"1e-4"``
-(which YAML reads as a string) where a float is meant, a list where a tuple is meant. An unknown key
-is an error that names the known ones, and the closest of them (:func:`~possym.errors.did_you_mean`).
+Every config (a run's ``task``, ``model``, ``train``, ``seeds``; a stage's settings; the canonical grid) is a
+frozen dataclass set by the same words from the command line (``possym score RUN score.n_inputs=50``), YAML
+(``stages: {score: {n_inputs: 50}}``) or Python (``overrides=[...]``, ``run.scores(n_inputs=50)``,
+``load_config(..., train__steps=500)``). A value is read as YAML, then :func:`from_dict` checks it against the
+field's type, converting only the unambiguous cases (``3`` or ``"1e-4"`` for a float, a list for a tuple); an
+unknown key names the known ones and the closest (:func:`~possym.errors.did_you_mean`). See docs/choices.md,
+"One override syntax".
 
 Example:
     >>> from dataclasses import dataclass
@@ -28,8 +21,7 @@ Example:
     >>> from_dict(CountConfig, {"tua": 1}, "count")   # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    possym.errors.ConfigError: unknown key 'count.tua'; known count keys: [...]; did you mean 'count.tau'?
-"""
+    possym.errors.ConfigError: unknown key 'count.tua'; known count keys: [...]; did you mean 'count.tau'?"""
 
 from __future__ import annotations
 

@@ -1,54 +1,24 @@
 """Theorem 7 of the metric paper: the maximal attention weight w_max(j) of the positional head H_POS is
 U-shaped in the answer position j, that of a simplified symbolic head H_SYM inverted-U.
 
-The paper's proof is not public (docs/canonical.md), so both heads are built here the way possym builds
-Theorem 3.1's constructions (:mod:`possym.theory.constructions`): real weights in a one-layer
-:class:`~possym.model.gptj.GPTJ` with one RoPE plane at angle θ, run through the model's own
-attention module at inverse temperature β. An input is N content tokens (positions 0..N-1) and a
-query at position N; the query's own key takes part in the softmax.
+Both heads are real weights in a one-layer :class:`~possym.model.gptj.GPTJ` with one RoPE plane at angle θ,
+run through the model's attention at inverse temperature β (as :mod:`possym.theory.constructions`); N content
+tokens, the query at position N, whose own key takes part. Their closed forms, tested against the heads:
 
-**H_POS** (the Index construction T_Index, paper A App. F.2.1, with the query ``σ`` = offset): every
-key is v, the query ``σ`` is ρ(θ)^{-σ} v, so the logit of key i is cos((N − σ − i)θ) = cos((j − i)θ)
-with target j = N − σ. The weight on the target is the maximum of the row, and
+    w_max^POS(j) = 1 / Σ_{i=0}^{N} exp(β (cos((i − j)θ) − 1))                   (U while Nθ <= π)
+    w_max^SYM(j) = e^{β cos((N − j − c)θ)} / (e^{β cos((N − j − c)θ)} + N)      (query pre-rotated to offset c)
 
-    w_max^POS(j) = 1 / Σ_{i=0}^{N} exp(β (cos((i − j)θ) − 1)).
-
-With s(j) = Σ_i f(|i − j|), f(d) = exp(β(cos dθ − 1)), s(j+1) − s(j) = f(j+1) − f(N−j); if f
-decreases on 0..N, i.e. Nθ <= π, s rises until the middle and falls after it, so w_max^POS is
-symmetric about j = N/2 and strictly **U-shaped** there: a middle target has the most near
-neighbours at a too-low frequency. At a high frequency (θ near 1 rad) f is not monotone and the curve
-flattens.
-
-**H_SYM, simplified.** The bound symbol's key is v (token ``x*``), every other key is 0 (the
-content-only part of a symbolic head, with the mismatches orthogonal), and the query is pre-rotated
-to a centre offset c: q = ρ(θ)^{-c} v. The matching key at j gets cos((N − j − c)θ), the N other
-keys (N − 1 content tokens and the query's own) get 0:
-
-    w_max^SYM(j) = e^{β cos((N − j − c)θ)} / (e^{β cos((N − j − c)θ)} + N).
-
-With c = (N + 1)/2 (the offset of the middle position; it minimises the worst drift |(N − j − c)θ|
-over j, which a head trained at one length can afford), the curve is symmetric about the middle and
-strictly **inverted-U** while (N − 1)θ/2 < π/2 (beyond it a non-matching key outweighs x* at the
-ends, and the head no longer retrieves there; :func:`symbolic_wmax` refuses that regime): a symbolic
-head on a frequency that is not low enough loses the ends. At θ → 0 (NoPE) it is flat.
-
-The centring is our reading of "simplified", not the metric paper's: its proof is not public, and the
-text we have of it (a secondary summary, NOTES.md §2.4) names no pre-rotation. With c = 0 (paper A's
-T_Retrieval: the query aligned with the key next to it) the phase (N − j)θ falls as j nears the query,
-so the same head is **monotone** (best next to the query) while Nθ < π/2, the regime where x* keeps
-the row's maximum. :func:`theorem7_curves` therefore computes H_SYM under both readings (head names
-``H_SYM`` for c = (N + 1)/2 and ``H_SYM_c0`` for c = 0), and the verdict grades both.
-
-Both closed forms are tested against the compiled heads, and the shapes by the two-sided contrast
-rule (:mod:`possym.canonical.ushape`).
+H_SYM is computed under both readings of "simplified": ``H_SYM`` with c = (N + 1)/2 (inverted-U while
+(N − 1)θ/2 < π/2; :func:`symbolic_wmax` refuses the regime beyond, where x* loses the ends) and ``H_SYM_c0``
+with c = 0 (monotone while Nθ < π/2). Shapes are graded by :mod:`possym.canonical.ushape`. The proof sketch
+and why both readings: docs/canonical.md, "Measurements" (Theorem 7).
 
 Example:
     >>> w = positional_wmax(n_content=8, theta=0.2, beta=8.0)
     >>> bool(np.allclose(w, positional_wmax_closed(8, 0.2, 8.0))), curve_shape(w)
     (True, 'U')
     >>> curve_shape(symbolic_wmax(n_content=8, theta=0.3, beta=4.0))
-    'inverted-U'
-"""
+    'inverted-U'"""
 
 from __future__ import annotations
 

@@ -1,26 +1,14 @@
-""" "U-shaped" as a statistic: the two-sided middle-versus-ends contrast with a bootstrap interval.
+""""U-shaped" as a statistic: the two-sided middle-versus-ends contrast with a bootstrap interval.
 
-For a curve a_0..a_{m-1} over answer positions (m >= 3), split the positions into thirds: the
-first ⌊m/3⌋ (left end L), the last ⌊m/3⌋ (right end R) and the rest (middle M). The two contrasts
+A curve a_0..a_{m-1} over answer positions (m >= 3) is split into thirds, ends L and R (⌊m/3⌋ each) and middle M:
 
-    c_L = mean_M a − mean_L a,        c_R = mean_M a − mean_R a,
+    c_L = mean_M a − mean_L a,        c_R = mean_M a − mean_R a      (both 0 on any straight line).
 
-are both zero on every straight line (M, L ∪ R are symmetric about the centre) and both negative
-when the middle sinks below *each* end. **The rule** (named "two-sided contrast rule" in the docs):
-
-- **U-shaped** if the 95% interval of c_L and that of c_R both lie below −``margin``;
-- **inverted-U** if both lie above +``margin``;
-- **none** otherwise (flat, monotone, or too uncertain to say).
-
-Requiring both sides keeps a monotone convex curve (e.g. a decay) from counting as a U: one of its
-contrasts has the wrong sign. ``margin`` (default :data:`U_MARGIN` = 0.02 accuracy) keeps a
-significant but negligible bend from counting. The summary contrast reported beside the verdict is
-c = (c_L + c_R)/2 = mean_M − mean_{L∪R}.
-
-Uncertainty across seeds and inputs (:func:`u_test`): a hierarchical bootstrap. Each replicate
-draws the seeds with replacement, then each drawn seed's per-position accuracy as
-Binomial(n_p, a_p)/n_p, and recomputes the contrasts of the seed-mean curve; the interval is the
-2.5-97.5 percentile range of ``n_boot`` replicates.
+**U-shaped** if the 95% intervals of c_L and c_R both lie below −``margin`` (:data:`U_MARGIN` = 0.02 accuracy),
+**inverted-U** if both lie above +``margin``, else **none**; requiring both sides keeps a monotone convex curve
+from counting as a U. The summary contrast is c = (c_L + c_R)/2. :func:`u_test` bootstraps hierarchically (seeds
+with replacement, then each seed's per-position accuracy as Binomial(n_p, a_p)/n_p; 2.5-97.5 percentiles). See
+docs/canonical.md, "Measurements".
 
 Example:
     >>> p = np.arange(8)
@@ -28,8 +16,7 @@ Example:
     ('U', 'inverted-U', 'none')
     >>> correct = np.array([[90, 70, 50, 40, 40, 50, 70, 90]] * 3)          # 3 seeds, 100 inputs a position
     >>> u_test(correct, np.full_like(correct, 100), np.random.default_rng(0)).shape
-    'U'
-"""
+    'U'"""
 
 from __future__ import annotations
 

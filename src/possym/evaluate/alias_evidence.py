@@ -1,32 +1,14 @@
 """The aliasing hypothesis for the number model's cliff, graded by a rule written before the result.
 
-Hypothesis (the number model's cliff past K ≈ 40, Sec. 3.6, Fig. 5B): a positional layer dominated by RoPE
-plane p (angle θ_p) confuses the right key with the key a_p tokens before it, a_p·θ_p ≈ 0 mod 2π
-(:func:`possym.evaluate.landing.alias_distance`; plane 1: 44, plane 2: 29), and the number model fails once
-such a key exists.
-
-Per (layer ℓ, plane p), from the landing summary and the gated curves of the cliff stage:
-
-    share_alias_fail   share of failing inputs, among those whose alias key exists, whose attention
-                       maximum in ℓ lands on the alias key (offset −a_p), over every hop query
-    share_alias_pass   the same share among the passing inputs
-    acc_below          accuracy (hop counts pooled) at K < a_p − 15, where no right key of any hop
-                       (window positions ≤ 15) has an alias key; NaN if the grid has no such K
-    acc_above          accuracy at K ≥ a_p, where every right key has one
-    acc_above_gated    acc_above with plane p gated in ℓ
-    acc_below_gated    acc_below with plane p gated in ℓ
-
-The rule, both parts needed for ``supported``:
-
-- *landing*: ``share_alias_fail ≥ LANDING_SHARE`` (0.2: a fifth of the failures land on the alias)
-  and ``share_alias_fail ≥ LANDING_RATIO × share_alias_pass`` (3: the failures land there far more
-  often than the successes, so it is not a trait of every input);
-- *gate*: gating plane p in ℓ raises the accuracy where the alias exists,
-  ``acc_above_gated − acc_above ≥ GATE_GAIN`` (0.05, about twice the Wilson half-width of a point with
-  ~2,000 windows). A gate that destroys the layer lowers both sides and does not count.
-
-Refuted for a seed when no (ℓ, p) is supported; the table then still shows where the failures land
-(the landing summary's ``top_offsets``), which is where another mechanism would show.
+Hypothesis (Sec. 3.6, Fig. 5B): a positional layer dominated by RoPE plane p confuses the right key with the
+key a_p tokens before it, a_p·θ_p ≈ 0 mod 2π (:func:`possym.evaluate.landing.alias_distance`; plane 1: 44,
+plane 2: 29), and fails once such a key exists. Per (layer ℓ, plane p), from the cliff stage's landing summary
+and gated curves: ``share_alias_fail`` / ``share_alias_pass`` (failing / passing inputs whose attention maximum
+in ℓ lands on the alias key), ``acc_below`` (K < a_p − 15: no alias key), ``acc_above`` (K ≥ a_p), and both
+with plane p gated in ℓ. ``supported`` needs both *landing*: share_alias_fail ≥ :data:`LANDING_SHARE` (0.2) and
+≥ :data:`LANDING_RATIO` (3) × share_alias_pass, and *gate*: acc_above_gated − acc_above ≥ :data:`GATE_GAIN`
+(0.05, about twice a ~2,000-window point's Wilson half-width; a gate that destroys the layer lowers both sides).
+Refuted for a seed when no (ℓ, p) is supported. The stage: docs/reproduce.md, "Stages" (``cliff``).
 
 Example:
     >>> summary = pd.DataFrame({"layer": 1, "plane": 1, "alias": 44, "alias_exists": True, "query": 0,
@@ -35,8 +17,7 @@ Example:
     ...                       "n_hops": 1, "n": 100, "correct": [95, 40, 90, 70]})
     >>> row = alias_evidence(summary, gated).iloc[0]
     >>> float(row.share_alias_fail), float(row.acc_above), float(row.acc_above_gated), bool(row.supported)
-    (0.5, 0.4, 0.7, True)
-"""
+    (0.5, 0.4, 0.7, True)"""
 
 from __future__ import annotations
 

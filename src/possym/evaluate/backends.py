@@ -1,31 +1,14 @@
 """One view of a model's attention, whatever the model: where an intervention edits it and reads it.
 
-An intervention (:mod:`possym.evaluate.interventions`) needs three places in each attention layer l:
-
-- the **rotated query** ``q`` [batch, head, pos, d_head], after RoPE, before the logits: a plane's two
-  coordinates set to 0 there remove that plane's term (R_i q)_k · (R_j k_j)_k from every logit;
-- the **logits** ``ℓ`` [batch, head, query_pos, key_pos], scaled, soft-capped and masked, before the
-  softmax: a knock-out sets entries to −∞, sharpening multiplies them by β;
-- the **pattern** softmax(ℓ) [batch, head, query_pos, key_pos], after the softmax: what attention mass
-  is read from.
-
-A :class:`Backend` (one adapter per model kind) offers those three places as functions of a layer and
-runs the model. Query positions are absolute: with a key-value cache the last ``query_pos`` of the
-``key_pos`` positions are the queries, so the first query sits at ``key_pos − query_pos``.
-
-- :class:`PossymBackend`, a possym :class:`~possym.model.gptj.GPTJ`: its hooks ``hook_rot_q``,
-  ``hook_attn_scores`` (pre-softmax, masked) and ``hook_pattern``; RoPE pairs adjacent dims (2k, 2k+1).
-- :class:`HFBackend`, a Hugging Face RoPE causal LM (Llama, Qwen, Gemma, GPT-J, ...): an attention
-  function registered under ``possym_intervene`` in transformers' attention and mask registries (the
-  mechanism of :mod:`possym.heads.capture`; a name missing from the mask registry gets no causal mask).
-  It receives the rotated q and k and computes eager attention, logits = cap(scale · q·kᵀ) + mask,
-  with the edits applied. NeoX-style families pair dim k with k + rot_dim/2 ("rotate half"); GPT-J pairs
-  adjacent dims; only the first ``rot_dim`` dims rotate (partial rotary) and a plane ID past them is refused.
-- :class:`TLBackend`, a TransformerLens ``HookedTransformer``: ``hook_rot_q``, ``hook_attn_scores``
-  (pre-softmax, after the mask and the soft-cap) and ``hook_pattern``; the pairing is
-  ``cfg.rotary_adjacent_pairs``. A ``TransformerBridge`` is refused, naming the architecture it wraps: bridges
-  do not fire the hooks alike (GPT-J's fires ``hook_attn_scores`` after the softmax, where a knock-out or a β
-  would edit probabilities, not logits; GPT-J's and GPT-NeoX's never fire ``hook_rot_q``).
+An intervention (:mod:`possym.evaluate.interventions`) needs three places per layer: the rotated query ``q``
+[batch, head, pos, d_head] (plane gating), the logits ``ℓ`` [batch, head, query_pos, key_pos], scaled,
+soft-capped and masked (knock-out, sharpening), and the pattern softmax(ℓ) (what mass is read from). A
+:class:`Backend` offers them per layer and runs the model; query positions are absolute (with a key-value
+cache the first query sits at ``key_pos − query_pos``). :class:`PossymBackend` reads possym's hooks;
+:class:`HFBackend` registers ``possym_intervene`` in transformers' attention and mask registries (as
+:mod:`possym.heads.capture`; a name missing from the mask registry gets no causal mask) and computes eager
+attention with the edits; :class:`TLBackend` edits a ``HookedTransformer``'s hooks and refuses a
+``TransformerBridge``. Pairings, and why bridges are refused: docs/interventions.md.
 
 Example (the three places on a possym model, unedited):
     >>> import torch
@@ -37,8 +20,7 @@ Example (the three places on a possym model, unedited):
     >>> with backend.attach({}, {}, {0: lambda pattern, first: seen.setdefault(0, pattern)}):
     ...     _ = backend.forward(torch.tensor([[1, 2, 3]]))
     >>> seen[0].shape, backend.plane_dims(0, 1)            # [batch, head, query_pos, key_pos]; plane 1's dims
-    (torch.Size([1, 1, 3, 3]), (0, 1))
-"""
+    (torch.Size([1, 1, 3, 3]), (0, 1))"""
 
 from __future__ import annotations
 

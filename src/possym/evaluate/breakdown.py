@@ -1,27 +1,13 @@
 """Accuracy over a fine grid of K, by hop count and by answer position, optionally under an intervention.
 
-The length curve (:mod:`possym.evaluate.lengthgen`) pools each K's windows over their answer
-positions. A mechanism that depends on *where* the answer sits is hidden there: on the number task,
-the answer at window position t sits ``seq_len - 1 - t`` tokens before the query, and a RoPE plane
-that cannot tell two keys 2π/θ·m apart fails only once a key that far before the right one exists,
-i.e. once K ≥ that distance − t. So this module keeps every window's prediction:
-
-- :func:`length_points` draws exactly the windows :func:`~possym.evaluate.lengthgen.measure_length_curve`
-  draws for a :class:`~possym.evaluate.lengthgen.LengthGenConfig` (the same prefixes, the same
-  generators, the same order), one :class:`LengthPoint` per (prefix, hop count, K);
-- :func:`length_predictions` runs a model over them, with a key-value cache per prefix, inside an
-  optional ``edit`` (a context manager over the model, such as
-  :func:`~possym.evaluate.interventions.intervene` with a
-  :class:`~possym.evaluate.interventions.GatePlanes`; the prefix cache is computed inside it too, since
-  an edited layer changes the prefix's keys in the layers above), and returns one row per window:
-  ``extra, n_hops, prefix, answer_pos, answer_distance, answer, predicted, correct``, where
-  ``answer_pos`` t is the answer's position inside the target window (0-based),
-  ``answer_distance`` = query position − answer position, and ``first_key_pos`` the window position
-  of the last token's first hop target (path[1]; the answer for a 1-hop input), the key whose alias
-  the last query's positional heads may confuse it with;
-- :func:`accuracy_table` counts them by any columns (default K × hop count × answer position), with
-  Wilson 95% intervals;
-- :func:`plane_gate_curves` repeats the predictions with one RoPE plane gated in one layer at a time.
+The length curve (:mod:`possym.evaluate.lengthgen`) pools each K's windows over answer positions, which hides
+a mechanism that depends on where the answer sits (on the number task, a RoPE plane that cannot tell two keys
+2π/θ·m apart fails only once K reaches that distance − t). So: :func:`length_points` draws exactly the length
+curve's windows, one :class:`LengthPoint` per (prefix, hop count, K); :func:`length_predictions` runs a model
+over them inside an optional ``edit`` (the prefix cache computed inside it too), one row per window
+(``extra, n_hops, prefix, answer_pos`` (0-based in the window), ``answer_distance`` (query − answer position),
+``first_key_pos`` (path[1]), ``answer, predicted, correct``); :func:`accuracy_table` counts them with Wilson
+95% intervals; :func:`plane_gate_curves` repeats them with one RoPE plane gated in one layer at a time.
 
 Example:
     >>> import torch
@@ -36,8 +22,7 @@ Example:
     (64, [40, 41])
     >>> table = accuracy_table(rows)
     >>> list(table.columns)[:6], int(table["n"].sum())
-    (['extra', 'n_hops', 'answer_pos', 'n', 'correct', 'accuracy'], 64)
-"""
+    (['extra', 'n_hops', 'answer_pos', 'n', 'correct', 'accuracy'], 64)"""
 
 from __future__ import annotations
 

@@ -1,25 +1,16 @@
 """Softmax dilution, predicted and tested: how much attention a hop keeps on its right key once K extra keys
 precede the window, and the controls that tell dilution from a mechanism that changes with K (Sec. 3.6).
 
-A query q reads its right key r. With logits ℓ_j, the extra keys E (|E| = K) and the window's other
-visible keys V (the query's own key among them),
+A query reads its right key r; E the K extra keys, V the window's other visible keys (the query's own among them):
 
-    A_r = 1 / (1 + W + K·e^(−Δ)),   W = Σ_{j∈V} e^(ℓ_j − ℓ_r),   Δ = ℓ_r − log( (1/K) Σ_{j∈E} e^(ℓ_j) ).
+    A_r = 1 / (1 + W + K·e^(−Δ)),   W = Σ_{j∈V} e^(ℓ_j − ℓ_r),   Δ = ℓ_r − log( (1/K) Σ_{j∈E} e^(ℓ_j) ),
 
-Δ is the margin of the right key over the extra window (for a flat window, every extra key at ℓ_r − Δ,
-it is that gap; otherwise the gap a flat window would need to take the same mass), and W is the
-window's own competition. Both are read from the pattern itself: ℓ_j − ℓ_r = log A_j − log A_r. The
-identity holds at each K by construction; what dilution *predicts* is that Δ and W do not change with
-K, so the mass at every K follows from one reference K (:func:`compare_dilution`), and that sharpening
-by β (every logit times β) gives
-
-    A_r(β) = 1 / (1 + W_β + K·e^(−βΔ)),   W_β = Σ_{j∈V} e^(β(ℓ_j − ℓ_r))      (:func:`predicted_mass`).
-
-Controls (:func:`knockout_controls`): knocking out a random fraction f of the extra window leaves
-K(1 − f) extra keys, so dilution predicts 1 / (1 + W + (1 − f)·K·e^(−Δ)); a same-size knock-out of the
-keys with the most attention (by mass) restores more than a random one only where the mass on the window
-is uneven (a distractor, not a flat dilution). Knocking out the whole window in every layer restores the
-K = 0 computation exactly (RoPE logits depend on relative positions only), so it is no evidence by itself.
+read from the pattern (ℓ_j − ℓ_r = log A_j − log A_r), an identity at each K. Dilution predicts that Δ and W do
+not change with K (:func:`compare_dilution`), that sharpening gives A_r(β) = 1 / (1 + W_β + K·e^(−βΔ))
+(:func:`predicted_mass`), and that a random knock-out of a fraction f of the window gives
+1 / (1 + W + (1 − f)·K·e^(−Δ)), no less than one chosen by mass unless the window is uneven
+(:func:`knockout_controls`). Knocking out the whole window restores K = 0 exactly (RoPE is relative), so it is no
+evidence by itself. See docs/interventions.md.
 
 Example (a flat head, W_Q = 0: every key gets the same logit, so Δ = 0 and the mass is 1 / (q + 1)):
     >>> import torch
@@ -33,8 +24,7 @@ Example (a flat head, W_Q = 0: every key gets the same logit, so Δ = 0 and the 
     >>> print(row.n_extra, abs(round(row.margin, 6)), round(row.window, 6), round(row.mass, 4))
     20.0 0.0 9.0 0.0333
     >>> float(predicted_mass(0.0, 20, window=9.0))
-    0.03333333333333333
-"""
+    0.03333333333333333"""
 
 from __future__ import annotations
 

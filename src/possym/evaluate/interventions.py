@@ -1,33 +1,12 @@
 """Interventions on attention, for any RoPE model: knock-out, sharpening, plane gating, and the mass they move.
 
-Three edits, each a frozen record applied by :func:`intervene` (or passed as ``edits=`` to a measurement)
-to a possym GPT-J, a Hugging Face RoPE causal LM or a TransformerLens ``HookedTransformer`` alike, through
-the adapters of :mod:`possym.evaluate.backends`. With ℓ_ij the logit of query i on key j (scaled,
-soft-capped, masked) and A_ij = softmax_j(ℓ_ij):
-
-- :class:`KnockOut` (Sec. 3.6): ℓ_ij ← −∞ for j in a set S of keys (any set: a range, or a random
-  subset of the extra window), for the chosen queries and layers. Softmax renormalises over the rest:
-  A'_ij = A_ij / (1 − Σ_{s∈S} A_is). A query left with no key is refused.
-- :class:`Sharpen` (Sec. 3.6): ℓ_ij ← β ℓ_ij in the chosen layers, a softmax temperature 1/β; β > 1
-  sharpens the pattern towards its maximum, β < 1 flattens it; masked logits stay −∞.
-- :class:`GatePlanes` (Sec. 3.5, the RoPE planes of Table 1): the logit is a sum over RoPE planes,
-  ℓ_ij = scale · Σ_k (R_i q_i)_k · (R_j k_j)_k (+ the unrotated dims), so setting plane k's two
-  coordinates of the rotated query to 0 removes exactly its term from every logit. Planes are the paper's
-  1-based frequency IDs, θ_k = base^(−2(k−1)/rot_dim); the dims a plane occupies depend on the pairing:
-  GPT-J pairs adjacent dims (2k−2, 2k−1), NeoX and Llama pair halves (k−1, k−1+rot_dim/2); with partial
-  rotary only the first rot_dim dims are planes.
-
-Measurements, each a DataFrame or tensors:
-
-- :func:`attention_patterns`: the patterns A [batch, head, query_pos, key_pos] of chosen layers;
-- :func:`attention_mass`: per (layer, head) the mass Σ_{j∈S} A_qj on a set S of keys at a query q, and
-  its concentration: the entropy of A restricted to S and renormalised (log |S| when flat over S, 0 on
-  one key) and the top-k share (the mass on S's k heaviest keys over the mass on S: 1/|S| flat, 1 on one key);
-- :func:`model_logits`: the output logits under the edits (accuracy under an intervention).
-
-Scores at chosen query positions are not here: :func:`possym.scores.swaps.head_scores` takes
-``query=`` (one position per input), and for a Hugging Face or TransformerLens model the prompt cut
-after the query gives the same attention at it (causal attention sees nothing later).
+Three edits, each a frozen record applied by :func:`intervene` (or ``edits=``) to a possym GPT-J, a Hugging
+Face RoPE causal LM or a TransformerLens model through :mod:`possym.evaluate.backends`; ℓ_ij the logit of query
+i on key j: :class:`KnockOut` ℓ_ij ← −∞ for j in S (A'_ij = A_ij / (1 − Σ_{s∈S} A_is); a query left with no
+key is refused), :class:`Sharpen` ℓ_ij ← β ℓ_ij, :class:`GatePlanes` zeroes RoPE plane k of the rotated query,
+removing its term from every logit. Measurements: :func:`attention_patterns`, :func:`attention_mass` (the mass
+on a key set S, the entropy of A within S and the top-k share) and :func:`model_logits`. Scores at chosen
+queries: :func:`possym.scores.swaps.head_scores` with ``query=``. See docs/interventions.md.
 
 Example (a possym model: the last query's mass on keys {0, 2}, then with them knocked out):
     >>> import torch
@@ -38,8 +17,7 @@ Example (a possym model: the last query's mass on keys {0, 2}, then with them kn
     >>> before = attention_mass(model.eval(), tokens, keys=[0, 2])
     >>> after = attention_mass(model, tokens, keys=[0, 2], edits=[KnockOut(layers=(0,), keys=(0, 2))])
     >>> bool(before.mass.iloc[0] > 0), float(after.mass.iloc[0])
-    (True, 0.0)
-"""
+    (True, 0.0)"""
 
 from __future__ import annotations
 

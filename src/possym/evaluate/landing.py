@@ -1,28 +1,14 @@
 """Attention landing: where each layer's attention maximum falls, as an offset from the key a hop should read.
 
-On a multi-hop input the hop path is ``path[0] = query → path[1] → ... → path[n_hops] = answer``
-(:class:`~possym.tasks.TaskSamples`; on the number task path[h+1] = path[h] − offset token at
-path[h]). The *right key* of the query at ``path[h]`` is ``path[h+1]``: the position a positional
-head resolving that hop attends to (paper Fig. 3A; the last token's head attends its first hop's
-target). For each input, hop query h, layer ℓ and head, :func:`attention_landing` reports
-
-    argmax_key = argmax_j A^ℓ[path[h], j],   offset = argmax_key − path[h+1],
-
-with the weight on the maximum, on the right key and on the *alias key* path[h+1] − a: the key a
-tokens before the right one, where a RoPE plane turning by θ per position cannot tell the two apart
-when a·θ ≈ 0 (mod 2π). :func:`alias_distance` finds the a that does that best within a range (θ = 1
-rad: a = 44, since 44 − 7·2π = 0.018 rad). A key a before the right one exists only when
-path[h+1] ≥ a (column ``alias_exists``).
-
-:func:`plane_margins` says which RoPE plane put the maximum where it is: for an input whose maximum
-misses the right key, each plane's partial logit (the metric paper's projection head) at the landing
-key minus at the right key, m_k = ℓ_k(argmax) − ℓ_k(right), and the same for the unrotated rest
-(plane 0); the m_k sum to the logit margin by which the wrong key won. Under the aliasing hypothesis
-the aliasing plane's m_k is near 0 (it cannot tell the keys apart) and the winner is decided elsewhere.
-
-:func:`landing_summary` then counts, per group (layer, head, hop query, and whether the input was
-answered correctly), the share of inputs landing on the right key (offset 0), on the alias (offset −a)
-or on any negative multiple of a, and the commonest offset.
+On a hop path ``path[0] = query → ... → path[n_hops] = answer`` (:class:`~possym.tasks.TaskSamples`), the right
+key of the query at path[h] is path[h+1]. Per input, hop query h, layer ℓ and head, :func:`attention_landing`
+reports argmax_key = argmax_j A^ℓ[path[h], j], offset = argmax_key − path[h+1], and the weights on the maximum,
+the right key and the *alias key* path[h+1] − a, which a plane turning by θ cannot tell from the right one when
+a·θ ≈ 0 mod 2π (:func:`alias_distance`; θ = 1 rad: a = 44, as 44 − 7·2π = 0.018; ``alias_exists`` iff
+path[h+1] ≥ a). :func:`plane_margins` splits a missed maximum's logit margin into per-plane partial logits
+m_k = ℓ_k(argmax) − ℓ_k(right) (plane 0: the unrotated rest); :func:`landing_summary` counts the shares landing on
+the right key, the alias or a multiple of it, and the commonest offset. Graded by
+:mod:`possym.evaluate.alias_evidence`.
 
 Example (one layer, random weights; the columns):
     >>> import torch
@@ -34,8 +20,7 @@ Example (one layer, random weights; the columns):
     ...              torch.Generator().manual_seed(0))
     >>> land = attention_landing(model, generate(task, 4, np.random.default_rng(0)))
     >>> land[["input", "query", "layer", "head"]].shape, alias_distance(1.0, 100)
-    ((4, 4), 44)
-"""
+    ((4, 4), 44)"""
 
 from __future__ import annotations
 

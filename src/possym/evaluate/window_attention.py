@@ -1,28 +1,14 @@
 """Where each hop's attention goes once K extra tokens precede the window: the key the hop should read,
 against the extra window (Sec. 3.6, Fig. 5B: is the letter model's multi-hop loss softmax dilution?).
 
-For an h-hop input with path p_0 (the query, the last position), p_1, ..., p_h (the answer), the
-hop from p_k reads p_{k+1}: that is the token whose left letter is the right letter of p_k (letter
-task), or the position p_k's offset names (number task), the independent solver's path
-(:func:`possym.tasks.solve`, which the generator's ``path`` equals). For every layer l, head and hop
-index k (0 = the final query), with A the post-softmax pattern of query p_k,
-
-- ``next_hop`` = A[p_{k+1}]: the mass on the key the hop should read;
-- ``chain`` = Σ_{m>k} A[p_m]: on every later chain token (``answer`` = A[p_h]);
-- ``extra_mass`` = Σ_{j<K} A[j]: on the K inserted tokens (``extra`` is K itself); ``extra_max`` =
-  max_{j<K} A[j], the largest single extra key (dilution spreads mass thinly, a distractor puts it on one key);
-- ``rest``: 1 − chain − extra_mass, the rest of the window (the query's own key included);
-- ``next_is_max``: the share of inputs whose largest key is p_{k+1}.
-
-Softmax dilution predicts, for a head whose logit gap Δ between the right key and every extra key
-stays fixed, ``next_hop`` = 1 / (1 + W + K e^{−Δ}) with W the window's own competition: it falls as
-K grows and is recovered by sharpening (β Δ). A mechanism that changes with K (a distractor, a
-lost hop) shows instead as ``extra_max`` near ``extra`` or ``next_is_max`` falling while the mass
-on the extra window stays small.
-
-The inputs are the length protocol's (:mod:`possym.evaluate.lengthgen`, same seeds: the windows at
-one K are those the length curve measures), the prefix computed once per (hop count, prefix) and
-its key-value cache reused, so K = 2,000 costs little more than K = 0.
+For an h-hop input with path p_0 (the query), ..., p_h (the answer; the solver's path), per layer, head and
+hop k, with A the pattern of query p_k: ``next_hop`` = A[p_{k+1}]; ``chain`` = Σ_{m>k} A[p_m] (``answer`` =
+A[p_h]); ``extra_mass`` = Σ_{j<K} A[j] (``extra`` is K) and ``extra_max`` its largest key; ``rest`` = 1 − chain
+− extra_mass; ``next_is_max``: the share of inputs whose largest key is p_{k+1}. Dilution predicts
+``next_hop`` = 1 / (1 + W + K e^{−Δ}) at a fixed gap Δ; a distractor or a lost hop shows instead as
+``extra_max`` near ``extra_mass`` or a falling ``next_is_max``. The inputs are the length protocol's
+(:mod:`possym.evaluate.lengthgen`, same seeds), each prefix's key-value cache reused. See
+docs/interventions.md.
 
 Example (a model whose attention is uniform: every key gets 1 / (position + 1)):
     >>> import torch
@@ -37,8 +23,7 @@ Example (a model whose attention is uniform: every key gets 1 / (position + 1)):
     >>> print(round(row.next_hop * 100, 6), round(row.extra_mass, 6))   # 1/100 and 83/100
     1.0 0.83
     >>> attention_table(frame, "extra_mass").round(2).values.tolist()   # K = 0, 83 at the final query
-    [[0.0, 0.83]]
-"""
+    [[0.0, 0.83]]"""
 
 from __future__ import annotations
 

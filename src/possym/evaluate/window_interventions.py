@@ -1,19 +1,13 @@
 """Length accuracy by hop count under an attention edit: the extra window knocked out one layer at a time,
 or the logits of chosen layers sharpened by β (Sec. 3.6: a logit-scale effect, or a missing mechanism?).
 
-- :func:`knockout_accuracy`: for each layer l (and ``None``, no edit), the window's queries in layer l
-  give the K extra keys the logit −∞ (a :class:`~possym.evaluate.interventions.KnockOut` of
-  keys 0..K−1 for the window's queries, K on). If the multi-hop loss at K is dilution by the extra window in layer l,
-  knocking it out in l restores the K = 0 accuracy; exactly so in every layer at once, since RoPE
-  logits depend on relative position only (the window then computes what it computes alone).
-- :func:`sharpened_accuracy`: every logit of ``layers`` times β before the softmax, at every position,
-  the prefix's included (a :class:`~possym.evaluate.interventions.Sharpen`). Dilution with a fixed
-  logit gap Δ is undone by a β with β Δ ≥ Δ + log(K / K_0): a modest β (1.3–1.5) recovers it when Δ is
-  large; a gap that needs a large β, or that no β closes, is not logit scale.
-
-The inputs are the length protocol's (:mod:`possym.evaluate.lengthgen`: same seeds, prefixes and
-windows, so the unedited rows equal the length curve's per-hop points). Rows: one per (edit, K, hop
-count) with ``accuracy``, ``correct``, ``n`` and the Wilson interval.
+:func:`knockout_accuracy` gives the K extra keys logit −∞ for the window's queries in one layer l at a time (and
+``None``, no edit): if the loss at K is dilution in l, that restores the K = 0 accuracy (in every layer at once it
+does so exactly, RoPE being relative). :func:`sharpened_accuracy` multiplies every logit of ``layers`` by β
+(prefix included): dilution at a fixed gap Δ is undone once β Δ ≥ Δ + log(K / K_0), so a modest β (1.3–1.5)
+suffices when Δ is large. The inputs are the length protocol's (:mod:`possym.evaluate.lengthgen`), so unedited
+rows equal the length curve's per-hop points; one row per (edit, K, hop count) with ``accuracy``, ``correct``,
+``n`` and the Wilson interval. See docs/interventions.md.
 
 Example (a random 2-layer model: knocking out a 0-token window is no edit at all):
     >>> import torch
@@ -28,8 +22,7 @@ Example (a random 2-layer model: knocking out a 0-token window is no edit at all
     ['L0', 'L1', 'none']
     >>> at0 = frame[frame.extra == 0].groupby("n_hops").accuracy.nunique()   # the same at K = 0
     >>> at0.tolist()
-    [1, 1]
-"""
+    [1, 1]"""
 
 from __future__ import annotations
 

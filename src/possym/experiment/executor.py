@@ -1,36 +1,20 @@
 """The one executor: runs an experiment's stages over its runs into one directory, resumably.
 
-Layout of ``OUT``::
-
-    experiment.yaml      the experiment as last run (a rerun with other settings says what differs)
-    runs/ID/             each run's directory (``possym.open_run`` reads it)
-    runs/ID/resume.json  run ID's entries of the memo (:mod:`possym.stages.memo`), the one memo that
-                         ``possym score RUN`` and :func:`run_stage` consult too
-    log/experiment.json  the experiment-scope stages' entries
-    logs/ID.log          what each run's stages (and the experiment's) printed, and each failure the executor
-                         reported for the run (also one the run's memo could not record: its lock held elsewhere)
-    NAME/                each part (a sub-experiment, e.g. the canonical grid)
-
-Order. Parts (each an experiment of its own, into ``OUT/NAME``) run first. Then the stages, in the experiment's
-order: experiment-scope stages run here, once; each maximal stretch of run-scope stages (``train`` included) is
-cut into *units of work* (:class:`Unit`: a stretch of stages for a run, or for runs kept together) that one loop
-hands to an engine, every unit through :func:`run_unit`: :class:`Here` runs them in this process (one unit of
-every run, stage by stage over them: training every run before scoring any), a pool, Ray or Slurm
-(:mod:`possym.sweep.engines`) in their workers. Each run-scope stage runs through :func:`run_stage`, the one way
-to run a stage on a run (the CLI's too). What is done with today's settings is skipped (a per-step stage, such
-as ``score``, does only the checkpoints it has not done), unless ``redo`` names the stage; a unit that fails is
-retried ``retries`` times; a run that still fails is reported, later stages leave it out, and the
-experiment's own stages (the report) run on what exists.
-
-Every call leaves the caller's process as it found it: thread counts are set per unit and restored.
+``OUT`` holds ``experiment.yaml`` (the experiment as last run), ``runs/ID/`` (each run's directory, with its memo
+``resume.json``, :mod:`possym.stages.memo`), ``log/experiment.json`` (the experiment-scope stages' entries),
+``logs/ID.log`` (what each run's stages printed, and each failure reported for it) and ``NAME/`` (each part, run
+first). Experiment-scope stages run here; each stretch of run-scope stages is cut into units of work
+(:class:`Unit`) that one loop hands to an engine (:class:`Here`, a pool, Ray or Slurm: :mod:`possym.sweep.engines`),
+each through :func:`run_unit` and every stage through :func:`run_stage`. What is done with today's settings is
+skipped unless ``redo`` names it; a failing unit is retried ``retries`` times, then its run is left out of later
+stages. Thread counts are set per unit and restored. See docs/architecture.md, "One experiment, one executor".
 
 Example:
     >>> import tempfile
     >>> from possym.experiment.spec import load_experiment
     >>> exp = load_experiment("quick", overrides=["experiment.tasks=[number]", "train.steps=4"])  # doctest: +SKIP
     >>> run_experiment(exp, tempfile.mkdtemp()).failed   # doctest: +SKIP
-    {}
-"""
+    {}"""
 
 from __future__ import annotations
 

@@ -1,30 +1,13 @@
 """TransformerLens's head detectors: previous-token, duplicate-token and induction scores of every head.
 
-TransformerLens's ``head_detector.detect_head`` labels a head by how much of its attention lands on
-the query–key pairs a *detection pattern* D [pos, key_pos] marks (its default ``error_measure="mul"``):
-
-    score = Σ_{i,j} A[i, j] · D[i, j] / Σ_{i,j} A[i, j],
-
-over every query i and key j of one input, A the head's attention pattern (rows sum to 1, so the
-denominator is the number of positions). For a list of inputs the score is the mean over inputs.
-The three patterns, for tokens t_0 .. t_{n−1}, all lower-triangular:
-
-    previous_token_head   D[i, j] = 1  if j = i − 1
-    duplicate_token_head  D[i, j] = 1  if j < i and t_j = t_i        (an earlier copy of the query's token)
-    induction_head        D[i, j] = 1  if 1 <= j <= i and t_{j−1} = t_i
-                                       (the token after an earlier copy of the query's token)
-
-Range [0, 1]. Row 0 has no previous token and no earlier copy, so a head that attends perfectly to
-the previous token scores (n − 1)/n on ``previous_token_head``, not 1; ``exclude_bos`` zeroes the
-attention on key 0 before the sums (TransformerLens's option of that name), and then the perfect
-previous-token head scores exactly 1. ``exclude_current_token`` zeroes the diagonal. A head whose
-attention is entirely excluded scores NaN (0/0), as TransformerLens's does. TransformerLens's
-``error_measure="abs"`` is not implemented.
-
-Scores are read from the model's own attention pattern: ``hook_pattern`` of a possym GPT-J or a
-TransformerLens model (:func:`hooked_detector_scores`), the weights the eager attention returns in a
-Hugging Face model (:func:`possym.heads.capture.capture_attention`); :func:`possym.head_scores`
-reports them beside s_POS and s_SYM.
+As TransformerLens's ``detect_head`` (``error_measure="mul"``; ``"abs"`` is not implemented), for a pattern A
+and a detection pattern D, score = Σ_{i,j} A[i, j] · D[i, j] / Σ_{i,j} A[i, j], the mean over inputs, with D[i, j]
+= 1 iff j = i − 1 (``previous_token_head``), j < i and t_j = t_i (``duplicate_token_head``), 1 <= j <= i and
+t_{j−1} = t_i (``induction_head``). ``exclude_bos`` zeroes key 0 (a perfect previous-token head then scores 1,
+not (n − 1)/n), ``exclude_current_token`` the diagonal; a fully excluded head scores NaN. Read from the model's
+own pattern (:func:`hooked_detector_scores`; a Hugging Face model's eager weights via
+:func:`possym.heads.capture.capture_attention`) and reported by :func:`possym.head_scores`. See docs/heads.md,
+"Head detectors beside the scores".
 
 Example (a head that attends to the previous token, and to itself at position 0; on a repeated
 sequence the token after the earlier copy is the previous token from position 2 on):
@@ -35,8 +18,7 @@ sequence the token after the earlier copy is the previous token from position 2 
     >>> [round(float(x), 3) for x in detector_scores(pattern, tokens)]        # previous, duplicate, induction
     [0.75, 0.0, 0.5]
     >>> [round(float(x), 3) for x in detector_scores(pattern, tokens, exclude_bos=True)]
-    [1.0, 0.0, 1.0]
-"""
+    [1.0, 0.0, 1.0]"""
 
 from __future__ import annotations
 

@@ -1,24 +1,14 @@
 """One call, one result: s_POS, s_SYM, entropy and the head detectors of any model on any inputs.
 
-:func:`score_any` is what :func:`possym.head_scores` runs. It takes
-
-- a model: a possym GPT-J, a Hugging Face RoPE causal LM, a TransformerLens ``HookedTransformer`` or
-  ``TransformerBridge``, or any of them inside an nnsight wrapper (:mod:`possym.heads.wrappers`);
-- inputs: a LongTensor [batch, pos] of token ids (the last token queries, or ``query=``; blocks of
-  ``block_size`` tokens tile the keys before it), a list of strings (as TransformerLens's ``detect_head``
-  takes them: each tokenized alone, then laid out as a row of that tensor), a list of
-  :class:`~possym.heads.prompts.HeadPrompt` (tokenized, their blocks laid on tokens by
-  :func:`~possym.heads.prompts.encode`) or of :class:`~possym.heads.layout.EncodedPrompt`;
-
-and returns one :class:`~possym.scores.swaps.HeadScores` whatever the kind, with the head detectors and the
-model's key-head count, so ``.records()`` and ``.frame()`` need no argument. Strings and ``HeadPrompt``\\ s need a
-tokenizer: ``tokenizer=``, else the model's own (a TransformerLens model's ``to_tokens``, as ``detect_head``
-tokenizes, BOS by its config; an nnsight ``LanguageModel``'s ``tokenizer``).
-
-A possym GPT-J on a tensor runs the exact engine (:func:`possym.scores.swaps.head_scores`) in chunks of
-``batch_size`` inputs (default 64), reading the rotated q and k and the pattern of each chunk in one forward
-pass; on prompts it runs the prompt loop every kind shares (:func:`possym.heads.scores.score_gptj_prompts`).
-``progress(k)`` is called after each chunk or batch of ``k`` inputs.
+:func:`score_any` is what :func:`possym.head_scores` runs: a possym GPT-J, a Hugging Face RoPE causal LM, a
+TransformerLens ``HookedTransformer`` or ``TransformerBridge``, or any of them in an nnsight wrapper
+(:mod:`possym.heads.wrappers`), on a LongTensor [batch, pos] (the last token queries, or ``query=``; blocks of
+``block_size`` tile the keys), strings (each tokenized alone, as ``detect_head`` does; ``tokenizer=`` or the
+model's own), :class:`~possym.heads.prompts.HeadPrompt` or :class:`~possym.heads.layout.EncodedPrompt` lists. It
+returns one :class:`~possym.scores.swaps.HeadScores` whatever the kind. A possym GPT-J on a tensor runs the exact
+engine (:func:`possym.scores.swaps.head_scores`) in chunks of ``batch_size`` (64); on prompts, the loop every kind
+shares (:func:`possym.heads.scores.score_gptj_prompts`); ``progress(k)`` is called after each chunk. See
+docs/heads.md, "Scores of a TransformerLens model" (one result type).
 
 Example:
     >>> import torch
@@ -29,8 +19,7 @@ Example:
     >>> list(scores.frame().columns)[:8]
     ['layer', 'head', 'kv_head', 's_pos', 's_sym', 'entropy', 'n_inputs', 's_pos_sd']
     >>> scores.detectors.shape                              # [input, layer, head, detector]
-    torch.Size([3, 2, 1, 3])
-"""
+    torch.Size([3, 2, 1, 3])"""
 
 from __future__ import annotations
 

@@ -1,26 +1,13 @@
 """s_POS, s_SYM and entropy of every head of a Hugging Face RoPE LM, with the exact swap engine.
 
-For one layer, one prompt and the query at its last token q, the engine of
-:mod:`possym.scores.swaps` needs the logit table T[c, p] of content c placed at position p. Here
-only the K = M·m positions of the M blocks are ever swapped, so the table is built over those alone,
-
-    T[c, p] = cap(scale · (R_q q)·(R_p k_c)) + mask[p],        c, p ∈ block positions,
-
-(``content_position_logits`` with ``key_positions``), and every other key j ≤ q, which no swap
-moves, is merged into one pseudo-key whose logit is log Σ_j exp L_j. A swap then changes exactly
-what it changes on the full row: the logits at the 2m swapped positions, and the normaliser, to which
-the unswapped keys contribute Σ_j exp L_j whatever the swap. So ``swap_attention`` on the merged
-[K+1, K+1] table gives the swapped rows' weights at every block position and the total weight left
-on the others, exactly (tests compare them with a re-run of the model's own attention module,
-:mod:`possym.heads.swap_and_rerun`). The merge also lets blocks start anywhere: binding pairs begin after
-an instruction, and the query's own key and the question are never swapped.
-
-``cap`` is Gemma-2's logit soft-cap (identity elsewhere) and ``mask`` the row of the attention mask
-the model built (causal, and Gemma's sliding window), so masked positions stay masked whatever
-content moves there. Grouped-query attention: query head h reads key head h // (heads / kv_heads).
-
-Per-frequency scores (paper B's projection heads, :mod:`possym.scores.frequency`) use the same
-merge on each RoPE plane's partial logits alone.
+For one layer, one prompt and the query at its last token q, the engine of :mod:`possym.scores.swaps` needs
+the table T[c, p] = cap(scale · (R_q q)·(R_p k_c)) + mask[p] over the K = M·m block positions only
+(``content_position_logits`` with ``key_positions``); every other key j ≤ q, which no swap moves, is merged
+into one pseudo-key of logit log Σ_j exp L_j, so ``swap_attention`` on the [K+1, K+1] table is exact (tested
+against :mod:`possym.heads.swap_and_rerun`) and blocks may start anywhere. ``cap`` is Gemma-2's soft-cap,
+``mask`` the model's own row (causal, sliding window); grouped-query head h reads key head
+h // (heads / kv_heads). Per-frequency scores (:mod:`possym.scores.frequency`) use the same merge per plane.
+See docs/heads.md, "How q and k are read" and "Correctness".
 
 Example (a tiny random Llama built locally; a real model comes from
 :func:`possym.local_models.load_local_model` and its prompts from :func:`possym.heads.prompts.encode`):
@@ -34,8 +21,7 @@ Example (a tiny random Llama built locally; a real model comes from
     >>> scores.s_pos.shape                                  # [prompt, layer, head]
     torch.Size([1, 2, 4])
     >>> bool(((scores.s_pos >= 0) & (scores.s_pos <= 1)).all())
-    True
-"""
+    True"""
 
 from __future__ import annotations
 

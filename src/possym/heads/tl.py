@@ -1,43 +1,19 @@
 """s_POS, s_SYM and entropy of every head of a TransformerLens model, read from its own hooks.
 
-Two kinds of TransformerLens model are scored, by the engine and loop of :mod:`possym.heads.scores`:
-
-- a rotary ``HookedTransformer`` (transformer-lens 3.x; any, e.g. one from
-  :func:`possym.model.tl.to_hooked_transformer`);
-- a ``TransformerBridge`` (TransformerLens's wrapper over a Hugging Face model, transformer-lens 3.9
-  and 4.x). Llama, Qwen, Gemma, Mistral, ... bridges fire ``hook_rot_q``/``hook_rot_k``; GPT-J's and
-  GPT-NeoX's list them but rotate inside the HF module, so they never fire. For those, the q and k of
-  ``hook_q``/``hook_k`` (before RoPE) are rotated here with the HF model's own RoPE
-  (:func:`possym.heads.capture.rope_spec`): R_p x on each plane (x0, x1) is
-  (x0 cos pθ − x1 sin pθ, x0 sin pθ + x1 cos pθ). ``bridge.original_model`` cannot be scored
-  through the Hugging Face path instead: the bridge has replaced its attention modules.
-
-One forward pass per batch reads, per layer, ``hook_rot_q`` [batch, pos, head, d_head] and
-``hook_rot_k`` [batch, pos, kv_head, d_head] (after RoPE; or ``hook_q``/``hook_k``, rotated as
-above), the mask at the last query from ``hook_attn_scores`` (a masked key's score is −inf, or the
-dtype's most negative number; GPT-J's bridge fires it after the softmax, where nothing reads as
-masked, right for a causal row), and the model's own attention pattern from ``hook_pattern`` (its last
-row checks the engine; all of it gives the head detectors, :mod:`possym.heads.detectors`). The rest
-is what the Hugging Face path knows:
-
-- the logit scale: a HookedTransformer divides by ``attn.attn_scale``; a bridge's HF attention
-  module multiplies by its ``scaling``; the soft-cap is ``cfg.attn_scores_soft_cap`` (HookedTransformer)
-  or the HF config's ``attn_logit_softcapping``;
-- the RoPE frequencies: a HookedTransformer's are read from the rotary tables each attention module
-  actually applies (θ_k = atan2(sin, cos) at position 1, so rope scaling, local/global bases and
-  the conversion's exact tables are all honoured), with its pairing (``rotary_adjacent_pairs``:
-  GPT-J's adjacent dims, else NeoX's halves); a bridge's from its HF model (:func:`possym.heads.capture.rope_spec`).
-
-Values (``hook_v``) are not needed: the scores compare attention rows, which q, k, the scale, the cap and
-the mask determine. Before scoring a layer the engine's clean row must equal ``hook_pattern`` to
-1e-4 (:func:`possym.heads.scores.check_last_row`); a model computing its logits otherwise (an
-attention sink, ALiBi, a query rescaled after its hook) is refused rather than scored wrongly.
+A rotary ``HookedTransformer`` (transformer-lens 3.x) or a ``TransformerBridge`` (3.9 and 4.x) is scored by
+the engine and loop of :mod:`possym.heads.scores`. One forward pass per batch reads, per layer,
+``hook_rot_q`` [batch, pos, head, d_head] and ``hook_rot_k`` [batch, pos, kv_head, d_head] (GPT-J's and
+GPT-NeoX's bridges never fire them: their ``hook_q``/``hook_k`` are rotated here with the HF model's RoPE,
+:func:`possym.heads.capture.rope_spec`), the last query's mask from ``hook_attn_scores`` and the pattern from
+``hook_pattern`` (which checks the engine's row to 1e-4, :func:`possym.heads.scores.check_last_row`, and feeds
+:mod:`possym.heads.detectors`); scale, soft-cap and RoPE frequencies come from the model (a HookedTransformer's
+from the rotary tables it applies, θ_k = atan2(sin, cos) at position 1). Values are not needed. What each
+bridge fires, and the tests: docs/heads.md, "Scores of a TransformerLens model".
 
 Example:
     >>> ht = possym.to_hooked_transformer(model)                      # doctest: +SKIP
     >>> possym.head_scores(ht, tokens).s_pos.shape                    # doctest: +SKIP
-    torch.Size([8, 2, 1])
-"""
+    torch.Size([8, 2, 1])"""
 
 from __future__ import annotations
 

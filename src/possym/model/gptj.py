@@ -1,47 +1,24 @@
 """GPT-J decoder on one screen (paper App. C.2), with TransformerLens-style hook points.
 
-Architecture, as facts:
-- token embedding ``W_E``, no position embedding (RoPE inside attention), embedding dropout
-  (``embd_dropout``, separate from the attention and residual ``dropout``, as HF's ``embd_pdrop``);
-- per block: ONE LayerNorm feeds attention and MLP in parallel, ``x + attn(ln(x)) + mlp(ln(x))``;
-- attention: no biases, GPT-J interleaved RoPE on ``rot_dim`` dims, scale 1/sqrt(d_head), causal;
-  the plane options of :class:`~possym.config.ModelConfig` (p-RoPE, NoPE layers, frequency gating)
-  live in the attention module, so anything that re-runs a block gets them too;
-- MLP: Linear(d_model, d_mlp) -> GELU -> Linear, biases; the GELU is exact (HF ``gelu``) or the
-  tanh approximation (HF ``gelu_new``), by ``activation``; ``mlp=False`` leaves the MLP out;
-- final LayerNorm, untied unembedding *with* bias (HF GPT-J's ``lm_head``).
-
-Hook points, named as TransformerLens names them (:mod:`possym.model.hooks`: ``run_with_cache``,
-``run_with_hooks``, ``hooks``; a hook is called as ``fn(activation, hook)``), in forward order:
-``hook_embed`` [batch, pos, d_model]; per block l, ``blocks.{l}.hook_resid_pre`` [batch, pos, d_model];
-``blocks.{l}.attn.hook_q`` / ``hook_k`` / ``hook_v`` [batch, pos, head, d_head] (before RoPE; before a
-``freq_gate`` zeroes its planes); ``hook_rot_q`` / ``hook_rot_k`` (after RoPE); ``hook_attn_scores``
-[batch, head, query_pos, key_pos] (pre-softmax, masked); ``hook_pattern`` (post-softmax); ``hook_z``
-[batch, pos, head, d_head] (the pattern times the values); ``blocks.{l}.hook_attn_out`` [batch, pos,
-d_model]; ``blocks.{l}.mlp.hook_pre`` / ``hook_post`` [batch, pos, d_mlp] (before and after the GELU),
-``blocks.{l}.hook_mlp_out``; ``blocks.{l}.hook_resid_post``. An attention-only model has no MLP hooks.
-When nothing observes the scores or the pattern (no hook, no nnsight envoy: :attr:`HookPoint.observed`),
-attention runs through fused SDPA; when anything does, the explicit path forms them, so that
-``NNsight(model)`` reads and edits ``hook_pattern`` as it does a Hugging Face model's attention.
-
-Weights, stacked per layer as TransformerLens stacks them (new tensors; the parameters keep their
-names, so checkpoints load as before): ``W_Q``, ``W_K``, ``W_V`` [layer, head, d_model, d_head],
-``W_O`` [layer, head, d_head, d_model], ``W_in`` [layer, d_model, d_mlp], ``b_in``, ``W_out`` [layer,
-d_mlp, d_model], ``b_out``; ``W_E`` [d_vocab, d_model], ``W_U`` [d_model, d_vocab], ``b_U``. Per
-block, ``blocks[l].attn.W_Q`` and ``blocks[l].mlp.W_in`` are views of the parameters themselves.
-
-Key-value cache: ``forward_kv`` also returns each layer's rotated keys and values, and ``past=`` feeds
-them back, so a prefix shared by many inputs is computed once (:mod:`possym.evaluate.lengthgen`).
-In a causal model a prefix's keys and values do not depend on what follows it, so this is exact.
-A past of batch 1 is broadcast over the batch without being copied.
+Token embedding and embedding dropout, no position embedding; per block ONE LayerNorm feeds attention and MLP
+in parallel, ``x + attn(ln(x)) + mlp(ln(x))``; attention without biases, GPT-J interleaved RoPE on ``rot_dim``
+dims (with the plane options of :class:`~possym.config.ModelConfig`), scale 1/sqrt(d_head), causal; MLP
+Linear -> GELU (exact or tanh, by ``activation``) -> Linear, or none (``mlp=False``); final LayerNorm, untied
+unembedding with bias. Hook points as TransformerLens names them (:mod:`possym.model.hooks`): ``hook_embed``,
+``blocks.{l}.hook_resid_pre``, ``attn.hook_q/k/v`` [batch, pos, head, d_head] (before RoPE and gating),
+``hook_rot_q/k``, ``hook_attn_scores`` [batch, head, query_pos, key_pos] (pre-softmax, masked), ``hook_pattern``,
+``hook_z``, ``hook_attn_out``,
+``mlp.hook_pre/post``, ``hook_mlp_out``, ``hook_resid_post``; fused SDPA runs when nothing observes the scores
+or pattern (:attr:`HookPoint.observed`). Weights stacked per layer as TransformerLens does (``W_Q`` [layer,
+head, d_model, d_head], ...; views of the parameters). ``forward_kv`` / ``past=`` reuse a shared prefix's keys
+and values exactly (a past of batch 1 is broadcast, not copied). Why each choice: docs/choices.md, "Model".
 
 Example:
     >>> cfg = ModelConfig(n_layers=2, d_model=16, d_mlp=32, d_vocab=10)
     >>> model = GPTJ(cfg, torch.Generator().manual_seed(0))
     >>> logits, cache = model.run_with_cache(torch.tensor([[1, 2, 3]]))
     >>> logits.shape, cache["pattern", 1].shape, model.W_Q.shape
-    (torch.Size([1, 3, 10]), torch.Size([1, 1, 3, 3]), torch.Size([2, 1, 16, 16]))
-"""
+    (torch.Size([1, 3, 10]), torch.Size([1, 1, 3, 3]), torch.Size([2, 1, 16, 16]))"""
 
 from __future__ import annotations
 

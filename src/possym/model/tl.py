@@ -1,45 +1,14 @@
 """A possym GPT-J as a TransformerLens ``HookedTransformer``, with exactly its weights and its RoPE.
 
-The config is the checkpoint's own, stated in TransformerLens's words:
-
-- ``positional_embedding_type="rotary"``, ``rotary_dim``, ``rotary_base`` and
-  ``rotary_adjacent_pairs=True`` (GPT-J pairs dims 2k, 2k+1; TransformerLens's default is NeoX's
-  halves, which would scramble every head);
-- ``parallel_attn_mlp=True`` with ``ln2`` tied to ``ln1``, the same parameters (GPT-J's one LayerNorm feeds
-  both branches, and a model fine-tuned in TransformerLens keeps it one; an attention-only model has no ``ln2``);
-- ``act_fn`` the run's GELU (``"gelu"`` exact, ``"gelu_new"`` tanh); ``attn_only`` for ``mlp=False``;
-- ``normalization_type="LN"``, untied ``W_U`` with the bias ``b_U``, zero attention biases (frozen:
-  ``requires_grad=False``, so that fine-tuning in TransformerLens leaves a GPT-J, which
-  :func:`from_transformer_lens` brings back).
-
-The weights are not processed (no LayerNorm folding, no centring), so every activation, not only
-the logits, equals possym's. Weight mapping (possym -> TransformerLens): ``blocks[l].attn.W_Q`` etc.
-are already TransformerLens-shaped views; ``mlp.0`` -> ``W_in``/``b_in``, ``mlp.2`` -> ``W_out``/``b_out``,
-``embed`` -> ``W_E``, ``unembed`` -> ``W_U``/``b_U``.
-
-The plane options of :class:`~possym.config.ModelConfig`:
-
-- ``freq_gate`` converts exactly: a gated plane's q and k are zero, which is the same as zero
-  columns of ``W_Q`` and ``W_K`` (the attention has no biases), as the HF export does. Only
-  ``hook_q``/``hook_k`` differ: TransformerLens's show the zeros, possym's the ungated projections.
-- ``p_rope`` converts exactly: its kept planes are the fastest ones, dims 0..2·kept−1, at RoPE's
-  own frequencies base^(−2k/rot_dim). TransformerLens rotates ``rotary_dim`` dims at
-  base'^(−2k/rotary_dim), so ``rotary_dim = 2·kept`` and ``rotary_base = base^(2·kept/rot_dim)``
-  give the same frequencies; the dims past them pass through unrotated, as NoPE planes do.
-- ``nope_from_layer`` is refused: TransformerLens rotates every layer alike.
-
-Rotary tables. TransformerLens builds its sin/cos tables in the model's dtype from float32 angles
-(for a float32 model), whose error grows with the position (~1e-4 rad at position 5,000), and only
-for the first 2,048 positions, rebuilding them the same way for a longer input. The conversion writes
-possym's exact tables (float64 angles, cast at the end) for all ``n_ctx`` positions, so no input
-shorter than ``n_ctx`` (default 8,192, past the paper's +5,000 length grid) ever sees TransformerLens's own.
-
-Versions. TransformerLens 4.0 removed ``HookedTransformer`` (its successor, ``TransformerBridge``,
-wraps a Hugging Face model, and its native models have neither a parallel block nor an unembedding
-bias), so :func:`to_hooked_transformer` needs transformer-lens 3.x (``pip install "possym[tl3]"``).
-:func:`to_transformer_bridge` runs on 3.9 and 4.x (``pip install "possym[tl]"`` installs 4.x): a
-``TransformerBridge`` over the exact Hugging Face export (:func:`possym.model.hf.to_hf`), with that
-export's limits (no p-RoPE, no NoPE layer, no attention-only model).
+The config is the checkpoint's own in TransformerLens's words (``rotary_adjacent_pairs=True``,
+``parallel_attn_mlp=True`` with ``ln2`` tied to ``ln1``, zero attention biases frozen so that a model
+fine-tuned there stays a GPT-J for :func:`from_transformer_lens`); the weights are not processed, so every
+activation equals possym's; ``freq_gate`` and ``p_rope`` convert exactly, ``nope_from_layer`` is refused;
+the rotary tables are possym's float64-angle ones for all ``n_ctx`` positions. Weight mapping: ``blocks[l].attn.W_Q``
+etc. are already TransformerLens-shaped views; ``mlp.0`` -> ``W_in``/``b_in``, ``mlp.2`` -> ``W_out``/``b_out``,
+``embed`` -> ``W_E``, ``unembed`` -> ``W_U``/``b_U``. :func:`to_hooked_transformer` needs transformer-lens 3.x
+(``possym[tl3]``); :func:`to_transformer_bridge` runs on 3.9 and 4.x, over the exact Hugging Face export
+(:func:`possym.model.hf.to_hf`). The mapping table, versions and tests: docs/heads.md, "TransformerLens 3 and 4".
 
 Example:
     >>> import torch
@@ -48,8 +17,7 @@ Example:
     >>> ht = to_hooked_transformer(model.eval())                      # doctest: +SKIP
     >>> tokens = torch.tensor([[1, 2, 3]])
     >>> torch.allclose(ht(tokens), model(tokens), atol=1e-5)          # doctest: +SKIP
-    True
-"""
+    True"""
 
 from __future__ import annotations
 

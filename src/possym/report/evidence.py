@@ -1,28 +1,16 @@
 """What the claims read: per task a list of seeds, each one shape whatever it was read from.
 
-A seed's evidence (:class:`TaskEvidence`) comes from a trained run (:func:`task_evidence`), from a reproduction's
-committed tables (:func:`table_evidence`) or from the paper's own figures (:mod:`possym.report.calibration`). Its
-purity over training is summarised once, when the evidence is made, into a :class:`PurityHistory`: per layer and
-kind, the earliest step at which the evidence allows the head to be pure and the first step from which it surely
-is, and whether it surely or possibly is at the end. The measures (:mod:`possym.report.measures`) read the history
-only, never the tables it came from, so that every evidence path gives them the same summaries.
-
-**How sure** (the rule written before grading; :data:`MIN_RUN`, head 0, γ = 0.1 unless a claim says 0.05):
-
-- *possibly pure* at a checkpoint: the box of the two scores' 95% intervals (resampled over the scoring inputs)
-  meets the pure region; *surely pure*: the box lies inside it (:func:`possym.scores.dynamics.record_kinds`).
-  Scores without intervals count by their point estimate, for both.
-- *possibly ever pure*: possibly pure at some checkpoint; *surely ever pure*: surely pure at :data:`MIN_RUN`
-  consecutive scored checkpoints (persistence: one noisy checkpoint cannot make it), and its *sure onset* is the
-  first step of the first such run. Its onset lies between the first possible step and the sure onset.
-- A seed known by its purity table alone (a committed table of seeds whose per-checkpoint scores were not kept):
-  the table's first pure steps (point estimates) are the onsets; *surely ever pure* is the sustained tally's
-  (``l0_tally.csv``: pure at 2 consecutive checkpoints in ≥ 95% of input resamples,
-  :mod:`possym.scores.sustained`) where it was measured, else the point estimate's; the end is the table's final
-  purity, *possibly* another where its interval box straddled γ (``final_straddles``).
-- At the hop queries a layer counts at a checkpoint once it is pure at any hop query.
-
-:attr:`PurityHistory.source` names which of these a seed's history rests on, and every claim shows it.
+A seed's evidence (:class:`TaskEvidence`) comes from a trained run (:func:`task_evidence`), a reproduction's
+committed tables (:func:`table_evidence`) or the paper's figures (:mod:`possym.report.calibration`). Its purity
+over training is summarised once into a :class:`PurityHistory` (per layer and kind: the earliest step it may be
+pure, the first step from which it surely is, and whether it surely or possibly is at the end), which is all
+the measures (:mod:`possym.report.measures`) read. *Surely pure* at a checkpoint: the box of both scores' 95%
+intervals lies inside the pure region (*possibly*: meets it; :func:`possym.scores.dynamics.record_kinds`);
+*surely ever pure*: so at :data:`MIN_RUN` consecutive scored checkpoints (head 0, γ = 0.1 unless a claim says
+0.05). A seed known by its purity table alone uses the sustained tally (:mod:`possym.scores.sustained`) where
+measured, else point estimates, and ``final_straddles`` for the end; at the hop queries a layer counts once
+pure at any of them. :attr:`PurityHistory.source` names what a seed rests on. See docs/reproduce.md, "How the
+claims are graded".
 
 Example:
     >>> from possym.records import ScoreRecord
@@ -32,8 +20,7 @@ Example:
     ...                          at(200, 0.96, 0.01)])
     >>> lp = h.layer(1, "positional")
     >>> lp.first_possible, lp.first_sure, lp.end_sure
-    (50, 150, True)
-"""
+    (50, 150, True)"""
 
 from __future__ import annotations
 

@@ -1,52 +1,15 @@
 """The rule kinds that grade a claim over seeds, each a pure function of per-seed values, each defined once.
 
-A claim (:mod:`possym.report.claimspec`, one entry of ``possym/data/claims.yaml``) names a measure and one
-of three rule kinds. The rule and its margin are written in the entry before the claim is graded; no rule
-chooses, among the readings our data allow, the one closest to the paper.
-
-**Verdicts**, each defined here once (:data:`VERDICTS`):
-
-- ``match``: *equivalent*. For a number, the gap between the paper's value and our seeds' mean is shown to lie
-  within the claim's margin (two one-sided tests at :data:`ALPHA`); for a statement checked per seed, it holds
-  surely (its intervals decide it) at every seed.
-- ``consistent``: neither excluded nor shown equivalent: the evidence could not tell. Never counted as a match.
-- ``partial``: statements only: it holds surely at more than half the seeds but surely fails at some, or its
-  stated weaker form holds surely at every seed; for a set, it shares at least half its layers with the paper's.
-- ``differs``: for a number, the paper's value lies outside what our seeds predict for a new seed (two-sided
-  p < :data:`ALPHA`) and is not equivalent; for a statement, it surely fails at more than half the seeds.
-- ``uninformative`` / ``ceiling``: an accuracy of the paper and of every seed at chance's floor / within the
-  figure's resolution of 1, where agreement is no evidence.
-- ``unresolved``: the verdict depends on a protocol choice the paper does not state (a nuisance, e.g. the length
-  test's hop mix): the claim lists the verdict under each admissible choice instead.
-- ``verified``: a check of our code or of a formula (a construction, a plotted bound), outside the tally.
-- ``n/a``: the evidence cannot judge the claim (no run, or a run of another preset: ``possym.report.grading``).
-
-**Rule kind ``value``: a number per seed** (:func:`grade_value`). x₁..xₙ our seeds' values, P the paper's,
-σ_P its own uncertainty (a value read off a figure to within a tolerance, and for an accuracy the binomial
-error at an evaluation sample the paper does not state, :class:`PaperValue`), M the claim's margin.
-
-- *Prediction* (``differs``): on a transformed scale f, the paper's run as one more draw of our seeds: t =
-  (f(P) − mean f(x)) / √(sd²(1 + 1/n) + σ_P²), two-sided p from Student's t with n − 1 degrees of freedom. For an
-  accuracy f(p) = arcsin √p, the binomial's variance-stabilising transform: bounded, so that a spread of seeds
-  near 0 or 1 cannot stretch the prediction over the whole range (the log-odds could: seeds at 0.00–0.31 would
-  predict 0.89). ``percentile``: P's place in the predictive t distribution, without σ_P.
-- *Equivalence* (``match``): the gap G = P − mean(x) in the value's own units, with standard error
-  √(sd²/n + σ_P²); match iff its 90% interval, G ± t(0.95, n − 1)·se, lies inside (−M, M): both one-sided tests
-  reject at 0.05. An equivalence needs a spread to estimate: with one seed the rule can give no ``match``.
-- Order: floor or ceiling first (accuracies), then ``match``, then ``differs``, else ``consistent``. A gap
-  inside the margin that a tight spread also shows to be non-zero is a match: the margin says what is immaterial.
-- One seed, or seeds without spread: the prediction uses the seeds' own intervals as a normal 95% interval; its
-  size is then not controlled (:mod:`possym.report.power` says how far off).
-
-**Rule kind ``seeds``: a statement, a set or a count per seed** (:func:`grade_seeds`). Each seed's evidence
-gives the best and the worst verdict its intervals allow (:class:`SeedVerdict`: a holds/fails statement gives
-match/differs, or partial for a weaker form; a set by its Jaccard index J with the paper's, match if J = 1,
-partial if J ≥ :data:`JACCARD_PARTIAL`; a count match within ``match_within``, partial within
-``partial_within``). Over n seeds, with h seeds surely ``match``, f surely ``differs`` and s surely at least
-``partial``: match if h = n; differs if f > n/2; partial if s > n/2 and some seed is surely not ``match``;
-else consistent.
-
-**Rule kind ``check``**: a verification, ``verified`` if it holds, else ``partial`` or ``differs`` as the entry says.
+A claim (:mod:`possym.report.claimspec`) names a measure and one of three rule kinds, written before it is
+graded. ``value`` (:func:`grade_value`): a number per seed; *match* when the gap G = P − mean(x) to the
+paper's value P has its 90% interval inside (−M, M), the claim's margin (two one-sided tests at :data:`ALPHA`),
+*differs* when P lies outside what our seeds predict for a new seed (two-sided p < :data:`ALPHA`, on arcsin √p
+for an accuracy, with P's own uncertainty σ_P of :class:`PaperValue` added), else *consistent*; floor and
+ceiling first for accuracies. ``seeds`` (:func:`grade_seeds`): a statement, set (Jaccard J, partial if
+J ≥ :data:`JACCARD_PARTIAL`) or count per seed, each seed's best and worst verdict (:class:`SeedVerdict`);
+match if all surely match, differs if more than half surely differ. ``check``: a verification. Every verdict
+(:data:`VERDICTS`) and both rules in full: docs/reproduce.md, "How the claims are graded"; the choices behind
+them (margins, the predictive distribution, the arcsine scale): docs/choices.md, "Calibrated verdicts".
 
 Example:
     >>> seeds = [Estimate.of(v) for v in (0.46, 0.52, 0.49, 0.55, 0.50)]
@@ -60,8 +23,7 @@ Example:
     >>> grade_seeds([SeedVerdict.holds(True), SeedVerdict.holds(True), SeedVerdict.holds(False)]).verdict
     'partial'
     >>> grade_seeds([SeedVerdict.holds(True), SeedVerdict.of("differs", "match")]).verdict   # one seed undecided
-    'consistent'
-"""
+    'consistent'"""
 
 from __future__ import annotations
 

@@ -1,42 +1,20 @@
 """Which RoPE frequencies a head uses: frequency use, per-frequency scores and the geometry of one plane
 (paper A §3.4, Fig. 4, Fig. 8, Table 1; paper B's frequency-level scores).
 
-RoPE splits a head into d_rot/2 planes; plane k (1-based frequency ID k, as the paper) rotates by
-θ_k = base^{−2(k−1)/d_rot} per position, so ID 1 is the fastest and the last ID nearly static. The
-clean logit of the query at q against the key at j is a sum of per-plane *partial logits*
+Plane k (1-based ID, θ_k = base^{−2(k−1)/d_rot}; ID 1 fastest) contributes the partial logit
+ℓ_k(j) = (R_q q)_k · (R_j k_j)_k / sqrt(d_head) to the logit of key j. Frequency use, our reading of Fig. 4C
+and Fig. 8 (the paper gives no prose definition; docs/results.md, "Table 1: frequency use"):
 
-    ℓ_k(j) = (R_q q)_k · (R_j k_j)_k / sqrt(d_head)      (plus the unrotated dims, if any).
+    use_k = mean over inputs of max_{j ≤ q} ℓ_k(j);   dominant = argmax_k use_k;
+    weighted ID = Σ_k k · use_k⁺ / Σ_k use_k⁺   (use_k⁺ = max(use_k, 0); NaN if no plane raises a key).
 
-Frequency use (Fig. 8, Table 1). The paper does not define it in prose; we infer this
-reading (docs/results.md, "Table 1: frequency use") from Fig. 4C's axis ("Max. logit per Frequency")
-and Fig. 8, whose markers sit at Table 1's IDs:
-
-    use_k = mean over inputs of  max over keys j ≤ q  of  ℓ_k(j),     dominant plane = argmax_k use_k,
-    weighted ID = Σ_k k · use_k⁺ / Σ_k use_k⁺,   use_k⁺ = max(use_k, 0).
-
-The maximum is of the signed partial logit and runs over every key of the query's causal row (the
-query's own key included). A plane whose every key gets a negative partial logit has negative use:
-it raises no key, it only lowers them all. The weighted ID weighs the planes by their positive part,
-the amount by which each can raise its best key, so it is a convex combination of the IDs and lies in
-1..n_planes; a head none of whose planes raises any key has no weighted ID (NaN). (Weighing by the
-signed use, as before, let a negative plane pull the ID below 1 or above n_planes: IDs such as −5.)
-On our paper-preset runs this reading reproduces Table 1's pattern (positional layers dominated by ID
-1; symbolic layers at IDs 35-38) but not its exact entries (docs/results.md, "Scores").
-
-Per-frequency scores (paper B's "projection heads"): the metric computed from the logits of one
-plane alone, T_k[c, p] = (R_q q)_k · (R_p k_c)_k / sqrt(d_head), i.e. as if the head had only that
-plane. They come from the same exact engine (:func:`possym.scores.swaps.content_position_logits`).
-
-Plane options (:class:`~possym.config.ModelConfig`): a p-RoPE or NoPE-layer plane has θ = 0 and a
-gated plane has q = k = 0 (use 0, and a projection head of uniform attention); every function here
-takes them from the model, layer by layer.
-
-Geometry (Fig. 4B): on one plane, the pre-RoPE keys k_j of an input as points, and the query as the
-rotated vectors R_δ q for offsets δ = 0, 1, ...: since (R_q q)·(R_j k_j) = (R_{q−j} q)·k_j, the
-query looks back δ = q − j positions when R_δ q points at k_j. A positional head collapses the keys
-onto one direction and lets the offset pick the key (paper A Fig. 4A).
-"""
-
+Weighing by the positive part keeps the ID a convex combination in 1..n_planes (the signed use once gave IDs such
+as −5). It reproduces Table 1's pattern on our paper-preset runs, not its exact entries (docs/results.md).
+Per-frequency scores (paper B's "projection heads"): the metric on one plane's logits alone, from
+:func:`possym.scores.swaps.content_position_logits`. A p-RoPE or NoPE plane has θ = 0, a gated one q = k = 0 (use
+0, and a projection head of uniform attention); both are read from the model, layer by layer. Geometry (Fig. 4B):
+on one plane, the keys k_j and the rotated query R_δ q for offsets δ; a positional head collapses the keys onto one
+direction and lets the offset pick the key."""
 from __future__ import annotations
 
 import math

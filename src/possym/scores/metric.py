@@ -1,52 +1,23 @@
 """The positional and symbolic scores of an attention head on one input (paper A App. D; paper B Sec. 3).
 
-Notation. A head queries from position q; ``d = softmax(L)`` is the query's clean attention row.
-The keys before q are cut into blocks of m contiguous tokens (m = 1 in paper A) and ``d_I`` is the
-*block-mean* attention of block I. A swap π = (I, J) exchanges the contents of blocks I and J while
-every token keeps its original position (RoPE is applied at the original positions), and ``d'`` is
-the query's attention row after the swap. With the 2-vectors
-
-    v_IJ(x) = (d_I, d_J),      v_IJ(πx) = (d'_I, d'_J),      v_JI(x) = (d_J, d_I),
-
-the swap weights and the two scores are
+d is the query's attention row; d_I the block-mean attention of block I (m contiguous keys; m = 1 in paper A);
+a swap π = (I, J) exchanges two blocks' contents, every token keeping its position, and d' is the row after it:
 
     α(π)  = softmax_π( |d_I − d_J| / τ )                   (τ = 1e-4 in paper A: nearly a hard max)
-    s_POS = Σ_π α(π) · cos(v_IJ(πx), v_IJ(x))               attention stays where it was: positional
-    s_SYM = Σ_π α(π) · cos(v_IJ(πx), v_JI(x))               attention follows the moved content: symbolic
+    s_POS = Σ_π α(π) · cos((d'_I, d'_J), (d_I, d_J))         attention stays where it was: positional
+    s_SYM = Σ_π α(π) · cos((d'_I, d'_J), (d_J, d_I))         attention follows the moved content: symbolic
 
-Range: attention weights are >= 0, so every cosine, and both scores, lie in [0, 1].
-
-Degenerate cases, each covered by a test:
-- uniform attention: v, v' and v_JI are all (u, u), so (s_POS, s_SYM) = (1, 1); by the exclusion
-  principle (paper B Thm. 1) "both high" means near-uniform attention;
-- a sharp positional head (one-hot on a position): (1, 0); a sharp symbolic head (one-hot on a
-  content): (0, 1);
-- a 2-vector of zeros (possible only when attention underflows, e.g. all mass on the query itself in
-  float32) has no direction; its cosine is defined as 0. Vectors are rescaled by their largest entry
-  before the cosine, so tiny but non-zero masses (1e-30) still have a well-defined direction.
-
-The cosine, two ways (``cosine=``):
-- ``"exact"`` (the default; the paper's formula): the cosine of the two 2-vectors, however small
-  their masses, as above.
-- ``"torch"`` (the authors' code): ``torch.nn.functional.cosine_similarity`` on float32 vectors,
-  whose eps = 1e-8 clamps each norm: cos = a·b / (max(‖a‖, eps) · max(‖b‖, eps)). When both swapped
-  positions carry almost no attention (‖v‖ ≲ 1e-8) the cosine, and with it the swap's share of the
-  score, collapses towards 0 instead of measuring the direction. A swap that moves little mass is
-  also weighted least by α unless every swap moves little (a sharp head on the query itself), which
-  is where the two differ.
-
-Block-mean versus block-sum changes nothing for equal blocks except the scale of ``|d_I − d_J|``
-inside α (a factor m, which a temperature absorbs); paper B's metric (Sec. 3, as paper A's App. D
-restates it) takes block means, and so do we.
-
-Scores over a set S of inputs are plain means over the inputs (done by the caller).
+Both lie in [0, 1]: uniform attention gives (1, 1), a sharp positional head (1, 0), a sharp symbolic one (0, 1). A
+2-vector of zeros has cosine 0; vectors are rescaled by their largest entry first. ``cosine="exact"`` (the default,
+the paper's formula) or ``"torch"`` (the authors' float32 ``cosine_similarity``, whose eps = 1e-8 clamps each
+norm): docs/choices.md, "The cosine of the scores". Scores over inputs are plain means (the caller's). Block means,
+as paper B: a block sum would only rescale |d_I − d_J| inside α. How a head's swaps are computed: docs/heads.md.
 
 Example (a one-hot positional head on key 0 of 3, and the swaps (0,1), (0,2), (1,2)):
     >>> clean = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 0.0]])
     >>> swapped = clean.clone()                                  # attention stays on position 0
     >>> float(positional_score(clean, swapped)), float(symbolic_score(clean, swapped))
-    (1.0, 0.0)
-"""
+    (1.0, 0.0)"""
 
 from __future__ import annotations
 

@@ -1,31 +1,13 @@
 """Is a mixed head a mixture? Silverman's bootstrap test of unimodality on its per-input scores.
 
-A head whose mean score is mixed, such as the number model's L0 at about (s_POS, s_SYM) = (0.4, 0.6),
-can be so in two ways: positional on some inputs and not on others (the per-input scores are
-*bimodal*, a mixture), or equally mixed on every input (*unimodal*). The question is one of
-modality, so the test is a test of unimodality.
-
-The choice. Silverman's (1981) critical-bandwidth test:
-
-- h_crit is the smallest bandwidth at which the Gaussian kernel density estimate of the n values
-  has a single mode (the number of modes of a Gaussian KDE falls as the bandwidth grows, so h_crit
-  is well defined and found by bisection);
-- a large h_crit means the data need much smoothing to look unimodal. The p-value is
-  P*(the KDE of a resample at h_crit has more than one mode), over B smoothed-bootstrap resamples
-  drawn from the KDE at h_crit itself, rescaled to the sample's variance:
-  y* = x̄ + (x*_i − x̄ + h_crit ε_i) / sqrt(1 + h_crit²/σ̂²), with x*_i resampled and ε_i ~ N(0, 1).
-
-Why this one: the null it tests is exactly "unimodal", with no shape assumed for the components.
-Per-input scores are bounded in [0, 1] and pile up near 0 and 1, so a Gaussian-mixture fit with a
-likelihood ratio or BIC would reject one Gaussian for any skewed unimodal sample. Hartigan's dip
-test asks the same question, but no well-kept implementation is in the project's environment (scipy
-has none), and the dip's algorithm is long to write and check; Silverman's test is a few lines over
-numpy, and its randomness is a passed-in generator. It is known to be conservative (Hall and York,
-2001): a detected mixture is a safe finding; a miss at small n is weaker evidence of unimodality.
-
-Besides the p-value, :class:`ModalityTest` gives the antimode (the density's lowest point between its
-two highest modes, just below h_crit) and the share of values above it: the weight of the upper
-component when the values are a mixture.
+A mixed head (the number model's L0 at about (s_POS, s_SYM) = (0.4, 0.6)) may be positional on some inputs
+and not others (bimodal per-input scores) or equally mixed on each (unimodal). Silverman's (1981) test:
+h_crit is the smallest bandwidth at which the Gaussian KDE has one mode; p = P*(a resample's KDE at h_crit has
+more than one mode), resamples y* = x̄ + (x*_i − x̄ + h_crit ε_i) / sqrt(1 + h_crit²/σ̂²). Chosen because its null
+is exactly "unimodal" with no component shape assumed (a Gaussian-mixture BIC would reject any skewed sample in
+[0, 1]; Hartigan's dip has no kept implementation here and is long to write); it is conservative (Hall and
+York, 2001), so a detected mixture is safe and a miss at small n weak. :class:`ModalityTest` also gives the
+antimode and the share of values above it. The ``l0`` stage uses it: docs/reproduce.md, "Stages".
 
 Example (half the inputs near 0.05, half near 0.95; then one bump):
     >>> rng = np.random.default_rng(0)
@@ -34,8 +16,7 @@ Example (half the inputs near 0.05, half near 0.95; then one bump):
     >>> t.p_value < 0.05, round(t.share_above, 2)
     (True, 0.5)
     >>> unimodality_test(rng.normal(0.4, 0.1, 100), np.random.default_rng(1), n_boot=100).p_value > 0.05
-    True
-"""
+    True"""
 
 from __future__ import annotations
 

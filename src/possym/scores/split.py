@@ -1,19 +1,12 @@
 """A head's scores split by the scoring inputs' hop count and by query position.
 
-A layer's score in ``scores.csv`` is the mean over 100 test inputs of every hop count, for the
-last-token query. A mixed mean (the number model's L0 at about (0.4, 0.6)) may hide structure: the
-layer may be positional on the 1-hop inputs and not on the 4-hop ones, or positional as a query at a
-hop position (where, in the paper's Fig. 3A, L0 resolves the earliest hop) but not at the last token.
-So :func:`per_input_scores` keeps every input's scores for every query set
-
-    query "last"  the last token (paper A's figures),
-    query "hop{h}" the h-th position of the input's hop path after the query (h ≥ 1; the inputs with more
-                   than h hops), as the authors' ``query_type="hops"`` scores every hop position,
-
-and :func:`split_scores` groups them (default: by query and hop count), with each group's mean, sd,
-bootstrap 95% interval of the mean (:func:`possym.scores.spread.mean_spread`, resamples from a passed-in
-generator) and the shares of inputs on which the head is, by itself, pure positional or pure symbolic
-at γ (:func:`possym.scores.dynamics.purity` on one input's scores).
+A layer's mean over inputs of every hop count, at the last token, may hide structure (the number model's L0 at
+about (0.4, 0.6) may be positional on 1-hop inputs only, or at a hop position only). :func:`per_input_scores`
+keeps every input's scores for query ``"last"`` and ``"hop{h}"`` (the h-th position of the hop path after the
+query, as the authors' ``query_type="hops"``); :func:`split_scores` groups them (default by query and hop count)
+with mean, sd, bootstrap 95% interval (:func:`possym.scores.spread.mean_spread`) and the shares of inputs pure
+positional or symbolic at γ on their own (:func:`possym.scores.dynamics.purity`). Used by the ``l0`` stage:
+docs/reproduce.md, "Stages".
 
 Example (a random two-layer model; the split's columns):
     >>> import torch
@@ -28,8 +21,7 @@ Example (a random two-layer model; the split's columns):
     ['hop1', 'hop2', 'hop3', 'last']
     >>> split = split_scores(rows, np.random.default_rng(0))
     >>> split.columns[:8].tolist()
-    ['query', 'n_hops', 'layer', 'head', 'n', 's_pos', 's_sym', 's_pos_sd']
-"""
+    ['query', 'n_hops', 'layer', 'head', 'n', 's_pos', 's_sym', 's_pos_sd']"""
 
 from __future__ import annotations
 

@@ -1,31 +1,14 @@
 """"Ever pure" that one noisy excursion cannot make: purity sustained over checkpoints, sure over inputs.
 
-The paper's purity tally (Fig. 2C, 7; :func:`possym.scores.dynamics.first_pure_steps`) counts a head
-from the first checkpoint at which its mean scores over the scoring inputs are pure. Two kinds of
-noise can make that one checkpoint:
-
-- *the input sample*: the mean over 100 inputs is an estimate; a head just past γ on this sample may
-  not be on another;
-- *the training step*: the weights of one checkpoint may pass γ for a moment, real for those weights,
-  gone 50 steps later. No resampling of inputs can see this noise: only the neighbouring checkpoints can.
-
-So the rule guards against both (the choice; :data:`LEVEL`, :data:`MIN_RUN`): a head counts as ever
-pure of a kind iff, in at least 95% of bootstrap resamples of the scoring inputs, it is pure of that
-kind at 2 or more *consecutive* scored checkpoints. A resample draws the n inputs with replacement
-once and uses that draw at every checkpoint (the same inputs score every checkpoint, so the input is
-the sampling unit and a checkpoint's scores are not resampled apart from its neighbours'). With
-checkpoints every 50 steps, 2 consecutive is 100 steps of purity: long enough to exclude a single
-excursion, short against the 2,000-step span over which the paper's heads turn pure.
-
-:func:`sustained_purity` reports, per (layer, head, kind), the point estimate's verdicts beside the
-bootstrap's, so that a change from the plain tally is visible and explained:
-
-    ever_point       pure at some checkpoint by the mean (the plain tally's verdict)
-    longest_run      the longest run of consecutive pure checkpoints by the mean
-    first_sustained  the first step of the first run of ≥ min_run checkpoints by the mean (None: none)
-    share_ever       the share of resamples in which the head is pure at some checkpoint
-    share_sustained  the share in which it is pure at ≥ min_run consecutive checkpoints
-    counted          share_sustained ≥ level
+The paper's tally (:func:`possym.scores.dynamics.first_pure_steps`) counts a head from the first checkpoint at
+which its mean scores are pure, which noise in the input sample or in one checkpoint's weights can make. So a
+head counts as ever pure of a kind iff, in at least 95% (:data:`LEVEL`) of bootstrap resamples of the scoring
+inputs (one draw used at every checkpoint: the input is the sampling unit), it is pure at :data:`MIN_RUN` = 2 or
+more *consecutive* scored checkpoints: 100 steps at a 50-step grid, long enough to exclude a single excursion,
+short against the ~2,000 steps over which the paper's heads turn pure. :func:`sustained_purity` reports per
+(layer, head, kind) ``ever_point``, ``longest_run`` and ``first_sustained`` (by the mean), ``share_ever`` and
+``share_sustained`` (over resamples) and ``counted`` (share_sustained ≥ level). Where the claims use it:
+docs/reproduce.md, "How the claims are graded".
 
 Example (a head pure at one checkpoint only, then one pure at three in a row):
     >>> steps = [0, 50, 100, 150]
@@ -35,8 +18,7 @@ Example (a head pure at one checkpoint only, then one pure at three in a row):
     >>> s_sym = np.zeros_like(s_pos)
     >>> t = sustained_purity(s_pos, s_sym, steps, np.random.default_rng(0), n_boot=50)
     >>> t[t.kind == "positional"][["layer", "ever_point", "longest_run", "share_ever", "counted"]].values.tolist()
-    [[0, True, 1, 1.0, False], [1, True, 3, 1.0, True]]
-"""
+    [[0, True, 1, 1.0, False], [1, True, 3, 1.0, True]]"""
 
 from __future__ import annotations
 

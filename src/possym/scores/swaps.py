@@ -1,38 +1,16 @@
 """The exact swap engine: every swap's attention row from one content-by-position logit table.
 
-The reference procedure (:mod:`possym.scores.swap_and_rerun`, paper A App. D) re-runs block ℓ once per
-swap. It does not need to: a swap moves residual rows, and with them the rows' keys, but the query
-(never swapped) and every unswapped key stay as they were. So for a query at position q, the one
-table
+A swap moves residual rows (and their keys) while the query and every unswapped key stay, so for a query at
+position q one table holds every logit any swap can produce (diagonal: the clean row L):
 
-    T[c, p] = logit of the content that sits at position c in the clean input, placed at position p
-            = (R_q q) · (R_p k_c) / sqrt(d_head) = q^T R_{p−q} k_c / sqrt(d_head),     c, p ∈ 0..q,
+    T[c, p] = q^T R_{p−q} k_c / sqrt(d_head)   (content at c placed at p);   D'(π) = softmax(L with
+    L_{I_t} -> T[J_t, I_t], L_{J_t} -> T[I_t, J_t]),  T = scale · Σ_k (A_ck cos((p−c)θ_k) + B_ck sin((p−c)θ_k)) + C_c
 
-holds every logit any swap can produce. Its diagonal is the clean row, ``T[p, p] = L_p``. A swap of
-blocks I and J (positions I_t and J_t, t < m) replaces L_{I_t} by T[J_t, I_t] and L_{J_t} by
-T[I_t, J_t] and leaves the rest alone, so the swapped row is, in closed form,
-
-    D'(π) = softmax(L with L_{I_t} -> T[J_t, I_t] and L_{J_t} -> T[I_t, J_t]).
-
-Building T. With rotated keys ``k̂_c = R_c k_c`` (hook ``hook_rot_k``), ``R_p k_c = R_{p−c} k̂_c``,
-so T needs only the rotated query and keys the model already computed, rotated once more by the
-offset p − c. RoPE acts on 2-d planes; on plane k, with rotated query (a, b), rotated key (x, y)
-and φ = (p − c)·θ_k,
-
-    (a, b) · R_φ (x, y) = cos φ · (a x + b y) + sin φ · (b x − a y),
-
-so T = scale · (Σ_k A_ck cos((p−c)θ_k) + B_ck sin((p−c)θ_k) + C_c), with A, B the per-plane dot and
-cross products and C the dot product of the unrotated dimensions (partial rotary; all of them under
-NoPE). Per plane, the summand is the plane's partial logit: the metric paper's "projection head"
-for that frequency (:mod:`possym.scores.frequency`).
-
-Cost: per (input, layer, query) one [q+1, q+1] table and one [swap, q+1] softmax, against
-C(q,2) block re-runs for the reference; both are exact to float64 rounding (tests compare them to
-1e-6 on random and trained models, m = 1 and m > 1, last-token and hop queries).
-
-Reuse on other models: :func:`content_position_logits` takes rotated queries and keys with any
-leading dims (batch, head), GPT-J ("rotate every two") or NeoX ("rotate half") pairing and partial
-rotary; for grouped-query attention, repeat the key heads to the query heads first.
+from the rotated query and keys (``hook_rot_k``), A, B the per-plane dot and cross products, C the unrotated
+dims; each plane's summand is the metric paper's "projection head" (:mod:`possym.scores.frequency`). One
+[q+1, q+1] table replaces C(q,2) re-runs of :mod:`possym.scores.swap_and_rerun`, equal to float64 rounding
+(tested to 1e-6). :func:`content_position_logits` takes GPT-J or NeoX pairing, partial rotary and any leading
+dims (repeat grouped-query key heads first). See docs/heads.md, "How q and k are read" and "Correctness".
 
 Example:
     >>> import torch
@@ -41,8 +19,7 @@ Example:
     >>> model = GPTJ(ModelConfig(n_layers=2, d_model=16, d_mlp=32, d_vocab=10), torch.Generator().manual_seed(0))
     >>> s = head_scores(model.eval(), torch.randint(0, 10, (3, 6), generator=torch.Generator().manual_seed(1)))
     >>> s.s_pos.shape, bool(((s.s_pos > 0.9) & (s.s_sym > 0.9)).all())   # random init: near-uniform
-    (torch.Size([3, 2, 1]), True)
-"""
+    (torch.Size([3, 2, 1]), True)"""
 
 from __future__ import annotations
 

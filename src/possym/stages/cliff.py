@@ -1,35 +1,18 @@
 """The ``cliff`` stage: a number run's length cliff measured at one checkpoint (Sec. 3.6, Fig. 5B) by
 :func:`possym.evaluate.cliff.cliff_tables`, whose docstring states the hypothesis (RoPE plane 1 aliasing a
 key 44 tokens back) and what would refute it. The stage loads the model, picks the positional layers from
-the run's purity table, calls the library and writes the tables.
-
-Writes RUN/cliff/ (artifact ``cliff``; each table is artifact ``cliff_{name}``, written through its record type,
-:mod:`possym.records`):
-
-  accuracy.csv        accuracy per (extra, n_hops, answer_pos), Wilson intervals   (evaluate.breakdown)
-  accuracy_hops.csv   accuracy per (extra, n_hops), answer positions pooled
-  accuracy_first_key.csv  accuracy per (extra, n_hops, first_key_pos): by the window position of the last
-                      token's first hop target (the alias of that key exists once K ≥ alias − first_key_pos)
-  landing.csv         the failing inputs' landing rows in the positional layers    (evaluate.landing);
-                      a window is (extra, input), input indexing that K's windows; p_alias is plane 1's
-  landing_summary.csv per (alias, layer, query, correct, alias_exists): shares on the right key, the
-                      alias, its multiples, the commonest offsets; every input of the grid
-  plane_margins.csv   per (layer, head, query, on_alias, plane) over the failing inputs' missed landings: the
-                      mean partial-logit margin of each plane (0: unrotated) at the landing key over the right
-                      key (evaluate.landing.plane_margins): which plane put the maximum there
-  gated.csv           accuracy per (layer, plane, extra, n_hops) with plane p gated in layer ℓ, for each
-                      positional layer ℓ and p in ``planes`` (layer −1, plane 0: the model as it is)
-  evidence.csv        per (layer, plane): the aliasing rule's evidence and verdict  (evaluate.alias_evidence)
-  settings.json       the settings, the step measured, the layers and aliases used (written by the executor)
-
-A run of a task whose hops do not read by position (``Task.mechanism``, the letter task's) is skipped: the
-result says so and nothing is written.
+the run's purity table, calls the library and writes RUN/cliff/ (artifact ``cliff``; each table ``cliff_{name}``):
+``accuracy.csv``, ``accuracy_hops.csv`` and ``accuracy_first_key.csv`` (:mod:`possym.evaluate.breakdown`: by
+answer position, pooled, by the first hop target's position), ``landing.csv``, ``landing_summary.csv`` and
+``plane_margins.csv`` (:mod:`possym.evaluate.landing`; p_alias is plane 1's), ``gated.csv`` (accuracy with plane p
+gated in each positional layer; layer −1, plane 0: the model as it is), ``evidence.csv``
+(:mod:`possym.evaluate.alias_evidence`) and ``settings.json``. A task whose hops do not read by position
+(``Task.mechanism``) is skipped, and nothing is written. See docs/reproduce.md, "Stages".
 
 Example:
     >>> from possym.experiment import run_stage                                          # doctest: +SKIP
     >>> result = run_stage(RunDir.open("runs/paper3/runs/number-s0"), "cliff").result    # doctest: +SKIP
-    >>> result.landing_summary.query("correct == False and query == 0")                  # doctest: +SKIP
-"""
+    >>> result.landing_summary.query("correct == False and query == 0")                  # doctest: +SKIP"""
 
 from __future__ import annotations
 

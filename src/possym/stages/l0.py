@@ -1,38 +1,19 @@
 """L0 (and any layer) looked at closely: scores split by hop count and query position, whether a mixed
 score is a mixture of inputs, and an "ever pure" tally that one noisy excursion cannot make.
 
-Three questions about the layer that never turns pure in our runs (and ends mixed in the paper's Fig. 6),
-answered by :func:`possym.scores.mixture.mixture_tables`; the stage loads the run's checkpoints, calls it and
-writes the tables:
-
-- is it positional on some hop counts or at some query positions (the authors' ``query_type="hops"``)
-  and not others? :func:`possym.scores.split.split_scores` at each of ``steps``;
-- is its mixed mean a mix of inputs on which it is positional and inputs on which it is not?
-  :func:`possym.scores.modality.unimodality_test` (Silverman) on its per-input s_POS and s_SYM;
-- does a head's "ever pure" survive resampling the inputs and asking for 2 consecutive checkpoints?
-  :func:`possym.scores.sustained.sustained_purity` over the run's scored checkpoints.
-
-The inputs are the score stage's own (:func:`possym.scores.checkpoints.score_inputs` with the run's
-data seed, ``n_inputs`` and ``seed``), so the pooled last-token means are the ones in scores.csv.
-
-Writes RUN/l0/ (artifact ``l0``; each table is artifact ``l0_{name}``, written through its record type):
-
-  per_input.csv   every input's scores per (step, query, layer, head)                 (scores.split)
-  split.csv       per (step, query, n_hops, layer, head); n_hops 0 pools the hop counts
-  split_position.csv  the hop queries per (step, query_pos, layer, head): by window position
-  modality.csv    per (step, layer, query, score): Silverman's h_crit, p-value, antimode, the share
-                  of inputs above it and the means on either side; ``mixture`` at α = 0.05
-  sustained.csv   per (layer, head, kind): ever pure by the mean, longest run, the bootstrap shares,
-                  and ``counted`` (pure at ≥ min_run consecutive checkpoints in ≥ level of resamples)
-  tally.csv       per kind: how many heads (and which layers) are ever pure by the mean, as the plain
-                  tally counts them, and how many the sustained rule counts
-  settings.json   the settings and the steps used (written by the executor)
+For the layer that never turns pure in our runs (and ends mixed in the paper's Fig. 6). The stage loads the
+run's checkpoints, calls :func:`possym.scores.mixture.mixture_tables` on the score stage's
+own inputs (:func:`possym.scores.checkpoints.score_inputs`) and writes RUN/l0/ (artifact ``l0``; each table
+``l0_{name}``): ``per_input.csv`` (every input's scores), ``split.csv`` and ``split_position.csv``
+(:func:`possym.scores.split.split_scores` by hop count and by window position; n_hops 0 pools),
+``modality.csv`` (:func:`possym.scores.modality.unimodality_test`; ``mixture`` at α = 0.05),
+``sustained.csv`` (:func:`possym.scores.sustained.sustained_purity`), ``tally.csv`` (heads ever pure by the
+plain and the sustained rule) and ``settings.json``. See docs/reproduce.md, "Stages".
 
 Example:
     >>> from possym.experiment import run_stage                                            # doctest: +SKIP
     >>> result = run_stage(RunDir.open("runs/paper3/runs/number-s0"), "l0").result         # doctest: +SKIP
-    >>> result.modality.query("layer == 0 and query == 'last'")                            # doctest: +SKIP
-"""
+    >>> result.modality.query("layer == 0 and query == 'last'")                            # doctest: +SKIP"""
 
 from __future__ import annotations
 

@@ -1,28 +1,14 @@
 """The one registry of stages: each a function of (a run, its runs, or an experiment directory) and its
 typed config, returning records.
 
-A stage is declared where it lives, as ``STAGE = Stage(...)`` (or ``STAGES = (...)``) at the end of
-its module in :mod:`possym.stages`; :func:`stages` imports every such module once, so adding a stage
-is one new file. A notebook or a test adds its own with :func:`register_stage`.
-
-A stage's function is ``fn(ctx, cfg)``: ``ctx`` is the :class:`StageContext` the executor hands it, with the
-work around a stage done (the target's writer lock held, the thread count set, the device resolved, the settings
-recorded in the memo), so that a stage only loads (``ctx.model(step)``), calls a library function and writes
-(``ctx.write_table(key, rows)``, ``ctx.record(**facts)`` for its ``settings.json``). Scopes, by what ``ctx``
-holds:
-
-- ``"run"``: ``ctx.run``, once per run of an experiment (scores, length curves, ...);
-- ``"runs"``: ``ctx.runs``, once over every run that needs it (training, which groups the runs that can
-  share a step);
-- ``"experiment"``: ``ctx.exp``, an :class:`ExperimentDir`, once per experiment directory (the data audit,
-  the theory, the report).
-
-A stage's settings are a frozen dataclass (its ``config``), built from plain data with
-:meth:`Stage.settings_from` or :meth:`Stage.from_overrides` (:mod:`possym.settings`: values converted to
-the fields' types, an unknown key an error naming the known ones) and written back with
-:meth:`Stage.settings_of`; the executor keys its memo on them. A stage that runs a model subclasses
-:class:`Execution` for the two keys of where it runs, ``threads`` and ``device``, which the memo leaves out
-of its key; the stage declares their defaults (``Stage(threads=, device=)``).
+A stage is declared where it lives, ``STAGE = Stage(...)`` (or ``STAGES = (...)``) at the end of its module in
+:mod:`possym.stages`; :func:`stages` imports every such module once, and :func:`register_stage` adds one from a
+notebook or a test. Its function is ``fn(ctx, cfg)``: ``ctx`` (:class:`StageContext`) holds the target, by
+scope ``"run"`` (``ctx.run``), ``"runs"`` (``ctx.runs``) or ``"experiment"`` (``ctx.exp``, an
+:class:`ExperimentDir`), with the lock, threads, device and memo already handled; ``cfg`` is its frozen
+settings dataclass, built by :meth:`Stage.settings_from` or :meth:`Stage.from_overrides` and written back by
+:meth:`Stage.settings_of`; a stage that runs a model subclasses :class:`Execution` (``threads``, ``device``,
+left out of the memo's key). See docs/architecture.md, "One experiment, one executor".
 
 Example:
     >>> from dataclasses import dataclass
@@ -37,8 +23,7 @@ Example:
     ...
     possym.errors.ConfigError: unknown key 'count.m'; known count keys: ['n']; did you mean 'count.n'?
     >>> stage.from_overrides(["count.n=7"])
-    CountConfig(n=7)
-"""
+    CountConfig(n=7)"""
 
 from __future__ import annotations
 

@@ -1,32 +1,15 @@
 """What a task is: a config class and a :class:`Task` record that its module declares.
 
-A task module (``tasks/number.py`` is the worked example) declares everything the rest of possym
-needs, so that nothing outside it ever branches on a task's name:
-
-- its config: a frozen dataclass derived from :class:`TaskConfig`, with its own fields, defaults
-  and validation (``name`` is a field whose default is the task's name, so a saved config names it);
-- its vocabulary, its balanced classes (``combinations``) and its generator (``sample``);
-- its independent solver (``solve``: token strings in, :class:`Solution` out, knowing nothing of the
-  generator);
-- its length extension: ``draw_prefix``/``sample_after`` when extra tokens go *before* a window (the
-  paper's protocol), or ``at_length`` when a longer input is longer *content* (the canonical tasks);
-  ``prefix_plan(cfg, n_hops, n_prefixes, rng)``, where the windows after one prefix cannot take every
-  answer value (the letter task): the ``draw_prefix`` keywords of prefixes that together cover them evenly;
-  a ``draw_prefix`` may also take ``tokens`` ("targets", its default, "pretargets", "mixed", "windows"),
-  the readings of the length protocol's extra tokens (:class:`possym.evaluate.lengthgen.LengthGenConfig`);
-- ``random_prefix(cfg, batch, k, rng)``, where any window may follow any prefix: (batch, k) random
-  prefix tokens, for training with random extra tokens (:mod:`possym.train.augment`);
-- the accuracy of a uniform guess (``chance``), for verdicts that must say when a value is uninformative;
-- ``mechanism``: how a hop finds the key it reads, ``"positional"`` (by offset: the number task, Index)
-  or ``"symbolic"`` (by content: the letter task, Retrieval), ``"mixed"``, or ``""`` undeclared; the
-  mechanism stages and the theory's witnesses choose by it, never by name;
-- where a stage looks, the same for every task because every generator records its path
-  (:class:`TaskSamples`): :meth:`Task.hop_queries` (each hop's query position), :meth:`Task.hop_keys`
-  (the key each hop should read) and :meth:`Task.extra_window` (the extra tokens before the window);
-
-It ends with ``TASK = Task(...)``; a module of :mod:`possym.tasks` is found by
-:func:`possym.tasks.registry.discover_tasks`, one elsewhere is added with
-:func:`possym.tasks.registry.register_task` (and taken away with ``unregister_task``).
+A task module (``tasks/number.py`` is the worked example) declares everything the rest of possym needs, so that
+nothing outside it branches on a task's name: its config (a frozen :class:`TaskConfig` subclass whose ``name``
+field defaults to the task's name), vocabulary, balanced classes (``combinations``), generator (``sample``),
+independent solver (``solve``: token strings in, :class:`Solution` out), length extension (``draw_prefix`` /
+``sample_after`` with optional ``prefix_plan`` and ``tokens`` readings, or ``at_length``), ``random_prefix`` for
+training with random extra tokens (:mod:`possym.train.augment`), ``chance``, ``mechanism`` (``"positional"``,
+``"symbolic"``, ``"mixed"`` or ``""``), and where a stage looks (:meth:`Task.hop_queries`,
+:meth:`Task.hop_keys`, :meth:`Task.extra_window`, from the path every generator records in
+:class:`TaskSamples`). It ends with ``TASK = Task(...)``, found by :func:`possym.tasks.registry.discover_tasks`
+or added with :func:`possym.tasks.registry.register_task`. See docs/architecture.md, "A task is one module".
 
 Example (a toy task in a few lines; ``tests/integration/tasks/test_toy_task.py`` trains one end to end):
     >>> from dataclasses import dataclass
@@ -41,8 +24,7 @@ Example (a toy task in a few lines; ``tests/integration/tasks/test_toy_task.py``
     ...     def hops(self) -> tuple[int, ...]:
     ...         return (1,)
     >>> CopyConfig(n_train=10).seq_len
-    5
-"""
+    5"""
 
 from __future__ import annotations
 

@@ -1,49 +1,22 @@
 """Letter task (symbolic multi-hop; paper App. B.2): a letter names the next token.
 
 A window holds ``n_target`` (letter, int) tokens, ``n_pretarget`` (letter, letter) tokens and one
-(letter, letter) query, each pair one atomic token. From the query, the right letter y of the
-current pair names the unique token whose *left* letter is y; the hops stop on a (letter, int)
-target, which is the answer. What matters is *what* a token is, not where: a symbolic task.
-
-Worked example (paper Fig. 3B, defaults, ids from ``vocab``)::
+(letter, letter) query, each pair one atomic token. From the query, the right letter y of the current
+pair names the unique token whose *left* letter is y; the hops stop on a (letter, int) target, the answer.
+What matters is *what* a token is, not where: a symbolic task. Worked example (paper Fig. 3B)::
 
     position  0  1  2  3  4  5  6  7 |  8  9 10  11 12  13 14  15 | 16
     token    e1 b2 e1 g6 a2 b2 e1 g6 | be db ca  ge eb  hc dg  fh | eh
-    id       33 10 33 54  2 10 33 54 | 77 90 81 117 98 123 95 112 | 104
-
     eh -h-> hc (13) -c-> ca (10) -a-> a2 (4)     answer a2 (id 2), 3 hops, path (16, 13, 10, 4)
 
-(That figure's distractor ``fh`` has the chain letter h on its right; this generator never does
-that, but the path is the same.)
+(The figure's distractor ``fh`` has the chain letter h on its right; this generator never does that.)
 
-Generation (the authors' recipe, paper App. B.2): the chain letters are c_1..c_{h-1}, distinct and
-different from the answer letter s*, then s*. The query's right letter is c_1; the pre-target at the
-k-th chain position is (c_k, c_{k+1}), the last one's right letter being s*; the answer is the
-target (s*, w*). Every other letter -- the query's left letter, all other targets, both letters of
-every other pre-target, the extra tokens -- is drawn uniformly from the letters off the chain, so each
-chain letter is the left letter at exactly one position and the path is unique. Chain positions are
-those of the number task: distinct pre-targets visited right to left (a choice: the paper's formal
-definition lists the chain as a subsequence read leftwards, and both of its figures move leftwards).
-Target ints are uniform in 1..n_ints. Extra tokens are uniform (letter, int) tokens with letters off
-the chain, put before the window.
-
-Shared prefixes (``draw_prefix``, ``sample_after``; for the length-generalisation evaluator, which
-computes one prefix once for many windows): a prefix for h-hop windows uses ``n_letters - h``
-letters, and the windows that follow it (or any start of it) take their chain from the other h
-letters, its *free* letters. Conditioned on its chain, a window is then distributed as ``sample``
-would draw it, and its prefix as ``sample``'s extra tokens are: uniform over the letters off the
-chain. Only the prefix is common to the windows, so they are exchangeable, not independent.
-
-Balance over answer letters. After one prefix the answer letter s* can only be one of its h free
-letters (for 1-hop windows: *one* letter, the same in every window), so balance must come from the
-set of prefixes. ``prefix_plan`` deals the free sets of P prefixes as consecutive blocks of h letters
-of one random cycle of the alphabet: each free set is a uniform h-subset, and every letter is free
-in ⌊Ph/n⌋ or ⌈Ph/n⌉ of them (exactly h of 8 at the paper's 8 letters and 8 prefixes). Within a
-prefix, ``sample_after`` deals s* over the free letters evenly (counts differ by at most one), so
-over the P prefixes the answer letters are as balanced as the counts allow. (Before this, each
-prefix drew its free letters at random and s* at random among them: at 1 hop two of the eight
-letters were never an answer at seed 0.)
-"""
+Generation (the authors' recipe): chain letters c_1..c_{h-1}, distinct and not the answer letter s*, then s*;
+the pre-target at the k-th chain position is (c_k, c_{k+1}); every other letter (the query's left one, other
+targets and pre-targets, extra tokens) is drawn from the letters off the chain, so the path is unique. Chains
+move leftwards, as the number task's; target ints are uniform in 1..n_ints. Shared prefixes for length
+generalisation (``draw_prefix``, ``sample_after``, ``prefix_plan``: a prefix for h hops leaves h letters free,
+dealt so that answer letters stay balanced): docs/choices.md, "Tasks" and "Length generalisation"."""
 
 from __future__ import annotations
 

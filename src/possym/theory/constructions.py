@@ -1,44 +1,18 @@
 """T_Index and T_Retrieval of Theorem 3.1 (App. F.2) as real weights, run through the project's attention code.
 
-Both are one layer, one head, one RoPE plane at angle theta, one-hot embeddings, and a dot-product
-unembedding. With v = (0, 1) and rho(a) the rotation by a (the one ``apply_rope`` applies):
-
-**T_Index** (App. F.2.1), Sigma = ALPH u {1..m}, E(sigma) = (onehot(sigma), 1) in R^{|Sigma|+1}:
-
-    W_Q E(sigma) = v for a letter,  rho(theta)^{-sigma} v for the integer sigma;     W_K E(sigma) = v;
-    logit L(n, j) = k_j^T rho((n - j) theta) q_n = cos((n - j - sigma_n) theta)  (sigma_n := 0 for a letter),
-    W_V = diag(alpha on letter coordinates, 0 elsewhere), alpha = 2;  F(x, a) = x + a;
-    output logit of sigma = F(E(sigma_n), a_n) . (onehot(sigma), 0).
-
-The query "hard-codes where to look": it is pre-rotated by -sigma so that RoPE brings it back onto the keys
-exactly at j = n - sigma. The maximum is unique iff t theta is not a multiple of 2 pi for t = 1..n-1, i.e.
-theta / 2 pi is irrational (the paper writes "theta not in Q"), or rational p/q with n small enough.
-
-**T_Retrieval** (App. F.2.2), Sigma = ALPH x (ALPH u INT), one-hot E (no bias coordinate), omega = 2 pi / |ALPH|:
-
-    W_Q E(sigma) = rho(omega)^{-phi(sigma^R)} v for a (letter, letter) sigma, rho(omega)^{-phi(sigma^L)} v else;
-    W_K E(sigma) = rho(omega)^{-phi(sigma^L)} v;
-    logit L(n, j) = cos((phi(sigma_j^L) - phi(q_n)) omega + (n - j) theta),   q_n the query's looked-up letter;
-    W_V = I;  F(x, a) = a;  output logit of sigma = a_n . onehot(sigma).
-
-A key whose left letter matches wins as long as (n-1) theta stays inside the half gap omega / 2 (the paper
-asks 0 < theta < omega / (2 n0)).
-
-**How the project's code runs them.** A one-layer :class:`~possym.model.gptj.GPTJ` with ``n_heads=1``,
-``d_model = d_head = dim E`` and ``rotary_dim=2`` holds the weights: ``embed`` is E, the fused ``qkv`` holds
-[beta sqrt(d_head) W_Q; W_K; W_V] (zero rows past the plane), ``out`` is the identity, ``unembed`` the
-dot-product readout. :func:`run_construction` calls that model's ``embed``, its block's
-:class:`~possym.model.gptj.Attention` module, and its ``unembed`` -- the same RoPE and attention code as the
-trained models -- but skips the LayerNorm and the MLP, which the construction does not have (this is the
-switch allowed). The single RoPE plane turns theta_0 = base^0 = 1 rad per position, so angle theta
-is realised by feeding the positions p * theta to ``rope_cos_sin``, exactly as
-``GPTJ.forward(tokens, positions)`` would. The module divides scores by sqrt(d_head); the query rows carry
-beta sqrt(d_head), so the pre-softmax scores are beta * L.
-
-**Average-hard attention** (Lemma F.1's a_n): a hook on ``hook_pattern`` replaces the softmax by uniform
-weights on the maximisers J = {j : L_j >= max L - 1e-12} of the scores that the same module produced (the
-tolerance absorbs float64 round-off of the rotated dot products, ~1e-15, so "theta = 2 pi p / q" ties are
-ties).
+One layer, one head, one RoPE plane at angle theta, one-hot embeddings, a dot-product unembedding; v = (0, 1),
+rho(a) the rotation ``apply_rope`` applies. **T_Index**, E(sigma) = (onehot(sigma), 1):
+    W_Q E(sigma) = v for a letter, rho(theta)^{-sigma} v for the integer sigma;  W_K E(sigma) = v;
+    L(n, j) = cos((n - j - sigma_n) theta);  W_V = diag(2 on letters, 0 elsewhere);  F(x, a) = x + a
+    (the maximum, at j = n - sigma, is unique iff t theta is no multiple of 2 pi for t = 1..n-1: "theta not in Q").
+**T_Retrieval**, Sigma = ALPH x (ALPH u INT), omega = 2 pi / |ALPH|:
+    W_Q E(sigma) = rho(omega)^{-phi(sigma^R)} v for (letter, letter), rho(omega)^{-phi(sigma^L)} v else;
+    W_K E(sigma) = rho(omega)^{-phi(sigma^L)} v;  L(n, j) = cos((phi(sigma_j^L) - phi(q_n)) omega + (n - j) theta);
+    W_V = I;  F(x, a) = a  (a matching key wins while (n-1) theta < omega / 2).
+:func:`run_construction` runs them through a one-layer :class:`~possym.model.gptj.GPTJ`'s own ``embed``,
+:class:`~possym.model.gptj.Attention` and ``unembed`` (no LayerNorm, no MLP); average-hard attention (Lemma
+F.1) is a hook on ``hook_pattern``, uniform on the maximisers within 1e-12. How, and the verification:
+docs/theory.md, section 1.
 
 Example:
     >>> from possym.theory.functions import IndexSymbols
@@ -46,8 +20,7 @@ Example:
     >>> ids = c.symbols.encode(["a", "b", "c", "2"])[None]
     >>> out = run_construction(c, ids, beta=None)
     >>> c.symbols.decode(out.logits.argmax(-1)[0].numpy())
-    ['a', 'b', 'c', 'b']
-"""
+    ['a', 'b', 'c', 'b']"""
 
 from __future__ import annotations
 

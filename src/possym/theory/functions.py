@@ -1,26 +1,14 @@
 """The paper's basic functions as oracles (App. F.1, Listing 1), their input domains, and input samplers.
 
-Two symbol sets, each with its own ids (independent of the task vocabularies, so that a construction is
-exactly the paper's: one one-hot coordinate per symbol, no ``PAD``):
-
-- :class:`IndexSymbols`, Sigma = ALPH u INT with INT = {1..m}: ids ``0..A-1`` are the letters, id ``A+i-1``
-  is the integer i.
-- :class:`RetrievalSymbols`, Sigma = ALPH x (ALPH u INT): bigrams, id ``(phi(L)-1)*(A+m) + phi(R)-1``, where
-  phi numbers the letters 1..A and the integer i as A+i (App. F.2.2: E^{-1}(sigma) = (phi(L)-1)|Sigma_R| +
-  phi(R)).
-
-**Selective Index** (Definition F.1). At a position j holding an integer i, output the token at j - i if it
-is a letter, else keep the integer; a letter stays. Definition F.1 leaves the output undefined when j - i
-falls before the start; we call an input *valid* when every integer points inside the input, which is what
-every number-task instance satisfies (its pointers are uniform over earlier positions). Listing 1's
-``seq[n - i]`` would silently wrap around to the end in Python; we do not copy that.
-
-**Retrieval** (Definition F.2). At a (letter, letter) token xy, output the token sigma_k at some k <= j whose
-*left* letter is y (k = j is allowed: ``aa`` matches itself); a (letter, int) token stays. The input is
-*proper* when every (letter, letter) token has such a k and all of them hold the same token, so the output
-is well defined. Letter-task instances are proper at the query and along the chain, but their distractor
-pairs need not be (a distractor's right letter may start no token, or two different ones), so on task
-instances the output is checked only where :func:`retrieval_defined` says Definition F.2 defines it.
+Two symbol sets with their own ids, one one-hot coordinate per symbol as in the constructions:
+:class:`IndexSymbols` (Sigma = ALPH u INT: ids ``0..A-1`` the letters, ``A+i-1`` the integer i) and
+:class:`RetrievalSymbols` (bigrams, id ``(phi(L)-1)*(A+m) + phi(R)-1``, App. F.2.2). **Selective Index**
+(Definition F.1): an integer i at j outputs the token at j - i if a letter, else stays; an input is *valid* when
+every integer points inside it (Listing 1's ``seq[n - i]`` would wrap around; we do not copy that).
+**Retrieval** (Definition F.2): a (letter, letter) token xy outputs the token at some k <= j whose left letter is
+y (``aa`` matches itself); an input is *proper* when that token exists and is unique, and on letter-task
+instances the output is checked only where :func:`retrieval_defined` says it is defined. See docs/theory.md,
+section 1.
 
 Example:
     >>> sym = IndexSymbols(n_letters=3, n_ints=3)
@@ -30,8 +18,7 @@ Example:
     >>> rs = RetrievalSymbols(n_letters=3, n_ints=2)
     >>> ids = rs.encode(["b1", "c2", "ab", "bc"])[None]
     >>> rs.decode(retrieval(ids, rs)[0]), bool(is_proper(ids, rs)[0])
-    (['b1', 'c2', 'b1', 'c2'], True)
-"""
+    (['b1', 'c2', 'b1', 'c2'], True)"""
 
 from __future__ import annotations
 

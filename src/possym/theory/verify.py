@@ -1,38 +1,24 @@
 """Theorem 3.1 checked: exact outputs of T_Index / T_Retrieval, and the smallest softmax beta for each n0.
 
-**Exactness.** At every position where the oracle (:mod:`possym.theory.functions`) defines the output, the
-construction's output logit of the oracle's symbol must exceed every other output logit by more than
-``DECODE_TOL`` = 1e-9 (a tie is a failure). The smallest such excess over the checked positions is the
-decoding gap delta of Lemma F.1 (the paper shows delta >= 1 under average-hard attention).
+**Exactness.** Where the oracle (:mod:`possym.theory.functions`) defines the output, the construction's logit of
+the oracle's symbol must exceed every other by more than ``DECODE_TOL`` = 1e-9; the smallest excess is Lemma
+F.1's decoding gap delta (>= 1 under average-hard attention).
 
-**The smallest beta, exactly.** Under softmax the output at the query depends on the attention weights
-aggregated by token, W(c) = sum_{j: sigma_j = c} w_j, and only numerators matter when comparing two tokens.
-That gives, for inputs of length n, the exact worst case (the adversary puts the competing token at every
-position it may occupy and the right token at only one):
-
-- T_Index, integer query sigma: correct for every input iff w* > 1/2, i.e.
-  ``sum_{s in S_sigma} exp(beta (cos(s theta) - 1)) < 1`` with S_sigma = {-sigma..n-1-sigma} minus {0};
-  letter query: iff w* > 1/4, i.e. ``sum_{s=1}^{n-1} exp(beta (cos(s theta) - 1)) < 3``.
-- T_Retrieval, with L_d(t) = cos(d omega + t theta) the logit of a key d letters after the looked-up letter
-  at distance t: (A) a (letter, int) query is the right token at t = 0; a competitor with any d may sit at
-  every t = 1..n-1: ``sum_t exp(beta (L_d(t) - 1)) < 1`` for every d in 0..A-1. (B) a (letter, letter) query
-  whose match sits only at distance t_k: either the query's own token (d != 0) at every t < t_k,
-  ``sum_{t < t_k} exp(beta (L_d(t) - cos(t_k theta))) < 1``, or a (letter, int) competitor at every
-  t in 1..n-1 except t_k.
-
-Every sum decreases in beta and grows with n, so beta*(n0) is the root at n = n0, found by bisection on
-log beta; beyond it every input of length <= n0 is exact, just below it the witness input returned with it
-fails. :func:`search_beta` finds the same number by bisecting the construction itself on a set of inputs,
-which the tests use on every input of small alphabets. Lemma F.1's own (sufficient) choice is
-beta_F1(n0) = max_{n <= n0} ln(n - 1) / Delta_min(n): then the top key carries more than half of the weight.
+**The smallest beta, exactly.** Under softmax only the weight per token, W(c) = sum_{j: sigma_j = c} w_j,
+matters, so each construction's worst input is explicit (T_Index, integer query sigma: correct iff
+``sum_{s in S_sigma} exp(beta (cos(s theta) - 1)) < 1``, S_sigma = {-sigma..n-1-sigma} minus {0}; a letter
+query: the sum over s = 1..n-1 below 3; T_Retrieval: cases (A) and (B) over L_d(t) = cos(d omega + t theta)).
+Every sum falls in beta and grows with n, so beta*(n0) is the root at n = n0 (bisection on log beta), returned
+with its witness input; :func:`search_beta` bisects the construction itself instead (the tests' check). Lemma
+F.1's sufficient choice: beta_F1(n0) = max_{n <= n0} ln(n - 1) / Delta_min(n). Cases and numbers:
+docs/theory.md, section 2.
 
 Example:
     >>> from possym.theory.functions import IndexSymbols
     >>> c = IndexConstruction(IndexSymbols(n_letters=2, n_ints=3), theta=0.8)
     >>> t = beta_threshold(c, n0=5)
     >>> round(t.beta, 3), t.case
-    (2.715, 'int query 2')
-"""
+    (2.715, 'int query 2')"""
 
 from __future__ import annotations
 

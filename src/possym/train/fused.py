@@ -1,31 +1,8 @@
 """The training step of :class:`~possym.model.gptj.GPTJ`, forward and backward written by hand, for S
 models at once: a single run is a group of one.
 
-Same parameters, same maths as the module (which stays the reference: a test holds the two equal to
-1e-10 in float64, dropout masks included), but shaped for a small model on a CPU:
-
-- ``W_Q, W_K, W_V`` are one matmul ``h @ W_QKV^T`` forward, and one each for ``dh`` and ``dW``
-  backward, with d(q | k | v) written in place rather than concatenated;
-- RoPE is one complex multiply: GPT-J's adjacent pairs read as complex numbers times a per-layer
-  rotor ``e^{i p θ_k}`` that also folds the plane options (1 for a NoPE plane, 0 for a gated one);
-  its backward multiplies by the conjugate;
-- the loss reads the last position only, so the last block computes that one row (from every
-  position's keys and values) and the final LayerNorm and unembedding run on B rows;
-- no autograd graph: only the tensors the backward needs are kept;
-- dropout masks come from a passed-in :class:`torch.Generator`, four 16-bit uniforms per 64-bit
-  draw (:func:`draw_bits`), 2.5x cheaper than ``bernoulli_``, thresholded inside the step;
-- ``precision="bf16"`` runs the six big matmuls per layer with bfloat16 inputs and float32
-  accumulation (oneDNN), everything else in float32; weights and optimiser state stay float32;
-  ``precision="fp16"`` does the same in float16, the paper's mixed precision, whose narrow exponent
-  needs a loss scale (``loss_scale``: the backward starts from the scaled loss's gradient and the
-  gradients are unscaled before they reach ``.grad``; :class:`~possym.train.trainee.LossScaler`
-  picks the scale);
-- ``compiled=True`` runs the same function through ``torch.compile`` (Inductor, which needs a C++
-  compiler), fusing the elementwise work between the matmuls (the dropout threshold included,
-  and GELU's tanh spelled with one exp); the rotors are then real
-  ``[..., (cos, sin)]`` pairs, as Inductor generates no complex code.
-
-The maths per block (rows r = batch x pos, dropout masks m already scaled by 1/(1-p)):
+Same parameters, same maths as the module, whose autograd stays the reference (a test holds the two
+equal to 1e-10 in float64, dropout masks included). Per block (rows r = batch x pos, masks m scaled by 1/(1-p)):
     h = LN(x);  [q k v u] = h W1^T + [0 0 0 b_in];  q, k = rope(q), rope(k)
     P = softmax(q k^T / sqrt(d_head) + causal);  z = (P * m_P) v;  g = gelu(u)   (exact or tanh)
     x' = x + (z W_O^T) * m_a + (g W_out^T + b_out) * m_f      (no last term when ``mlp=False``)
@@ -34,61 +11,23 @@ and its backward, given dx':
     du = gelu'(u) dg;  dP = (dz v^T) * m_P;  ds = P * (dP - rowsum(dP * P)) / sqrt(d_head)
     dq = ds k, dk = ds^T q, dv = (P * m_P)^T dz  (then un-rotated);  dy1 = [dq dk dv du]
     dW1 = dy1^T h,  dh = dy1 W1;  dx = dx' + LN_backward(dh)
+Every weight carries a leading member dimension S; what differs per member (weights, batch, dropout
+bits, RoPE rotors, fp16 loss scale) rides along as data, and LayerNorm applies each member's affine
+weights apart. What makes it fast, why batched matmuls and not ``vmap``, precision, ``compiled=True``,
+resume and :data:`STEP_VERSION`: docs/choices.md, "Training" and "Many seeds at once: the group step".
 
-A group of S members that share a shape (layers, widths, heads, vocabulary, LayerNorm eps, GELU,
-MLP or not) and a batch shape: every weight and gradient carries a leading member dimension ``S``,
-and each of the six big matmuls per layer (and the attention's two) is one batched matmul over the
-members. What differs per member rides along as data:
-
-- the weights (``[S, ...]`` per parameter name; :class:`ModelGroup` makes each member's own
-  parameters views into them, so a member module, its optimiser and its checkpoints see them live);
-- each member's batch (``tokens [S, batch, pos]``), so each keeps its own data order;
-- each member's dropout bits, drawn from its own generator exactly as it would draw them alone, at
-  its own rates (:class:`GroupBits`; a member whose rate is 0 at a site another member drops gets
-  a mask of ones there, which multiplies exactly);
-- each member's RoPE rotors (p-RoPE, ``nope_from_layer``, ``freq_gate``, ``rotary_dim`` and
-  ``rope_base`` are all per-layer rotor tables, stacked ``[S, pos, d_model / 2]``);
-- each member's loss scale (fp16), and so each member's gradients' unscaling.
-
-LayerNorm runs without affine weights (they differ per member) and applies them as
-``xhat * w + b``; its backward is ``dw = sum(dh * xhat)``, ``db = sum(dh)``, and aten's backward of the
-plain normalisation on ``dh * w``. Precision is one per group: a batched matmul has one input dtype,
-so bf16, fp16 and fp32 members cannot share a step.
-
-Why batched matmuls and not ``torch.func.stack_module_state`` + ``vmap``: the ``vmap`` recipe batches
-the module's autograd (the path the hand-written step replaced, 2.5x slower per model) and draws
-dropout from one stream for all members (``randomness="different"``), so no member could draw its
-own masks, and it leaves the gradients outside ``.grad``, away from each member's AdamW.
-Measured on the paper model (S = 4, one thread, eager fp32, batch 64 x 17, a busy 2-core CPU,
-medians of 5 interleaved windows, both without dropout and without the optimiser step): vmap over
-the module's autograd took 1.30x the batched step's time; ``benchmarks/bench_seeds.py --eager
---precision fp32 --sizes 4 --vmap`` repeats it with dropout and AdamW in the batched step. On that
-CPU a group gains little over its members one after another (the step is matmul-bound: see
-docs/results.md); it fills an accelerator that one model leaves idle.
-
-Each member's arithmetic touches no other member's numbers (a batched matmul multiplies each
-member's matrices on their own; every reduction runs within one member), so a member's step does not
-depend on what the other members hold. Eager, it does not depend on S either (tested bitwise), so a
-run resumes bitwise alone or beside others; compiled, Inductor's kernels depend on the group's
-layout (S, and each slot's rates and planes), so equal layouts give equal bits (tested) and a member
-records its layout to resume in it (:mod:`possym.train.loop`). The step's arithmetic is versioned
-(:data:`STEP_VERSION`), and a resumable state records the version that wrote it.
-
-Example (gradients land in ``.grad``, ready for ``optimizer.step()``):
+Example (gradients land in ``.grad``, ready for ``optimizer.step()``; a group's in each member's):
     >>> cfg = ModelConfig(n_layers=2, d_model=16, d_mlp=32, d_vocab=10, dropout=0.1)
     >>> model = GPTJ(cfg, torch.Generator().manual_seed(0))
     >>> tokens, answers = torch.randint(0, 10, (4, 5)), torch.randint(0, 10, (4,))
     >>> loss = loss_and_grads(model, tokens, answers, draw_bits(cfg, 4, 5, torch.Generator().manual_seed(1)))
     >>> model.unembed.weight.grad.shape
     torch.Size([10, 16])
-
-and for two members at once (each member's gradients land in its own ``.grad``):
     >>> group = ModelGroup([GPTJ(cfg, torch.Generator().manual_seed(s)) for s in (0, 1)])
     >>> tokens, answers = torch.randint(0, 10, (2, 4, 5)), torch.randint(0, 10, (2, 4))
     >>> bits = GroupBits.stack([draw_bits(cfg, 4, 5, torch.Generator().manual_seed(s)) for s in (0, 1)])
     >>> group.loss_and_grads(tokens, answers, bits).shape, group.members[1].unembed.weight.grad.shape
-    (torch.Size([2]), torch.Size([10, 16]))
-"""
+    (torch.Size([2]), torch.Size([10, 16]))"""
 
 from __future__ import annotations
 

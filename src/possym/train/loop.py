@@ -1,46 +1,15 @@
 """The training loop: last-token cross-entropy, AdamW, warm-up + linear decay, exact resume, for one
 run or for S runs trained as one group.
 
-No argparse and no prints: the CLI passes a callback for the progress bar. Everything the loop
-writes goes through each run's :class:`~possym.runs.RunDir`.
-
-Each step is :meth:`possym.train.fused.ModelGroup.loss_and_grads` (the hand-written forward and
-backward for S models at once, held equal to the module's autograd by the tests; ``train.compile``
-runs it through Inductor) then each run's own fused AdamW. A single run (:func:`train`) is a group
-of one (:func:`train_group`).
-
-Each member is the run it stands for. It keeps its own data order (``seeds.order``), dropout stream
-(``seeds.dropout``, drawn as it would be alone), initial weights (``seeds.init``), learning rate and
-schedule, weight decay, gradient clipping, fp16 loss scale (a member whose gradients overflow skips
-its step alone), dropout rates and RoPE plane options. Only the forward and backward run batched;
-each member's clipping, AdamW step and schedule are its own torch objects acting on views of the
-stacked weights and gradients, so its optimiser state, checkpoints, ``metrics.jsonl``, ``best.json``
-and resumable ``state.pt`` are the same files whatever its group. AdamW's update is elementwise and
-memory-bound: batching it would save nothing on a CPU, and the member's own optimiser keeps its state
-in one run's form, so any member resumes on its own. Which runs may share a step:
-:mod:`possym.train.group`.
-
-Determinism: the batch order of epoch e is a permutation drawn from ``(seeds.order, e)``; weights
-come from a generator seeded by ``seeds.init``; dropout masks from a generator seeded by
-``seeds.dropout``, whose state is saved with every resumable state. So a run killed at any point
-and resumed ends with bitwise the same weights as an uninterrupted one (same device, same thread
-count). A member's numbers never depend on the others (each member's arithmetic is its own); eager,
-they do not depend on S either, so a member resumes bitwise alone or beside others. Compiled,
-Inductor splits reductions by S, so each resumable state records its group's layout
-(:data:`~possym.train.trainee.GROUP_STATE`: size, slot, every slot's model config) and a compiled
-member resumed with fewer companions is padded to its layout with idle slots; a compiled group whose
-members finish at different steps keeps the finished ones as idle slots for the same reason. A state
-records the step's version too (:data:`~possym.train.fused.STEP_VERSION`); one written by another
-version is refused (:class:`~possym.train.trainee.StepVersionError`), since it would not resume bitwise.
-
-Divergence (``train.on_nonfinite``): after each step a member whose loss is not finite (in fp16, only where its
-weights are not finite either: the loss scale skips a step that overflowed), or whose weights are not finite at
-a step that writes, has diverged. With ``stop`` (the default) nothing of that step is written, so its last
-finite checkpoint and resumable state stay; ``meta.json`` records ``diverged`` (step, loss, likely cause, last
-finite checkpoint); the member leaves the group while the others train to their end, and then a
-:class:`~possym.errors.DivergedError` names every member that diverged, with the step and the cause. A diverged
-run is refused a resume (it would diverge again). With ``continue`` the member trains on, and ``meta.json``
-records the first step as ``nonfinite``.
+Each step is :meth:`possym.train.fused.ModelGroup.loss_and_grads` then each run's own fused AdamW; a
+single run (:func:`train`) is a group of one (:func:`train_group`). Each member keeps its own seeds, data
+order, dropout stream, schedule, clipping and loss scale, and writes the same files whatever its group, so
+a run killed at any point resumes to bitwise the same weights (same device, same thread count). Which runs
+may share a step: :mod:`possym.train.group`. No argparse and no prints: the CLI passes a callback for the
+progress bar; everything written goes through each run's :class:`~possym.runs.RunDir`.
+Determinism, resume of compiled groups (:data:`~possym.train.trainee.GROUP_STATE`), step versions and
+divergence (``train.on_nonfinite``): docs/choices.md, "Training", "Many seeds at once: the group step" and
+"A run trusts nothing it did not write".
 
 Example (two tiny runs trained as one; each run directory is a normal run's)::
 
@@ -58,8 +27,7 @@ Example (two tiny runs trained as one; each run directory is a normal run's)::
     >>> [f["step"] for f in finals], runs[1].checkpoint_steps()
     ([4, 4], [0, 2, 4])
     >>> train(RunDir.create(f"{out}/one", runs[0].config), make_splits(runs[0].config.task, 0))["step"]
-    4
-"""
+    4"""
 
 from __future__ import annotations
 

@@ -1,38 +1,17 @@
 """Experiment tracking: ``train.log=tensorboard`` or ``train.log=wandb`` mirrors ``metrics.jsonl`` live,
 with the training curves and the run's config.
 
-Every record the training loop appends to ``metrics.jsonl`` (each evaluation, and the final test)
-goes through :func:`log`, which appends it there and, while :func:`tracking` holds a tracker open
-for the run, hands the same record to it as scalars (:func:`scalars`) at the record's step:
-
-    {split}/{key}                          val/accuracy, val/loss, val/acc_hop3, val/eval_s, test/accuracy, ...
-    scores/layer{l}.head{h}/{quantity}     the monitor's s_pos, s_sym, entropy of every head (last-token query)
-
-(``event``, ``split``, ``step``, the wall-clock ``time``, ``precision`` and ``device`` are not metrics and
-are left out; so are the monitor's per-head spreads.) ``metrics.jsonl`` stays the record of the run; the
-trackers are views of it. Besides, every ``train.log_every`` steps the loop hands the tracker the step's
-training loss (the batch's mean last-token cross-entropy, before the update) and the learning rate its update
-took (:func:`log_step`), which ``metrics.jsonl`` does not keep:
-
-    train/loss, train/lr                   at steps log_every, 2·log_every, ... (step s: the s-th update)
-
-and each tracker records the run's resolved config (``RUN/config.yaml``'s values) when it opens.
-
-- ``tensorboard``: ``torch.utils.tensorboard.SummaryWriter`` (``pip install "possym[tensorboard]"``)
-  writes event files into ``RUN/tensorboard/``, flushed after every record, so ``tensorboard --logdir``
-  sees each evaluation as it happens; the config is the text summary ``config`` (YAML), in the TEXT tab.
-- ``wandb``: one Weights & Biases run per training session, written under ``RUN/wandb/`` (``pip install
-  "possym[wandb]"``), named after the run directory, with the run's config as its config. Offline unless
-  ``WANDB_MODE`` says otherwise (``WANDB_MODE=online`` uploads; ``wandb sync RUN/wandb/wandb/offline-run-*``
-  uploads an offline run later: wandb puts its own ``wandb/`` folder inside the directory it is given, so the
-  runs lie in :data:`WANDB_RUNS`); ``WANDB_PROJECT`` names the project (default ``possym``).
-
-A tracker whose package is missing is refused before the run directory is made (:func:`require_tracker`,
-called where a run is created for training), so that a retry after the install is not refused as another run.
-
-A resumed run re-logs the evaluations after its saved state (``metrics.jsonl`` is truncated to the
-state's step, and the replayed steps give the same numbers): TensorBoard shows both copies of those
-points, wandb starts a new run for the new session.
+Every record the loop appends to ``metrics.jsonl`` goes through :func:`log`, which also hands it to the open
+tracker (:func:`tracking`) as scalars (:func:`scalars`): ``{split}/{key}`` (val/accuracy, val/acc_hop3,
+test/accuracy, ...) and ``scores/layer{l}.head{h}/{quantity}`` (the monitor's s_pos, s_sym, entropy; not its
+spreads, nor a record's event, step, time, precision or device); every ``train.log_every`` steps :func:`log_step`
+adds ``train/loss`` and ``train/lr``, which ``metrics.jsonl`` does not keep. ``metrics.jsonl`` stays the record;
+the trackers are views of it. ``tensorboard`` writes event files into ``RUN/tensorboard/`` (the config as the text
+summary ``config``); ``wandb`` one run per training session under ``RUN/wandb/`` (runs in :data:`WANDB_RUNS`),
+offline unless ``WANDB_MODE`` says otherwise, project ``WANDB_PROJECT`` (default ``possym``; ``wandb sync`` uploads
+an offline run later). A missing package is refused before the run directory is made (:func:`require_tracker`). A
+resumed run re-logs the evaluations after its saved state: TensorBoard shows both copies, wandb starts a new run.
+Installing: README, ``[tensorboard]`` and ``[wandb]``.
 
 Example:
     >>> score = {"query": "last", "layer": 0, "head": 1, "s_pos": 0.9, "s_sym": 0.2, "entropy": 1.5}
@@ -44,8 +23,7 @@ Example:
     val/accuracy 0.5
     scores/layer0.head1/s_pos 0.9
     scores/layer0.head1/s_sym 0.2
-    scores/layer0.head1/entropy 1.5
-"""
+    scores/layer0.head1/entropy 1.5"""
 
 from __future__ import annotations
 
