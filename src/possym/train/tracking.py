@@ -5,12 +5,13 @@ Every record the loop appends to ``metrics.jsonl`` goes through :func:`log`, whi
 tracker (:func:`tracking`) as scalars (:func:`scalars`): ``{split}/{key}`` (val/accuracy, val/acc_hop3,
 test/accuracy, ...) and ``scores/layer{l}.head{h}/{quantity}`` (the monitor's s_pos, s_sym, entropy; not its
 spreads, nor a record's event, step, time, precision or device); every ``train.log_every`` steps :func:`log_step`
-adds ``train/loss`` and ``train/lr``, which ``metrics.jsonl`` does not keep. ``metrics.jsonl`` stays the record;
-the trackers are views of it. ``tensorboard`` writes event files into ``RUN/tensorboard/`` (the config as the text
+adds ``train/loss`` and ``train/lr``, which ``metrics.jsonl`` does not keep. ``metrics.jsonl`` stays the record; the
+trackers are views of it. ``tensorboard`` writes event files into ``RUN/tensorboard/`` (the config as the text
 summary ``config``); ``wandb`` one run per training session under ``RUN/wandb/`` (runs in :data:`WANDB_RUNS`),
-offline unless ``WANDB_MODE`` says otherwise, project ``WANDB_PROJECT`` (default ``possym``; ``wandb sync`` uploads
-an offline run later). A missing package is refused before the run directory is made (:func:`require_tracker`). A
-resumed run re-logs the evaluations after its saved state: TensorBoard shows both copies, wandb starts a new run.
+offline unless ``WANDB_MODE`` says otherwise, project ``WANDB_PROJECT`` (default ``possym``); an offline run
+uploads later with ``wandb sync RUN/wandb/wandb/offline-run-*``. A missing package is refused before the run
+directory is made (:func:`require_tracker`). A resumed run re-logs the evaluations after its saved state:
+TensorBoard shows both copies, wandb starts a new run.
 Installing: README, ``[tensorboard]`` and ``[wandb]``.
 
 Example:
