@@ -15,7 +15,7 @@ Example:
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -31,8 +31,10 @@ __all__ = ["PRECISIONS", "LengthGenConfig", "LengthStageConfig", "curve_precisio
 @dataclass(frozen=True)
 class LengthStageConfig(Execution):
     """The lengthgen stage of a pipeline: the curve's settings (flat in the words: ``lengthgen.n=500``), at each
-    of ``steps``, in ``precision``: ``fp32``, or ``train``: bf16 (``torch.autocast``) where the run trained in
-    bf16 (``train.precision`` as ``auto`` resolved it, in ``meta.json``), fp32 otherwise (docs/choices.md)."""
+    of ``steps``, in ``precision``: ``fp32``, ``bf16`` (``torch.autocast``), or ``train``: bf16 where the run
+    trained in bf16 (``train.precision`` as ``auto`` resolved it, in ``meta.json``), fp32 otherwise
+    (docs/choices.md). ``train`` is resolved against the run before the memo is read: the memo keys the precision
+    used, so curves an fp32 run measured in fp32 are done for ``train`` too."""
 
     curve: LengthGenConfig = field(default_factory=LengthGenConfig)
     steps: tuple[StepSpec, ...] = ("final",)
@@ -44,15 +46,18 @@ class LengthStageConfig(Execution):
                 raise ConfigError(f"lengthgen steps: {step!r}; allowed: checkpoint step numbers, 'best', 'final'")
         if self.precision not in PRECISIONS:
             raise ConfigError(f"lengthgen.precision={self.precision!r}; allowed: {list(PRECISIONS)} (train: bf16 "
-                              "where the run trained in bf16)")
+                              "where the run trained in bf16, fp32 otherwise)")
 
 
-PRECISIONS = ("fp32", "train")
+PRECISIONS = ("fp32", "bf16", "train")
 
 
 def curve_precision(run: RunDir, precision: str) -> str:
-    """The precision a curve runs in: ``bf16`` for ``train`` of a run that trained in bf16, else ``fp32``."""
-    return "bf16" if precision == "train" and run.meta.get("precision") == "bf16" else "fp32"
+    """The precision a curve runs in: ``precision`` itself, or for ``train`` the run's (``bf16`` where it trained
+    in bf16, else ``fp32``)."""
+    if precision != "train":
+        return precision
+    return "bf16" if run.meta.get("precision") == "bf16" else "fp32"
 
 
 def measure_curves(ctx: StageContext, cfg: LengthStageConfig) -> list[LengthRecord]:
@@ -77,9 +82,10 @@ def measure_curves(ctx: StageContext, cfg: LengthStageConfig) -> list[LengthReco
 
 
 def _check(run: RunDir, cfg: LengthStageConfig, device: torch.device) -> LengthStageConfig:
-    """A grid whose largest K does not fit in the device's memory is refused before anything is written."""
+    """A grid whose largest K does not fit in the device's memory is refused before anything is written; ``train``
+    becomes the precision it means for this run, the one the memo then records."""
     check_curve_memory(cfg.curve, run.config.task, run.model_config, device)
-    return cfg
+    return replace(cfg, precision=curve_precision(run, cfg.precision))
 
 
 STAGE = Stage("lengthgen", LengthStageConfig, measure_curves, scope="run", per_step=True, check=_check,

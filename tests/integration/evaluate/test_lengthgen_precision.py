@@ -1,5 +1,6 @@
 """``lengthgen.precision=train``: a length curve runs in bf16 (autocast) where the run trained in bf16 and in fp32
-otherwise, says which in its memo entry, and leaves the entries made before the setting existed done."""
+otherwise; the memo keys the precision used, so an fp32 run's fp32 curves are done for ``train`` too, and the
+entries made before the setting existed are done at its default."""
 
 from __future__ import annotations
 
@@ -39,25 +40,31 @@ def test_the_curve_runs_in_the_precision_the_run_trained_in(tmp_path, tiny_overr
         del stages["lengthgen"]["settings"]["precision"]
     assert main(["lengthgen", str(run), *CURVE, "lengthgen.precision=fp32"]) == 0 and spied == [False]
 
-    # a run that trained in fp32: train is fp32, the same curve to the bit
+    # a run that trained in fp32: train is fp32, the curves already measured (not measured again)
     assert main(["lengthgen", str(run), *CURVE, "lengthgen.precision=train"]) == 0
+    assert spied == [False] and read_csv(run / "lengthgen.csv") == fp32
+    # ... and measured again, the same curve to the bit
+    assert main(["lengthgen", str(run), *CURVE, "lengthgen.precision=train", "--redo"]) == 0
     assert spied == [False, False] and read_csv(run / "lengthgen.csv") == fp32
-    assert run_memo(run).entry("lengthgen")["facts"] == {"precision": "fp32"}
+    entry = run_memo(run).entry("lengthgen")
+    assert entry["settings"]["precision"] == "fp32" and entry["facts"] == {"precision": "fp32"}
 
     # a run that trained in bf16 (as auto resolves on a CPU with AMX): train is bf16
     RunDir.open(run).record_meta(precision="bf16")
-    assert main(["lengthgen", str(run), *CURVE, "lengthgen.precision=train", "--redo"]) == 0
+    assert main(["lengthgen", str(run), *CURVE, "lengthgen.precision=train"]) == 0  # not done in bf16: measured
     assert spied == [False, False, True]
     entry = run_memo(run).entry("lengthgen")
-    assert entry["settings"]["precision"] == "train" and entry["facts"] == {"precision": "bf16"}
+    assert entry["settings"]["precision"] == "bf16" and entry["facts"] == {"precision": "bf16"}
     bf16 = read_csv(run / "lengthgen.csv")
     assert [(r["extra"], r["n_hops"]) for r in bf16] == [(r["extra"], r["n_hops"]) for r in fp32]
 
-    # fp32 asked of a bf16 run stays fp32
-    assert main(["lengthgen", str(run), *CURVE, "lengthgen.precision=fp32", "--redo"]) == 0
+    # fp32 asked of a bf16 run stays fp32; bf16 asked of it is what train measured
+    assert main(["lengthgen", str(run), *CURVE, "lengthgen.precision=fp32"]) == 0
     assert spied[-1] is False and read_csv(run / "lengthgen.csv") == fp32
+    assert main(["lengthgen", str(run), *CURVE, "lengthgen.precision=bf16"]) == 0
+    assert spied[-1] is True and read_csv(run / "lengthgen.csv") == bf16
 
 
 def test_a_precision_it_does_not_know_is_refused(tmp_path, capsys):
     assert main(["lengthgen", str(tmp_path), "lengthgen.precision=fp16"]) == 2
-    assert "lengthgen.precision='fp16'; allowed: ['fp32', 'train']" in capsys.readouterr().err
+    assert "lengthgen.precision='fp16'; allowed: ['fp32', 'bf16', 'train']" in capsys.readouterr().err
