@@ -162,7 +162,7 @@ def test_a_lock_left_on_another_host_is_refused_on_a_slurm_job_with_advice_that_
     # the advice, and the executor keeps it on disk in the run's log.
     assert "training" not in resume_log(out, run_spec.id)
     log = (out / "logs" / f"{run_spec.id}.log").read_text()
-    assert "train, score failed:" in log and advice in log, log
+    assert "training failed:" in log and advice in log, log
     assert run.checkpoint_steps() == [], "refused before it trained"
     (run.path / LOCK_FILE).unlink()  # the advice
     done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
