@@ -491,17 +491,23 @@ def _segments(exp: Experiment) -> list[tuple[tuple[Stage, Any], ...]]:
 
 
 def _done(out: Path, rid: str, stage: Stage, cfg: Any, redo: bool = False) -> bool:
-    """Whether run ``rid``'s memo has ``stage`` done with ``cfg`` (a per-step stage: at every step it asks)."""
+    """Whether run ``rid``'s memo has ``stage`` done with ``cfg`` (a per-step stage: at every step it asks). A
+    run-scope stage's settings that differ as asked are read as the run resolves them (:func:`stage_done`: a
+    clamped ``score.n_inputs``, ``lengthgen.precision=train``), as :func:`run_stage` would before running it."""
     if redo:
         return False
     key, defaults = stage.key_of(cfg), _defaults(stage)
     memo = ExperimentMemo(out).memo(rid)
-    if not memo.done(stage.name, key, defaults):  # settings first: cheap, and a run not yet made is not done
+    if memo.entry(stage.name) is None:  # cheap, and a run not yet made is not done
         return False
+    as_asked = memo.done(stage.name, key, defaults)
     if stage.scope == "runs":
-        return True
+        return as_asked
     try:
-        steps, at = stage.memo_steps(RunDir.open(out / "runs" / rid), cfg)
+        run = RunDir.open(out / "runs" / rid)
+        if not as_asked:
+            return stage_done(run, stage, cfg)
+        steps, at = stage.memo_steps(run, cfg)
     except PossymError:  # no checkpoints yet, or "final" of a run not finished: not done
         return False
     return memo.done(stage.name, key, defaults, steps, at)

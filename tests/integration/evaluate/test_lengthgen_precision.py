@@ -9,6 +9,7 @@ import torch
 
 import possym.stages.lengthgen as lengthgen
 from possym.cli import main
+from possym.experiment import experiment_from_dict, run_experiment
 from possym.runs import RunDir, read_csv
 from possym.stages.memo import run_memo
 
@@ -68,3 +69,16 @@ def test_the_curve_runs_in_the_precision_the_run_trained_in(tmp_path, tiny_overr
 def test_a_precision_it_does_not_know_is_refused(tmp_path, capsys):
     assert main(["lengthgen", str(tmp_path), "lengthgen.precision=fp16"]) == 2
     assert "lengthgen.precision='fp16'; allowed: ['fp32', 'bf16', 'train']" in capsys.readouterr().err
+
+
+def test_an_experiment_finds_curves_done_in_the_precision_train_means(tmp_path, tiny_overrides):
+    """The executor's skip check reads the settings as the run resolves them, as run_stage does: curves an fp32
+    run measured in fp32 are skipped, not sent to be found done, when the spec asks for ``train``."""
+    stages = {"training": {}, "lengthgen": {"grid": [0, 5], "n": 8, "n_prefixes": 2, "precision": "fp32"}}
+    spec = {"tasks": ["letter"], "overrides": [*tiny_overrides, "train.precision=fp32"], "retries": 0,
+            "stages": stages}
+    first = run_experiment(experiment_from_dict(spec), tmp_path, progress=False)
+    assert ("letter-s0", "lengthgen") in first.ran and first.failed == {}
+    stages["lengthgen"]["precision"] = "train"
+    again = run_experiment(experiment_from_dict(spec), tmp_path, progress=False)
+    assert again.ran == [] and ("letter-s0", "lengthgen") in again.skipped, (again.ran, again.skipped)
